@@ -1,0 +1,6 @@
+//! The `llmchain` command-line tool.
+
+fn main() {
+    eprintln!("llmchain: no subcommands yet");
+    std::process::exit(2);
+}

@@ -1,0 +1,1 @@
+//! The `#[tool]` attribute macro (built with the tools issue).

@@ -1,0 +1,1 @@
+//! llmchain-mcp: see the crate README; built in a later issue.

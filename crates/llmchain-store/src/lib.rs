@@ -1,0 +1,1 @@
+//! llmchain-store: see the crate README; built in a later issue.

@@ -1,0 +1,61 @@
+//! # llmchain
+//!
+//! LLM tool calling for Rust: the messages that carry a model's tool calls and the
+//! application's tool results, the streaming codecs that assemble them from provider
+//! wire formats, the tools that run them safely, and the chain that loops with the model.
+//!
+//! The message model ([`message`]) is pure: no network, database or async runtime.
+//!
+//! ## Seed function → Rust item
+//!
+//! The two reference documents (`LangChain.Message.ToolCall` and
+//! `LangChain.Message.ToolResult` of LangChain for Elixir) map as follows.
+//!
+//! | seed | Rust |
+//! |---|---|
+//! | `ToolCall` struct | [`message::ToolCall`] |
+//! | field `status` (`:incomplete`/`:complete`) | [`ToolCall::status`](message::ToolCall::status): [`message::ToolCallStatus`] |
+//! | field `type` | [`ToolCall::r#type`](message::ToolCall::type): [`message::ToolType`] |
+//! | field `call_id` | [`ToolCall::call_id`](message::ToolCall::call_id) |
+//! | field `name` | [`ToolCall::name`](message::ToolCall::name) |
+//! | field `arguments` | [`ToolCall::arguments`](message::ToolCall::arguments): [`message::Arguments`] (raw text or object) |
+//! | field `index` | [`ToolCall::index`](message::ToolCall::index) |
+//! | field `display_text` | [`ToolCall::display_text`](message::ToolCall::display_text) |
+//! | field `metadata` | [`ToolCall::metadata`](message::ToolCall::metadata) |
+//! | `new(attrs)` | [`ToolCall::new`](message::ToolCall::new) with [`message::ToolCallAttrs`] → `Result<ToolCall, ValidationErrors>` |
+//! | `new!(attrs)` | [`ToolCall::new_or_panic`](message::ToolCall::new_or_panic) |
+//! | changeset errors | [`message::ValidationErrors`] / [`message::FieldError`] |
+//! | `complete(tool_call)` | [`ToolCall::complete`](message::ToolCall::complete), [`ToolCall::complete_in_place`](message::ToolCall::complete_in_place) |
+//! | `arguments_as_map(tool_call)` | [`ToolCall::arguments_as_map`](message::ToolCall::arguments_as_map) |
+//! | `execution_status(tool_call, default)` | [`ToolCall::execution_status`](message::ToolCall::execution_status), [`ToolCall::execution_status_or`](message::ToolCall::execution_status_or), typed [`message::ExecutionStatus`] |
+//! | `set_execution_status(tool_call, status)` | [`ToolCall::set_execution_status`](message::ToolCall::set_execution_status), [`ToolCall::with_execution_status`](message::ToolCall::with_execution_status) |
+//! | `merge(primary, call_part)` | [`ToolCall::merge`](message::ToolCall::merge), in place [`ToolCall::merge_from`](message::ToolCall::merge_from); errors [`message::MergeError`] |
+//! | `t()` | [`message::ToolCall`] |
+//! | `ToolResult` struct | [`message::ToolResult`] |
+//! | field `type` | [`ToolResult::r#type`](message::ToolResult::type) |
+//! | field `tool_call_id` | [`ToolResult::tool_call_id`](message::ToolResult::tool_call_id) |
+//! | field `name` | [`ToolResult::name`](message::ToolResult::name) |
+//! | field `content` (string or ContentParts) | [`ToolResult::content`](message::ToolResult::content): `Vec<ContentPart>`; constructors take [`message::Content`] (text or parts) |
+//! | field `processed_content` | [`ToolResult::processed_content`](message::ToolResult::processed_content) (JSON; never sent to a model) |
+//! | field `display_text` | [`ToolResult::display_text`](message::ToolResult::display_text) |
+//! | field `options` (cache control, ...) | [`ToolResult::options`](message::ToolResult::options) |
+//! | field `is_error` | [`ToolResult::is_error`](message::ToolResult::is_error), [`ToolResult::error`](message::ToolResult::error) |
+//! | field `is_exception` | [`ToolResult::is_exception`](message::ToolResult::is_exception), [`ToolResult::exception`](message::ToolResult::exception) |
+//! | field `exception` (virtual) | [`ToolResult::exception_info`](message::ToolResult::exception_info): [`message::ToolException`] (message, location, backtrace) |
+//! | field `is_refusal` | [`ToolResult::is_refusal`](message::ToolResult::is_refusal), [`ToolResult::refusal`](message::ToolResult::refusal) |
+//! | field `is_interrupt` / `interrupt_data` (virtual) | [`ToolResult::is_interrupt`](message::ToolResult::is_interrupt), [`ToolResult::interrupt`](message::ToolResult::interrupt), [`ToolResult::interrupt_data`](message::ToolResult::interrupt_data) |
+//! | field `message_expansion` (virtual) | [`ToolResult::message_expansion`](message::ToolResult::message_expansion): [`message::MessageExpansion`] |
+//! | `{:ok, "String response for LLM", native_data}` | [`ToolResult::text`](message::ToolResult::text) + [`ToolResult::with_processed_content`](message::ToolResult::with_processed_content) |
+//! | `ContentPart` | [`message::ContentPart`] |
+//! | `LangChain.MessageExpansion` | [`message::MessageExpansion`], [`message::KeepContent`] |
+//! | `Message`, `MessageDelta` | [`message::Message`], [`message::MessageDelta`] |
+//!
+//! Where the reference has bugs, we keep its intent and fix them; each fix is documented
+//! on the item (e.g. an index mismatch in `merge` is an error value, not a raise).
+
+#![deny(missing_docs)]
+
+pub mod conversation;
+pub mod message;
+pub mod provider;
+pub mod storage_format;

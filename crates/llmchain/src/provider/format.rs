@@ -1,0 +1,147 @@
+//! [`Format`], the [`Codec`] trait and the [`StreamDecoder`] trait.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{Map, Value};
+
+use super::error::{DecodeError, EncodeError};
+use super::event::StreamEvent;
+use super::outcome::DecodeOutcome;
+use crate::conversation::Conversation;
+use crate::message::DEFAULT_MAX_ARGUMENT_BYTES;
+
+/// A provider wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// OpenAI Chat Completions, and every compatible server (Mistral, DeepSeek, vLLM,
+    /// llama.cpp, OpenRouter, LiteLLM, ...).
+    OpenAiChat,
+    /// OpenAI Responses.
+    OpenAiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `generateContent`.
+    Gemini,
+    /// Ollama `/api/chat`.
+    Ollama,
+}
+
+impl Format {
+    /// All formats.
+    pub const ALL: [Format; 5] = [
+        Format::OpenAiChat,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+        Format::Gemini,
+        Format::Ollama,
+    ];
+
+    /// The canonical name (`openai_chat`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::OpenAiChat => "openai_chat",
+            Format::OpenAiResponses => "openai_responses",
+            Format::Anthropic => "anthropic",
+            Format::Gemini => "gemini",
+            Format::Ollama => "ollama",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown format name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown format '{0}': expected one of openai_chat (or openai), openai_responses, anthropic, gemini, ollama"
+)]
+pub struct UnknownFormat(pub String);
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "openai_chat" | "openai" | "chat" => Format::OpenAiChat,
+            "openai_responses" | "responses" => Format::OpenAiResponses,
+            "anthropic" => Format::Anthropic,
+            "gemini" | "google" => Format::Gemini,
+            "ollama" => Format::Ollama,
+            other => return Err(UnknownFormat(other.to_owned())),
+        })
+    }
+}
+
+/// Limits for a decoder fed untrusted bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecoderConfig {
+    /// Cap on one call's argument bytes.
+    pub max_argument_bytes: usize,
+    /// Cap on one SSE event / NDJSON line.
+    pub max_line_bytes: usize,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
+            max_line_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Request settings beside the conversation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RequestOptions {
+    /// The model id.
+    pub model: String,
+    /// Ask for a streamed response.
+    pub stream: bool,
+    /// Output token cap (required by Anthropic; a default is used when unset).
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Extra top-level body fields, merged last.
+    pub extra: Map<String, Value>,
+}
+
+/// A streaming decoder: feed it byte chunks of any size, then finish.
+///
+/// Implementations must give the same events (concatenated per call and per content
+/// position) and the same outcome for every chunking of the same body.
+pub trait StreamDecoder: Send {
+    /// Feeds a chunk; events known so far are passed to `on_event`.
+    fn feed(
+        &mut self,
+        chunk: &[u8],
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<(), DecodeError>;
+
+    /// Ends the body: flushes what is buffered and returns the outcome. A body that ends
+    /// before the provider said it was done gives a `Cancelled` message whose unfinished
+    /// calls are incomplete.
+    fn finish(
+        &mut self,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<DecodeOutcome, DecodeError>;
+}
+
+/// One wire format's pure codec.
+pub trait Codec: Send + Sync {
+    /// The format.
+    fn format(&self) -> Format;
+    /// Encodes a request body (JSON bytes).
+    fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError>;
+    /// A fresh streaming decoder.
+    fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder>;
+    /// Decodes a whole non-streaming response body.
+    fn decode_response(
+        &self,
+        body: &[u8],
+        config: DecoderConfig,
+    ) -> Result<DecodeOutcome, DecodeError>;
+}
