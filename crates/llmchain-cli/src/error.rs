@@ -1,0 +1,27 @@
+//! [`CliError`]: every failure maps to an exit code and a one-line message.
+
+use std::process::ExitCode;
+
+/// A command failure. `Usage` exits 2 (usage or bad input), `Runtime` exits 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad usage or bad input: exit code 2.
+    #[error("{0}")]
+    Usage(String),
+    /// A runtime failure: exit code 1.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CliError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::Usage(_) => ExitCode::from(2),
+            CliError::Runtime(_) => ExitCode::from(1),
+        }
+    }
+}
+
+/// The result of a command.
+pub type CliResult = Result<(), CliError>;
