@@ -5,6 +5,7 @@
 
 mod cmd;
 mod error;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -26,6 +27,8 @@ enum Command {
     Decode(cmd::decode::DecodeArgs),
     /// Encode a conversation file into a provider request body.
     Encode(cmd::encode::EncodeArgs),
+    /// Run an offline agent conversation on the embedded defaults.
+    Demo(cmd::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Encode(args) => cmd::encode::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

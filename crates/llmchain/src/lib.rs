@@ -59,3 +59,7 @@ pub mod conversation;
 pub mod message;
 pub mod provider;
 pub mod storage_format;
+#[cfg(feature = "runtime")]
+pub mod tool;
+#[cfg(feature = "runtime")]
+pub mod chain;

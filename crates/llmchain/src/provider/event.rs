@@ -89,3 +89,53 @@ pub enum StreamEvent<'a> {
         message: Cow<'a, str>,
     },
 }
+
+impl StreamEvent<'_> {
+    /// An owned copy (for events that outlive the decoder's buffer).
+    pub fn into_owned(self) -> StreamEvent<'static> {
+        fn own(c: Cow<'_, str>) -> Cow<'static, str> {
+            Cow::Owned(c.into_owned())
+        }
+        match self {
+            StreamEvent::TextDelta { index, text } => StreamEvent::TextDelta {
+                index,
+                text: own(text),
+            },
+            StreamEvent::ReasoningDelta { index, text } => StreamEvent::ReasoningDelta {
+                index,
+                text: own(text),
+            },
+            StreamEvent::ReasoningSignature { index, signature } => {
+                StreamEvent::ReasoningSignature {
+                    index,
+                    signature: own(signature),
+                }
+            }
+            StreamEvent::ToolCallStarted {
+                index,
+                call_id,
+                name,
+            } => StreamEvent::ToolCallStarted {
+                index,
+                call_id: call_id.map(own),
+                name: own(name),
+            },
+            StreamEvent::ToolCallArguments { index, fragment } => {
+                StreamEvent::ToolCallArguments {
+                    index,
+                    fragment: own(fragment),
+                }
+            }
+            StreamEvent::ToolCallFinished { index } => StreamEvent::ToolCallFinished { index },
+            StreamEvent::Usage(u) => StreamEvent::Usage(u),
+            StreamEvent::Stop { reason, raw } => StreamEvent::Stop {
+                reason,
+                raw: own(raw),
+            },
+            StreamEvent::Error { kind, message } => StreamEvent::Error {
+                kind: own(kind),
+                message: own(message),
+            },
+        }
+    }
+}

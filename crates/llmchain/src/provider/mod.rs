@@ -8,6 +8,7 @@ mod error;
 mod event;
 mod format;
 mod outcome;
+pub mod render;
 
 pub use error::{DecodeError, EncodeError};
 pub use event::{StopReason, StreamEvent};
@@ -15,3 +16,4 @@ pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };
+

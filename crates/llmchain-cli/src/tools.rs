@@ -1,0 +1,176 @@
+//! The built-in tools of `llmchain demo` and `llmchain run`: a calculator, a clock and a
+//! file reader confined to one directory.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use llmchain::tool::{Tool, ToolOutput};
+use serde_json::json;
+
+/// `calculator {"expression": "(17 * 23) + 4"}` — arithmetic with + - * / ^ and parentheses.
+pub fn calculator() -> Tool {
+    Tool::builder("calculator")
+        .description("Evaluates an arithmetic expression with + - * / ^ and parentheses.")
+        .display_text("Calculate")
+        .schema(json!({
+            "type": "object",
+            "properties": {"expression": {"type": "string", "description": "e.g. (17 * 23) + 4"}},
+            "required": ["expression"],
+            "additionalProperties": false
+        }))
+        .idempotent(true)
+        .handler(|args, _| async move {
+            let expr = args["expression"].as_str().unwrap_or_default().to_owned();
+            match exmex::eval_str::<f64>(&expr) {
+                Ok(v) if v.is_finite() => {
+                    let shown = if v.fract() == 0.0 && v.abs() < 1e15 {
+                        format!("{}", v as i64)
+                    } else {
+                        format!("{v}")
+                    };
+                    ToolOutput::with_data(format!("{expr} = {shown}"), json!({"value": v}))
+                }
+                Ok(v) => ToolOutput::error(format!("{expr} is not a finite number ({v})")),
+                // Nothing was changed: a malformed expression is safe to correct and resend.
+                Err(e) => ToolOutput::refusal(format!("cannot evaluate {expr:?}: {e}")),
+            }
+        })
+        .build()
+        .expect("the calculator definition is valid")
+}
+
+/// `clock {}` — the current UTC time (RFC 3339).
+pub fn clock() -> Tool {
+    Tool::builder("clock")
+        .description("Returns the current UTC date and time in RFC 3339 format.")
+        .display_text("Read the clock")
+        .schema(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+        .idempotent(true)
+        .handler(|_, _| async move {
+            let now = SystemTime::now();
+            let text = humantime::format_rfc3339_seconds(now).to_string();
+            let unix = now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            ToolOutput::with_data(text, json!({"unix_seconds": unix}))
+        })
+        .build()
+        .expect("the clock definition is valid")
+}
+
+/// The largest file `read_file` returns.
+pub const MAX_READ_BYTES: u64 = 256 * 1024;
+
+/// `read_file {"path": "notes.txt"}` — reads a UTF-8 text file inside `root` only.
+pub fn read_file(root: impl Into<PathBuf>) -> Tool {
+    let root: PathBuf = root.into();
+    Tool::builder("read_file")
+        .description(format!(
+            "Reads a UTF-8 text file (at most {MAX_READ_BYTES} bytes) from the working directory. \
+             Paths are relative to it; nothing outside it can be read."
+        ))
+        .display_text("Read a file")
+        .schema(json!({
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "relative path, e.g. notes.txt"}},
+            "required": ["path"],
+            "additionalProperties": false
+        }))
+        .idempotent(true)
+        .handler(move |args, _| {
+            let root = root.clone();
+            async move {
+                let rel = args["path"].as_str().unwrap_or_default().to_owned();
+                read_confined(&root, &rel).await
+            }
+        })
+        .build()
+        .expect("the read_file definition is valid")
+}
+
+async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
+    let root = match tokio::fs::canonicalize(root).await {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(format!("the working directory is unavailable: {e}")),
+    };
+    if Path::new(rel).is_absolute() {
+        return ToolOutput::refusal(format!(
+            "{rel} is an absolute path; give a path relative to the working directory"
+        ));
+    }
+    let full = match tokio::fs::canonicalize(root.join(rel)).await {
+        Ok(p) => p,
+        Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
+    };
+    if !full.starts_with(&root) {
+        return ToolOutput::refusal(format!("{rel} is outside the working directory"));
+    }
+    let meta = match tokio::fs::metadata(&full).await {
+        Ok(m) => m,
+        Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
+    };
+    if !meta.is_file() {
+        return ToolOutput::error(format!("{rel} is not a file"));
+    }
+    if meta.len() > MAX_READ_BYTES {
+        return ToolOutput::error(format!(
+            "{rel} has {} bytes; the limit is {MAX_READ_BYTES}",
+            meta.len()
+        ));
+    }
+    match tokio::fs::read(&full).await {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => ToolOutput::with_data(text, json!({"path": rel, "bytes": meta.len()})),
+            Err(_) => ToolOutput::error(format!("{rel} is not UTF-8 text")),
+        },
+        Err(e) => ToolOutput::error(format!("cannot read {rel}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmchain::tool::ToolContext;
+
+    #[tokio::test]
+    async fn calculator_evaluates_and_refuses_garbage() {
+        let c = calculator();
+        let r = c
+            .execute(json!({"expression": "(17 * 23) + 4"}), ToolContext::new("c1"))
+            .await;
+        assert_eq!(r.content_text(), "(17 * 23) + 4 = 395");
+        let r = c
+            .execute(json!({"expression": "2 +* 2"}), ToolContext::new("c2"))
+            .await;
+        assert!(r.is_refusal(), "{r:?}");
+        let r = c.execute(json!({"expr": "1"}), ToolContext::new("c3")).await;
+        assert!(r.is_refusal());
+        assert!(r.content_text().contains("did you mean \"expression\""), "{}", r.content_text());
+    }
+
+    #[tokio::test]
+    async fn read_file_is_confined() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "hello").unwrap();
+        let t = read_file(dir.path());
+        let ok = t.execute(json!({"path": "a.txt"}), ToolContext::new("1")).await;
+        assert_eq!(ok.content_text(), "hello");
+        let out = t
+            .execute(json!({"path": "../../etc/passwd"}), ToolContext::new("2"))
+            .await;
+        assert!(out.is_error(), "{out:?}");
+        let abs = t
+            .execute(json!({"path": "/etc/passwd"}), ToolContext::new("3"))
+            .await;
+        assert!(abs.is_refusal());
+        let missing = t.execute(json!({"path": "nope.txt"}), ToolContext::new("4")).await;
+        assert!(missing.is_error() && !missing.is_refusal());
+    }
+
+    #[tokio::test]
+    async fn clock_answers() {
+        let r = clock().execute(json!({}), ToolContext::new("1")).await;
+        assert!(r.content_text().ends_with('Z'), "{}", r.content_text());
+    }
+}

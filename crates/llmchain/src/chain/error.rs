@@ -1,0 +1,61 @@
+//! [`ChainError`]: why a run stopped with an error.
+
+use super::model::ModelError;
+use crate::message::DeltaError;
+
+/// Why a run ended with an error. The chain keeps its conversation consistent in every
+/// case: whatever was added is whole.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChainError {
+    /// `run` on a chain with no messages.
+    #[error("LLMChain cannot be run without messages")]
+    NoMessages,
+    /// Every model (primary and fallbacks) failed; the last error is kept.
+    #[error("the model call failed: {0}")]
+    Model(ModelError),
+    /// All fallbacks failed.
+    #[error("all fallbacks failed; last error: {0}")]
+    AllFallbacksFailed(ModelError),
+    /// The failure budget is used up (`exceeded_failure_count`).
+    #[error("Exceeded max failure count ({count}/{max})")]
+    ExceededFailureCount {
+        /// Consecutive failed batches.
+        count: u32,
+        /// `max_retry_count`.
+        max: u32,
+    },
+    /// The model kept repeating the same failing call.
+    #[error("the model repeated the same failing call to '{tool}' {count} times")]
+    RepeatedFailingCall {
+        /// The tool.
+        tool: String,
+        /// How many times.
+        count: u32,
+    },
+    /// The max-runs guard stopped a looping mode (`exceeded_max_runs`).
+    #[error("Exceeded maximum number of runs ({count}/{max})")]
+    ExceededMaxRuns {
+        /// Runs done.
+        count: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// `until_tool_used` with names that are not tools (`invalid_tool_name`).
+    #[error("{0}")]
+    InvalidToolName(String),
+    /// `until_tool_used`: the model ended its turn without using the tool.
+    #[error("the model finished without calling {0}")]
+    ToolNotUsed(String),
+    /// A stream delta could not be merged.
+    #[error("Error applying delta message: {0}")]
+    Delta(#[from] DeltaError),
+    /// Resume was called with decisions that do not match the pending calls.
+    #[error("cannot resume: {0}")]
+    Resume(String),
+    /// Persisting the conversation failed; the run stopped before going further.
+    #[error("could not persist the conversation: {0}")]
+    Persist(String),
+    /// The run was cancelled.
+    #[error("the run was cancelled")]
+    Cancelled,
+}

@@ -1,0 +1,397 @@
+//! Running a batch of tool calls: review, execution, statuses, the tool message and the
+//! failure budget.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::callbacks::ChainCallbacks;
+use super::error::ChainError;
+use super::llm_chain::LLMChain;
+use super::mode::RunOutcome;
+use super::review::{HumanDecision, ReviewDecision};
+use super::sink::ConversationSink;
+use super::state::{PendingCall, PendingReview};
+use super::steps::Step;
+use crate::message::{Arguments, ExecutionStatus, Message, ToolCall, ToolResult};
+use crate::tool::{ExecutionObserver, ObserverFuture, ToolExecutor};
+
+/// What happens to one call of a batch.
+enum Plan {
+    /// Run it (arguments possibly edited).
+    Run(ToolCall),
+    /// Answered without running.
+    Answer(ToolResult),
+}
+
+/// Persists status transitions and fires `on_tool_pre_execution` as bodies start.
+struct ChainObserver {
+    sink: Option<Arc<dyn ConversationSink>>,
+    callbacks: Vec<Arc<dyn ChainCallbacks>>,
+    errors: std::sync::Mutex<Vec<String>>,
+}
+
+impl ChainObserver {
+    async fn persist(&self, call: &ToolCall, status: ExecutionStatus) {
+        if let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref())
+            && let Err(e) = sink.set_tool_status(id, status).await
+        {
+            self.errors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(e);
+        }
+    }
+}
+
+impl ExecutionObserver for ChainObserver {
+    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a> {
+        Box::pin(async move {
+            self.persist(call, ExecutionStatus::Executing).await;
+            for cb in &self.callbacks {
+                cb.on_tool_pre_execution(call);
+            }
+        })
+    }
+
+    fn on_finish<'a>(&'a self, call: &'a ToolCall, result: &'a ToolResult) -> ObserverFuture<'a> {
+        Box::pin(async move {
+            let status = if result.is_error() {
+                ExecutionStatus::Failed
+            } else {
+                ExecutionStatus::Completed
+            };
+            self.persist(call, status).await;
+        })
+    }
+}
+
+/// The canonical signature of a call, for the repetition guard.
+fn signature(call: &ToolCall) -> String {
+    format!(
+        "{}:{}",
+        call.name.as_deref().unwrap_or(""),
+        Value::Object(call.arguments_as_map())
+    )
+}
+
+impl LLMChain {
+    /// The `execute_tools` step.
+    pub(super) async fn execute_pending_tools(&mut self) -> Result<Step, ChainError> {
+        let Some(position) = self.unanswered_calls_position() else {
+            return Ok(Step::Continue(()));
+        };
+        let decisions = match self.state.pending_review.take() {
+            Some(p) if p.message_position == position => {
+                if p.awaiting().next().is_some() {
+                    self.state.pending_review = Some(p.clone());
+                    return Ok(Step::Break(RunOutcome::ReviewRequired(p)));
+                }
+                p.calls
+            }
+            _ => match self.review_batch(position).await? {
+                Some(calls) => calls,
+                None => {
+                    let p = self
+                        .state
+                        .pending_review
+                        .clone()
+                        .ok_or_else(|| ChainError::Resume("no pending review".into()))?;
+                    return Ok(Step::Break(RunOutcome::ReviewRequired(p)));
+                }
+            },
+        };
+        self.run_batch(position, decisions).await?;
+        Ok(Step::Continue(()))
+    }
+
+    /// Asks the review handler about every complete call. `None` when the batch must
+    /// wait for a human (the pending review is saved).
+    async fn review_batch(&mut self, position: usize) -> Result<Option<Vec<PendingCall>>, ChainError> {
+        let calls: Vec<ToolCall> = self.messages()[position]
+            .executable_tool_calls()
+            .cloned()
+            .collect();
+        let mut decided = Vec::with_capacity(calls.len());
+        let mut awaiting = false;
+        for call in &calls {
+            let decision = match &self.review {
+                None => ReviewDecision::Approve,
+                Some(h) => {
+                    let d = h.review(call).await;
+                    self.fire(|cb| cb.on_tool_call_review(call, &d));
+                    d
+                }
+            };
+            awaiting |= decision == ReviewDecision::Interrupt;
+            decided.push(PendingCall {
+                call_id: call.call_id.clone().unwrap_or_default(),
+                name: call.name.clone().unwrap_or_default(),
+                decision: (decision != ReviewDecision::Interrupt).then_some(decision),
+            });
+        }
+        if awaiting {
+            self.state.pending_review = Some(PendingReview {
+                message_position: position,
+                calls: decided,
+            });
+            self.save_state().await?;
+            return Ok(None);
+        }
+        Ok(Some(decided))
+    }
+
+    /// Applies human decisions to the pending review and runs the batch.
+    pub(super) async fn apply_human_decisions(
+        &mut self,
+        decisions: Vec<(String, HumanDecision)>,
+    ) -> Result<Step, ChainError> {
+        let Some(mut pending) = self.state.pending_review.clone() else {
+            return Err(ChainError::Resume("nothing is waiting for review".into()));
+        };
+        for (id, decision) in decisions {
+            let Some(slot) = pending.calls.iter_mut().find(|c| c.call_id == id) else {
+                return Err(ChainError::Resume(format!(
+                    "no pending call has the id '{id}'"
+                )));
+            };
+            let name = slot.name.clone();
+            slot.decision = Some(match decision {
+                HumanDecision::Approve => ReviewDecision::Approve,
+                HumanDecision::Edit { arguments } => ReviewDecision::Edit { arguments },
+                HumanDecision::Reject { reason, as_denial } => {
+                    let text = reason.unwrap_or_else(|| {
+                        format!("Tool call '{name}' was rejected by a human reviewer.")
+                    });
+                    if as_denial {
+                        ReviewDecision::Deny { reason: text }
+                    } else {
+                        ReviewDecision::Reject { reason: text }
+                    }
+                }
+            });
+        }
+        let missing: Vec<&str> = pending.awaiting().map(|c| c.call_id.as_str()).collect();
+        if !missing.is_empty() {
+            return Err(ChainError::Resume(format!(
+                "a decision is needed for every paused call; missing: {}",
+                missing.join(", ")
+            )));
+        }
+        let position = pending.message_position;
+        if self.unanswered_calls_position() != Some(position) {
+            return Err(ChainError::Resume(
+                "the paused calls were already answered".into(),
+            ));
+        }
+        self.state.pending_review = None;
+        self.run_batch(position, pending.calls).await?;
+        Ok(Step::Continue(()))
+    }
+
+    /// Runs the calls of the message at `position` with the given decisions, adds the tool
+    /// message and updates the failure budget.
+    async fn run_batch(
+        &mut self,
+        position: usize,
+        decisions: Vec<PendingCall>,
+    ) -> Result<(), ChainError> {
+        let message = self.messages()[position].clone();
+        let mut plans = Vec::with_capacity(message.tool_calls.len());
+        for call in &message.tool_calls {
+            let id = call.call_id.clone().unwrap_or_default();
+            let name = call.name.clone().unwrap_or_default();
+            let decision = decisions
+                .iter()
+                .find(|d| !id.is_empty() && d.call_id == id)
+                .and_then(|d| d.decision.clone())
+                .unwrap_or(ReviewDecision::Approve);
+            let idempotent = self.tool(&name).is_some_and(|t| t.idempotent());
+            let previously_started = matches!(
+                call.typed_execution_status(),
+                Some(ExecutionStatus::Executing | ExecutionStatus::Completed | ExecutionStatus::Failed)
+            );
+            let plan = if !call.is_complete() {
+                // The executor answers incomplete calls with a refusal.
+                Plan::Run(call.clone())
+            } else if previously_started && !idempotent {
+                Plan::Answer(
+                    ToolResult::error(
+                        &id,
+                        format!(
+                            "The outcome of this call to {name} is unknown: it was already running \
+                             when the previous run stopped, and it was not run again because the tool \
+                             is not idempotent. Check its effects before calling it again."
+                        ),
+                    )
+                    .with_name(&name),
+                )
+            } else {
+                match decision {
+                    ReviewDecision::Approve | ReviewDecision::Interrupt => Plan::Run(call.clone()),
+                    ReviewDecision::Edit { arguments } => {
+                        let mut edited = call.clone();
+                        edited.arguments = Some(Arguments::Object(arguments));
+                        Plan::Run(edited)
+                    }
+                    ReviewDecision::Reject { reason } => {
+                        Plan::Answer(ToolResult::refusal(&id, reason).with_name(&name))
+                    }
+                    ReviewDecision::Deny { reason } => Plan::Answer(
+                        ToolResult::text(
+                            &id,
+                            if reason.is_empty() {
+                                format!("Tool call '{name}' was denied.")
+                            } else {
+                                reason
+                            },
+                        )
+                        .with_name(&name),
+                    ),
+                }
+            };
+            plans.push(plan);
+        }
+
+        for plan in &plans {
+            if let Plan::Run(call) = plan
+                && call.is_complete()
+            {
+                self.fire(|cb| cb.on_tool_execution_started(call));
+            }
+        }
+
+        let mut to_run: Vec<ToolCall> = plans
+            .iter()
+            .filter_map(|p| match p {
+                Plan::Run(c) => Some(c.clone()),
+                Plan::Answer(_) => None,
+            })
+            .collect();
+        let observer = Arc::new(ChainObserver {
+            sink: self.sink.clone(),
+            callbacks: self.callbacks.clone(),
+            errors: std::sync::Mutex::new(Vec::new()),
+        });
+        let executor = ToolExecutor::new(self.tools.iter().cloned())
+            .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
+            .map_err(|e| ChainError::Resume(e.to_string()))?
+            .with_context_arc(self.custom_context.clone())
+            .with_observer(observer.clone());
+        let span = tracing::info_span!(
+            "execute_tools",
+            "gen_ai.operation.name" = "execute_tool",
+            "llmchain.tool_calls" = to_run.len(),
+        );
+        let run_results = {
+            use tracing::Instrument;
+            let cancel = self.cancel.clone();
+            let fut = executor.execute_with_cancel(&mut to_run, &cancel);
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => None,
+                r = fut.instrument(span) => Some(r),
+            }
+        };
+        let Some(run_results) = run_results else {
+            // Cancelled mid-tool: no half-written tool message. Statuses stay as persisted
+            // (executing), so a resume treats unfinished calls as of unknown outcome.
+            return Err(ChainError::Cancelled);
+        };
+        if let Some(e) = observer
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .first()
+        {
+            return Err(ChainError::Persist(e.clone()));
+        }
+
+        // Results in call order; statuses copied back onto the message's calls.
+        let mut ran = to_run.into_iter().zip(run_results);
+        let mut results = Vec::with_capacity(plans.len());
+        let mut updated = message.clone();
+        for (plan, call) in plans.into_iter().zip(updated.tool_calls.iter_mut()) {
+            let result = match plan {
+                Plan::Answer(r) => {
+                    let status = if r.is_error() {
+                        ExecutionStatus::Failed
+                    } else {
+                        ExecutionStatus::Completed
+                    };
+                    call.set_execution_status(status);
+                    if let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref()) {
+                        sink.set_tool_status(id, status)
+                            .await
+                            .map_err(ChainError::Persist)?;
+                    }
+                    r
+                }
+                Plan::Run(_) => match ran.next() {
+                    Some((ran_call, r)) => {
+                        call.metadata = ran_call.metadata;
+                        r
+                    }
+                    None => {
+                        return Err(ChainError::Resume(
+                            "the executor returned fewer results than calls".into(),
+                        ));
+                    }
+                },
+            };
+            results.push(result);
+        }
+        self.state.conversation.messages[position] = updated;
+
+        // Callbacks, in call order.
+        let calls = self.messages()[position].tool_calls.clone();
+        for (call, r) in calls.iter().zip(&results) {
+            if r.is_interrupt() {
+                continue;
+            }
+            if r.is_error() {
+                if let Some(x) = r.exception_info() {
+                    self.fire(|cb| cb.on_tool_execution_exception(call, x));
+                }
+                self.fire(|cb| cb.on_tool_execution_failed(call, r));
+            } else {
+                self.fire(|cb| cb.on_tool_execution_completed(call, r));
+            }
+        }
+        let interrupted: Vec<ToolResult> =
+            results.iter().filter(|r| r.is_interrupt()).cloned().collect();
+        if !interrupted.is_empty() {
+            self.fire(|cb| cb.on_tool_interrupted(&interrupted));
+        }
+
+        // Failure budget and repetition guard.
+        let mut repeated = None;
+        let had_errors = results.iter().any(ToolResult::is_error);
+        if had_errors {
+            self.state.current_failure_count += 1;
+            for (call, r) in calls.iter().zip(&results) {
+                if r.is_error() {
+                    let n = self.state.failing_calls.entry(signature(call)).or_insert(0);
+                    *n += 1;
+                    if *n > self.max_repeated_failures && repeated.is_none() {
+                        repeated = Some((call.name.clone().unwrap_or_default(), *n));
+                    }
+                }
+            }
+        } else {
+            self.state.current_failure_count = 0;
+        }
+
+        let tool_message = Message::tool(results);
+        self.push_message(tool_message).await?;
+        if let Some(m) = self.last_message() {
+            self.fire(|cb| cb.on_message_processed(m));
+            self.fire(|cb| cb.on_tool_response_created(m));
+        }
+        self.save_state().await?;
+        if let Some((tool, count)) = repeated {
+            return Err(ChainError::RepeatedFailingCall { tool, count });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,530 @@
+//! [`LLMChain`]: the conversation, the model, the tools and the run loop.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::callbacks::ChainCallbacks;
+use super::error::ChainError;
+use super::model::{ChatModel, ModelError, ModelEvent};
+use super::review::ReviewHandler;
+use super::sink::ConversationSink;
+use super::state::{ChainState, PendingReview};
+use crate::conversation::{Conversation, ToolDefinition};
+use crate::message::{
+    ContentPart, DeltaStatus, ExecutionStatus, Message, MessageDelta, MessageStatus, Role,
+    ToolCall,
+};
+use crate::provider::{DecodeOutcome, StreamEvent};
+use crate::tool::{Tool, humanize_tool_name};
+
+/// The default failure budget (reference: 3).
+pub const DEFAULT_MAX_RETRY_COUNT: u32 = 3;
+/// How often the same failing call (tool + arguments) may repeat before the run stops.
+pub const DEFAULT_MAX_REPEATED_FAILURES: u32 = 3;
+
+/// A conversation with a model and tools, and the loop that runs them.
+///
+/// Build one with [`LLMChain::new`], add messages, then [`run`](LLMChain::run) it in a
+/// [`Mode`](super::Mode). See the [module docs](super) for an example.
+pub struct LLMChain {
+    pub(super) model: Arc<dyn ChatModel>,
+    pub(super) fallbacks: Vec<Arc<dyn ChatModel>>,
+    pub(super) tools: Vec<Tool>,
+    pub(super) state: ChainState,
+    pub(super) custom_context: Option<Arc<dyn Any + Send + Sync>>,
+    pub(super) callbacks: Vec<Arc<dyn ChainCallbacks>>,
+    pub(super) review: Option<Arc<dyn ReviewHandler>>,
+    pub(super) sink: Option<Arc<dyn ConversationSink>>,
+    pub(super) cancel: CancellationToken,
+    pub(super) needs_response: bool,
+    /// The failure budget: consecutive failed tool batches before the run stops.
+    pub max_retry_count: u32,
+    /// How often the model may repeat one failing call before the run stops.
+    pub max_repeated_failures: u32,
+    /// Concurrent tool calls per batch.
+    pub max_concurrent_tools: usize,
+}
+
+impl std::fmt::Debug for LLMChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LLMChain")
+            .field("model", &self.model.model_name())
+            .field("tools", &self.tools.len())
+            .field("messages", &self.state.conversation.messages.len())
+            .field("failure_count", &self.state.current_failure_count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LLMChain {
+    /// A chain over `model`, with no tools and no messages.
+    pub fn new(model: Arc<dyn ChatModel>) -> Self {
+        LLMChain {
+            model,
+            fallbacks: Vec::new(),
+            tools: Vec::new(),
+            state: ChainState {
+                conversation: Conversation::new(),
+                ..Default::default()
+            },
+            custom_context: None,
+            callbacks: Vec::new(),
+            review: None,
+            sink: None,
+            cancel: CancellationToken::new(),
+            needs_response: false,
+            max_retry_count: DEFAULT_MAX_RETRY_COUNT,
+            max_repeated_failures: DEFAULT_MAX_REPEATED_FAILURES,
+            max_concurrent_tools: 16,
+        }
+    }
+
+    /// Restores a chain from its saved state (e.g. a paused run, in another process).
+    /// Tools, callbacks, review handler and sink are not part of the state: add them again.
+    pub fn from_state(model: Arc<dyn ChatModel>, state: ChainState) -> Self {
+        let mut chain = LLMChain::new(model);
+        chain.state = state;
+        chain.needs_response = chain.compute_needs_response();
+        chain
+    }
+
+    /// Sets the system prompt.
+    #[must_use]
+    pub fn with_system(mut self, system: impl Into<String>) -> Self {
+        self.state.conversation.system = Some(system.into());
+        self
+    }
+
+    /// Adds a tool (its definition is sent to the model).
+    #[must_use]
+    pub fn with_tool(mut self, tool: Tool) -> Self {
+        self.add_tool(tool);
+        self
+    }
+
+    /// Adds a tool; a tool of the same name is replaced.
+    pub fn add_tool(&mut self, tool: Tool) {
+        let def: ToolDefinition = tool.definition();
+        let defs = &mut self.state.conversation.tools;
+        match defs.iter_mut().find(|d| d.name == def.name) {
+            Some(d) => *d = def,
+            None => defs.push(def),
+        }
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+    }
+
+    /// Adds fallback models, tried in order when a call fails.
+    #[must_use]
+    pub fn with_fallbacks(mut self, models: Vec<Arc<dyn ChatModel>>) -> Self {
+        self.fallbacks = models;
+        self
+    }
+
+    /// Sets the application context tools receive.
+    #[must_use]
+    pub fn with_custom_context(mut self, ctx: Arc<dyn Any + Send + Sync>) -> Self {
+        self.custom_context = Some(ctx);
+        self
+    }
+
+    /// Adds callbacks.
+    #[must_use]
+    pub fn with_callbacks(mut self, callbacks: impl ChainCallbacks + 'static) -> Self {
+        self.callbacks.push(Arc::new(callbacks));
+        self
+    }
+
+    /// Sets the review handler (`on_tool_call_review`).
+    #[must_use]
+    pub fn with_review(mut self, handler: impl ReviewHandler + 'static) -> Self {
+        self.review = Some(Arc::new(handler));
+        self
+    }
+
+    /// Persists every change through `sink`.
+    #[must_use]
+    pub fn with_sink(mut self, sink: Arc<dyn ConversationSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Sets the failure budget.
+    #[must_use]
+    pub fn with_max_retry_count(mut self, n: u32) -> Self {
+        self.max_retry_count = n;
+        self
+    }
+
+    /// A token that cancels the chain's runs.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// The conversation so far.
+    pub fn conversation(&self) -> &Conversation {
+        &self.state.conversation
+    }
+
+    /// The messages so far.
+    pub fn messages(&self) -> &[Message] {
+        &self.state.conversation.messages
+    }
+
+    /// The newest message.
+    pub fn last_message(&self) -> Option<&Message> {
+        self.state.conversation.messages.last()
+    }
+
+    /// The saved state (serialisable; see [`LLMChain::from_state`]).
+    pub fn state(&self) -> &ChainState {
+        &self.state
+    }
+
+    /// Consecutive failed tool batches.
+    pub fn current_failure_count(&self) -> u32 {
+        self.state.current_failure_count
+    }
+
+    /// True when the last message asks for a model response (a user or tool message, or
+    /// an assistant message with tool calls to answer).
+    pub fn needs_response(&self) -> bool {
+        self.needs_response
+    }
+
+    /// A batch waiting for human decisions, if any.
+    pub fn pending_review(&self) -> Option<&PendingReview> {
+        self.state.pending_review.as_ref()
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    pub(super) fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Adds a message (persisted through the sink).
+    pub async fn add_message(&mut self, message: Message) -> Result<(), ChainError> {
+        self.push_message(message).await
+    }
+
+    pub(super) async fn push_message(&mut self, mut message: Message) -> Result<(), ChainError> {
+        if message.role == Role::Assistant {
+            self.identify_calls(&mut message);
+        }
+        let position = self.state.conversation.messages.len();
+        if let Some(sink) = &self.sink {
+            sink.append_message(position, &message)
+                .await
+                .map_err(ChainError::Persist)?;
+        }
+        self.state.conversation.messages.push(message);
+        self.needs_response = self.compute_needs_response();
+        Ok(())
+    }
+
+    pub(super) async fn replace_message(
+        &mut self,
+        position: usize,
+        message: Message,
+    ) -> Result<(), ChainError> {
+        if let Some(sink) = &self.sink {
+            sink.replace_message(position, &message)
+                .await
+                .map_err(ChainError::Persist)?;
+        }
+        self.state.conversation.messages[position] = message;
+        Ok(())
+    }
+
+    pub(super) async fn save_state(&self) -> Result<(), ChainError> {
+        if let Some(sink) = &self.sink {
+            sink.save_state(&self.state)
+                .await
+                .map_err(ChainError::Persist)?;
+        }
+        Ok(())
+    }
+
+    /// Display text and `identified` status for new complete calls.
+    fn identify_calls(&self, message: &mut Message) {
+        let executable = message.status == MessageStatus::Complete;
+        for call in message.tool_calls.iter_mut() {
+            let Some(name) = call.name.clone() else {
+                continue;
+            };
+            let tool = self.tool(&name);
+            if call.display_text.is_none() {
+                call.display_text = Some(
+                    tool.map(|t| t.display_text().to_owned())
+                        .unwrap_or_else(|| humanize_tool_name(&name)),
+                );
+                if executable && call.is_complete() && tool.is_some() {
+                    for cb in &self.callbacks {
+                        cb.on_tool_call_identified(call);
+                    }
+                }
+            }
+            if executable && call.is_complete() && !call.metadata.contains_key("execution_status")
+            {
+                call.set_execution_status(ExecutionStatus::Identified);
+            }
+        }
+    }
+
+    /// Position of the newest assistant message whose calls have no tool message yet.
+    pub(super) fn unanswered_calls_position(&self) -> Option<usize> {
+        let msgs = &self.state.conversation.messages;
+        let last = msgs.len().checked_sub(1)?;
+        let m = &msgs[last];
+        (m.role == Role::Assistant
+            && m.status == MessageStatus::Complete
+            && !m.tool_calls.is_empty())
+        .then_some(last)
+    }
+
+    fn compute_needs_response(&self) -> bool {
+        match self.state.conversation.messages.last() {
+            None => false,
+            Some(m) => match m.role {
+                Role::User | Role::Tool => true,
+                Role::System => false,
+                Role::Assistant => m.status == MessageStatus::Complete && !m.tool_calls.is_empty(),
+            },
+        }
+    }
+
+    /// Replaces the result for `tool_call_id` (e.g. the real answer to an interrupt),
+    /// persisting the changed tool message.
+    pub async fn replace_tool_result(
+        &mut self,
+        result: crate::message::ToolResult,
+    ) -> Result<bool, ChainError> {
+        let msgs = &self.state.conversation.messages;
+        let Some(position) = msgs.iter().rposition(|m| {
+            m.role == Role::Tool
+                && m.tool_results
+                    .iter()
+                    .any(|r| r.tool_call_id == result.tool_call_id)
+        }) else {
+            return Ok(false);
+        };
+        let mut message = msgs[position].clone();
+        Message::replace_tool_result(std::slice::from_mut(&mut message), &result.tool_call_id.clone(), result);
+        self.replace_message(position, message).await?;
+        Ok(true)
+    }
+
+    pub(super) fn fire(&self, f: impl Fn(&dyn ChainCallbacks)) {
+        for cb in &self.callbacks {
+            f(cb.as_ref());
+        }
+    }
+
+    /// One model call, with fallbacks: the `call_llm` step without its mode bookkeeping.
+    pub(super) async fn call_model(&mut self) -> Result<(), ChainError> {
+        if self.state.conversation.messages.is_empty() {
+            return Err(ChainError::NoMessages);
+        }
+        let models: Vec<Arc<dyn ChatModel>> = std::iter::once(self.model.clone())
+            .chain(self.fallbacks.iter().cloned())
+            .collect();
+        let attempts = models.len();
+        let mut last_error = None;
+        for (i, model) in models.into_iter().enumerate() {
+            let span = tracing::info_span!(
+                "chat",
+                "gen_ai.operation.name" = "chat",
+                "gen_ai.provider.name" = model.provider_name(),
+                "gen_ai.request.model" = model.model_name(),
+                "gen_ai.usage.input_tokens" = tracing::field::Empty,
+                "gen_ai.usage.output_tokens" = tracing::field::Empty,
+                "gen_ai.response.finish_reasons" = tracing::field::Empty,
+                "error.type" = tracing::field::Empty,
+            );
+            match self.stream_once(model.as_ref()).instrument(span.clone()).await {
+                Ok(outcome) => {
+                    if let Some(u) = outcome.usage {
+                        span.record("gen_ai.usage.input_tokens", u.input_tokens);
+                        span.record("gen_ai.usage.output_tokens", u.output_tokens);
+                    }
+                    if let Some(r) = &outcome.raw_stop_reason {
+                        span.record("gen_ai.response.finish_reasons", r.as_str());
+                    }
+                    return self.process_outcome(outcome).await;
+                }
+                Err(Attempt::Cancelled(partial)) => {
+                    span.record("error.type", "cancelled");
+                    self.push_message(partial).await?;
+                    return Err(ChainError::Cancelled);
+                }
+                Err(Attempt::Failed(e, partial)) => {
+                    span.record("error.type", error_type(&e));
+                    self.fire(|cb| cb.on_llm_error(&e));
+                    let last = i + 1 == attempts;
+                    if last || !e.retry_on_fallback() {
+                        if let Some(p) = partial {
+                            self.push_message(p).await?;
+                        }
+                        return Err(if attempts > 1 && last {
+                            ChainError::AllFallbacksFailed(e)
+                        } else {
+                            ChainError::Model(e)
+                        });
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(ChainError::Model(last_error.unwrap_or(ModelError::Cancelled)))
+    }
+
+    /// Streams one call, keeping a partial message for cancellation.
+    async fn stream_once(&self, model: &dyn ChatModel) -> Result<DecodeOutcome, Attempt> {
+        let mut stream = model.stream(&self.state.conversation);
+        let mut partial = PartialMessage::default();
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => {
+                    return Err(Attempt::Cancelled(partial.into_cancelled("cancelled")));
+                }
+                next = stream.next() => next,
+            };
+            match next {
+                None => {
+                    return Err(Attempt::Failed(
+                        ModelError::StreamInterrupted {
+                            provider: model.provider_name().to_owned(),
+                            message: "the stream ended without a final message".into(),
+                        },
+                        partial.non_empty("stream ended early"),
+                    ));
+                }
+                Some(Err(e)) => {
+                    let p = partial.non_empty(&e.to_string());
+                    return Err(Attempt::Failed(e, p));
+                }
+                Some(Ok(ModelEvent::Event(ev))) => {
+                    partial.observe(&ev);
+                    self.fire(|cb| cb.on_llm_new_delta(&ev));
+                }
+                Some(Ok(ModelEvent::Headers(h))) => {
+                    self.fire(|cb| cb.on_llm_response_headers(&h));
+                }
+                Some(Ok(ModelEvent::Done(outcome))) => {
+                    if let Some(err) = &outcome.error {
+                        // An error inside a 200 stream: the message is cut off.
+                        let e = ModelError::Provider {
+                            provider: model.provider_name().to_owned(),
+                            kind: err.kind.clone(),
+                            message: err.message.clone(),
+                        };
+                        let mut m = outcome.message;
+                        m.status = MessageStatus::Cancelled;
+                        m.metadata
+                            .insert("streaming_error".into(), e.to_string().into());
+                        return Err(Attempt::Failed(e, Some(m)));
+                    }
+                    return Ok(outcome);
+                }
+            }
+        }
+    }
+
+    async fn process_outcome(&mut self, outcome: DecodeOutcome) -> Result<(), ChainError> {
+        let message = outcome.message;
+        self.fire(|cb| cb.on_llm_new_message(&message));
+        if let Some(u) = &outcome.usage {
+            self.fire(|cb| cb.on_llm_token_usage(u));
+        }
+        let has_calls = !message.tool_calls.is_empty();
+        self.push_message(message).await?;
+        if !has_calls && self.state.current_failure_count != 0 {
+            self.state.current_failure_count = 0;
+        }
+        if let Some(m) = self.state.conversation.messages.last() {
+            self.fire(|cb| cb.on_message_processed(m));
+        }
+        self.save_state().await
+    }
+}
+
+fn error_type(e: &ModelError) -> &'static str {
+    match e {
+        ModelError::Http { .. } => "http",
+        ModelError::Connect { .. } => "connect",
+        ModelError::Timeout { .. } => "timeout",
+        ModelError::StreamInterrupted { .. } => "stream_interrupted",
+        ModelError::Provider { .. } => "provider",
+        ModelError::Decode(_) => "decode",
+        ModelError::Encode(_) => "encode",
+        ModelError::Config(_) => "config",
+        ModelError::Script(_) => "script",
+        ModelError::Cancelled => "cancelled",
+    }
+}
+
+enum Attempt {
+    Cancelled(Message),
+    Failed(ModelError, Option<Message>),
+}
+
+/// What a stream showed so far, to keep a consistent cancelled message.
+#[derive(Default)]
+struct PartialMessage {
+    delta: MessageDelta,
+    any: bool,
+}
+
+impl PartialMessage {
+    fn observe(&mut self, ev: &StreamEvent<'_>) {
+        let frag = match ev {
+            StreamEvent::TextDelta { index, text } => {
+                MessageDelta::content_fragment(*index, ContentPart::text(text.as_ref()))
+            }
+            StreamEvent::ReasoningDelta { index, text } => {
+                MessageDelta::content_fragment(*index, ContentPart::thinking(text.as_ref()))
+            }
+            StreamEvent::ToolCallStarted {
+                index,
+                call_id,
+                name,
+            } => MessageDelta::tool_call_fragment(ToolCall {
+                index: Some(*index),
+                call_id: call_id.as_ref().map(|c| c.to_string()),
+                name: Some(name.to_string()),
+                ..Default::default()
+            }),
+            StreamEvent::ToolCallArguments { index, fragment } => {
+                MessageDelta::tool_call_fragment(ToolCall {
+                    index: Some(*index),
+                    arguments: Some(fragment.as_ref().into()),
+                    ..Default::default()
+                })
+            }
+            _ => return,
+        };
+        // The partial view is best effort: a fragment it cannot merge is left out.
+        if self.delta.merge(frag).is_ok() {
+            self.any = true;
+        }
+    }
+
+    fn into_cancelled(self, why: &str) -> Message {
+        let mut delta = self.delta;
+        delta.status = DeltaStatus::Cancelled;
+        delta.cancel(Some(why.to_owned()))
+    }
+
+    fn non_empty(self, why: &str) -> Option<Message> {
+        self.any.then(|| self.into_cancelled(why))
+    }
+}

@@ -1,0 +1,55 @@
+//! The chain: an [`LLMChain`] runs a conversation with a [`ChatModel`] and tools, in a
+//! [`Mode`], with review, interrupts, message expansion, a failure budget, fallbacks,
+//! cancellation, callbacks and tracing.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use llmchain::chain::{LLMChain, Mode, RunOutcome, ScriptedModel};
+//! use llmchain::message::Message;
+//! use llmchain::provider::Format;
+//! use llmchain::provider::render::ResponseScript;
+//! use llmchain::tool::Tool;
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let model = ScriptedModel::new(Format::OpenAiChat)
+//!     .respond(ResponseScript::tool_call("call_1", "add", r#"{"a": 2, "b": 3}"#))?
+//!     .respond(ResponseScript::text("2 + 3 = 5"))?;
+//! let add = Tool::builder("add")
+//!     .schema(json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}))
+//!     .handler(|args, _ctx| async move {
+//!         (args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0)).to_string()
+//!     })
+//!     .build()?;
+//! let mut chain = LLMChain::new(Arc::new(model)).with_tool(add);
+//! chain.add_message(Message::user("What is 2 + 3?")).await?;
+//! let outcome = chain.run(Mode::while_needs_response()).await?;
+//! assert_eq!(outcome, RunOutcome::Done);
+//! assert_eq!(chain.last_message().unwrap().text().as_deref(), Some("2 + 3 = 5"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+mod callbacks;
+mod error;
+mod execute;
+mod llm_chain;
+mod mode;
+mod model;
+mod review;
+mod run;
+mod scripted;
+mod sink;
+mod state;
+mod steps;
+
+pub use callbacks::{Callbacks, ChainCallbacks};
+pub use error::ChainError;
+pub use llm_chain::{DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain};
+pub use mode::{CustomMode, DEFAULT_MAX_RUNS, Mode, ModeFuture, RunOutcome, ShouldContinue};
+pub use model::{ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, collect_stream};
+pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
+pub use scripted::{ScriptedModel, ScriptedTurn};
+pub use sink::{ConversationSink, SinkFuture};
+pub use state::{ChainState, PendingCall, PendingReview, ToolInterrupt};
+pub use steps::{Step, Steps};

@@ -1,0 +1,160 @@
+//! Run modes: how a chain loops between the model and the tools.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::error::ChainError;
+use super::llm_chain::LLMChain;
+use super::state::{PendingReview, ToolInterrupt};
+use crate::message::ToolResult;
+
+/// The default max-runs guard of the looping modes (reference: 25).
+pub const DEFAULT_MAX_RUNS: u32 = 25;
+
+/// How a run ended (when it did not end with an error).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// The model answered; nothing is pending.
+    Done,
+    /// `until_tool_used`: the first result of a target tool in the newest tool message.
+    ToolUsed(ToolResult),
+    /// Tools paused for a human. Resume with [`LLMChain::replace_tool_result`] and run again.
+    Interrupted(Vec<ToolInterrupt>),
+    /// The review handler asked a human to decide. Resume with [`LLMChain::resume`].
+    ReviewRequired(PendingReview),
+    /// `check_pause` asked the run to stop; run again to continue.
+    Paused,
+}
+
+/// `step` mode's continuation test.
+pub type ShouldContinue = Arc<dyn Fn(&LLMChain) -> bool + Send + Sync>;
+
+/// Boxed future of a custom mode.
+pub type ModeFuture<'a> = Pin<Box<dyn Future<Output = Result<RunOutcome, ChainError>> + Send + 'a>>;
+
+/// A mode composed from [`Steps`](super::Steps).
+///
+/// ```
+/// use llmchain::chain::{CustomMode, LLMChain, ModeFuture, RunOutcome, Steps, step};
+///
+/// /// Calls the model, runs tools, stops at interrupts; never expands results.
+/// struct Plain;
+/// impl CustomMode for Plain {
+///     fn run<'a>(&'a self, chain: &'a mut LLMChain) -> ModeFuture<'a> {
+///         Box::pin(async move {
+///             loop {
+///                 step!(Steps::call_llm(chain).await);
+///                 step!(Steps::execute_tools(chain).await);
+///                 step!(Ok(Steps::check_tool_interrupts(chain)));
+///                 step!(Steps::check_max_runs(chain, 10));
+///                 step!(Ok(Steps::continue_or_done(chain)));
+///             }
+///         })
+///     }
+/// }
+/// ```
+pub trait CustomMode: Send + Sync {
+    /// Runs the chain to an outcome.
+    fn run<'a>(&'a self, chain: &'a mut LLMChain) -> ModeFuture<'a>;
+}
+
+/// A run mode.
+#[derive(Clone)]
+pub enum Mode {
+    /// One model call; tools are not executed.
+    Single,
+    /// Runs tools and calls the model while a response is needed.
+    WhileNeedsResponse {
+        /// Max-runs guard.
+        max_runs: u32,
+    },
+    /// Loops until a tool batch succeeds or the model answers without tools.
+    UntilSuccess {
+        /// Max-runs guard.
+        max_runs: u32,
+    },
+    /// One step at a time (pending tools, else a model call) while `should_continue`.
+    Step {
+        /// Continue after each step?
+        should_continue: Option<ShouldContinue>,
+        /// Max-runs guard.
+        max_runs: u32,
+    },
+    /// Loops until one of the named tools was used.
+    UntilToolUsed {
+        /// Target tool names.
+        names: Vec<String>,
+        /// Max-runs guard.
+        max_runs: u32,
+    },
+    /// A mode composed from steps.
+    Custom(Arc<dyn CustomMode>),
+}
+
+impl std::fmt::Debug for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Single => f.write_str("Single"),
+            Mode::WhileNeedsResponse { max_runs } => write!(f, "WhileNeedsResponse({max_runs})"),
+            Mode::UntilSuccess { max_runs } => write!(f, "UntilSuccess({max_runs})"),
+            Mode::Step { max_runs, .. } => write!(f, "Step({max_runs})"),
+            Mode::UntilToolUsed { names, max_runs } => {
+                write!(f, "UntilToolUsed({names:?}, {max_runs})")
+            }
+            Mode::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
+impl Mode {
+    /// `while_needs_response` with the default guard.
+    pub fn while_needs_response() -> Self {
+        Mode::WhileNeedsResponse {
+            max_runs: DEFAULT_MAX_RUNS,
+        }
+    }
+
+    /// `until_success` with the default guard.
+    pub fn until_success() -> Self {
+        Mode::UntilSuccess {
+            max_runs: DEFAULT_MAX_RUNS,
+        }
+    }
+
+    /// `step` with a continuation test.
+    pub fn step(should_continue: impl Fn(&LLMChain) -> bool + Send + Sync + 'static) -> Self {
+        Mode::Step {
+            should_continue: Some(Arc::new(should_continue)),
+            max_runs: DEFAULT_MAX_RUNS,
+        }
+    }
+
+    /// `until_tool_used(names, max_runs)`.
+    pub fn until_tool_used<S: Into<String>>(
+        names: impl IntoIterator<Item = S>,
+        max_runs: u32,
+    ) -> Self {
+        Mode::UntilToolUsed {
+            names: names.into_iter().map(Into::into).collect(),
+            max_runs,
+        }
+    }
+
+    /// A custom mode.
+    pub fn custom(mode: impl CustomMode + 'static) -> Self {
+        Mode::Custom(Arc::new(mode))
+    }
+
+    /// The mode's name, as stored with a run.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Single => "single",
+            Mode::WhileNeedsResponse { .. } => "while_needs_response",
+            Mode::UntilSuccess { .. } => "until_success",
+            Mode::Step { .. } => "step",
+            Mode::UntilToolUsed { .. } => "until_tool_used",
+            Mode::Custom(_) => "custom",
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! [`ChatModel`]: what the chain calls — a conversation in, a stream of events and a
+//! final message out.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use serde_json::{Map, Value};
+
+use crate::conversation::Conversation;
+use crate::provider::{DecodeError, DecodeOutcome, EncodeError, StreamEvent};
+
+/// Something a model call reports while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A decoded stream event (text, reasoning, tool-call progress, usage, stop).
+    Event(StreamEvent<'static>),
+    /// Response headers (rate limits, request ids), reported once per response.
+    Headers(Map<String, Value>),
+    /// The call is over: the decoded message. Always the last item of a successful stream.
+    Done(DecodeOutcome),
+}
+
+/// The stream a [`ChatModel`] returns.
+pub type ModelStream<'a> = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send + 'a>>;
+
+/// The class of an HTTP failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HttpErrorKind {
+    /// 400: the request was malformed.
+    InvalidRequest,
+    /// 401: missing or wrong key.
+    Authentication,
+    /// 403: the key may not do this.
+    PermissionDenied,
+    /// 404: unknown model or endpoint.
+    NotFound,
+    /// 413: the request is too large.
+    RequestTooLarge,
+    /// 429: rate limited.
+    RateLimited,
+    /// 500/502/503/504: the server failed.
+    Server,
+    /// 529 or an `overloaded` error: try later.
+    Overloaded,
+    /// Anything else.
+    Other,
+}
+
+impl HttpErrorKind {
+    /// The kind of a status code.
+    pub fn from_status(status: u16) -> Self {
+        match status {
+            400 => HttpErrorKind::InvalidRequest,
+            401 => HttpErrorKind::Authentication,
+            403 => HttpErrorKind::PermissionDenied,
+            404 => HttpErrorKind::NotFound,
+            413 => HttpErrorKind::RequestTooLarge,
+            429 => HttpErrorKind::RateLimited,
+            529 => HttpErrorKind::Overloaded,
+            500..=599 => HttpErrorKind::Server,
+            _ => HttpErrorKind::Other,
+        }
+    }
+
+    /// Worth retrying the same request.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            HttpErrorKind::RateLimited | HttpErrorKind::Server | HttpErrorKind::Overloaded
+        )
+    }
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The provider answered with an HTTP error.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http {
+        /// Provider name.
+        provider: String,
+        /// Status code.
+        status: u16,
+        /// Class of the failure.
+        kind: HttpErrorKind,
+        /// The provider's own message.
+        message: String,
+        /// `Retry-After`, when given.
+        retry_after: Option<Duration>,
+    },
+    /// The provider could not be reached.
+    #[error("could not reach {provider} at {url}: {message}")]
+    Connect {
+        /// Provider name.
+        provider: String,
+        /// The URL tried (never with a key).
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No answer in time.
+    #[error("{provider} did not answer within {after:?}")]
+    Timeout {
+        /// Provider name.
+        provider: String,
+        /// The limit.
+        after: Duration,
+    },
+    /// The stream stopped before the provider said it was done.
+    #[error("the response stream from {provider} ended early: {message}")]
+    StreamInterrupted {
+        /// Provider name.
+        provider: String,
+        /// What happened.
+        message: String,
+    },
+    /// The provider reported an error inside a 200 response.
+    #[error("{provider} reported {kind}: {message}")]
+    Provider {
+        /// Provider name.
+        provider: String,
+        /// Provider error type (e.g. `overloaded_error`).
+        kind: String,
+        /// Message.
+        message: String,
+    },
+    /// The response could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The request could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// Missing configuration (key, base URL, ...).
+    #[error("{0}")]
+    Config(String),
+    /// The scripted model ran out of turns or was told to fail.
+    #[error("scripted model: {0}")]
+    Script(String),
+    /// The call was cancelled.
+    #[error("the model call was cancelled")]
+    Cancelled,
+}
+
+impl ModelError {
+    /// Worth retrying the same request with the same model.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Http { kind, .. } => kind.is_retryable(),
+            ModelError::Connect { .. }
+            | ModelError::Timeout { .. }
+            | ModelError::StreamInterrupted { .. } => true,
+            ModelError::Provider { kind, .. } => {
+                kind.contains("overloaded") || kind.contains("rate_limit") || kind.contains("api_error")
+            }
+            _ => false,
+        }
+    }
+
+    /// Worth trying the next fallback model: anything but a cancellation.
+    pub fn retry_on_fallback(&self) -> bool {
+        !matches!(self, ModelError::Cancelled)
+    }
+}
+
+/// A chat model: takes a conversation (system prompt, tool definitions, messages) and
+/// returns a stream of [`ModelEvent`]s ending with [`ModelEvent::Done`].
+///
+/// Streaming and non-streaming models look the same to the chain; a non-streaming model
+/// yields only `Done`. Dropping the stream cancels the call.
+pub trait ChatModel: Send + Sync {
+    /// The model id (e.g. `gpt-4.1`), for logs and tracing.
+    fn model_name(&self) -> &str;
+
+    /// The provider name (e.g. `openai`), for logs and tracing (`gen_ai.provider.name`).
+    fn provider_name(&self) -> &str;
+
+    /// Starts a call.
+    fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a>;
+}
+
+/// Drives a model stream to its end, passing every event to `on_event`.
+pub async fn collect_stream(
+    mut stream: ModelStream<'_>,
+    mut on_event: impl FnMut(&ModelEvent),
+) -> Result<DecodeOutcome, ModelError> {
+    while let Some(item) = stream.next().await {
+        let event = item?;
+        if let ModelEvent::Done(outcome) = event {
+            return Ok(outcome);
+        }
+        on_event(&event);
+    }
+    Err(ModelError::StreamInterrupted {
+        provider: "model".into(),
+        message: "the stream ended without a final message".into(),
+    })
+}

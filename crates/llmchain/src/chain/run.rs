@@ -1,0 +1,151 @@
+//! `LLMChain::run` and `LLMChain::resume`: the built-in modes.
+
+use tracing::Instrument;
+
+use super::error::ChainError;
+use super::llm_chain::LLMChain;
+use super::mode::{Mode, RunOutcome};
+use super::review::HumanDecision;
+use super::steps::Steps;
+use crate::message::Role;
+use crate::step;
+
+impl LLMChain {
+    /// Runs the chain in `mode` until it is done, stops at an interrupt or a review, or
+    /// fails. On error the conversation holds only whole messages, and `on_error` fired once.
+    pub async fn run(&mut self, mode: Mode) -> Result<RunOutcome, ChainError> {
+        let span = tracing::info_span!(
+            "invoke_agent",
+            "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.request.model" = self.model.model_name(),
+            "llmchain.mode" = mode.name(),
+        );
+        let result = self.run_inner(&mode).instrument(span).await;
+        if let Err(e) = &result {
+            self.fire(|cb| cb.on_error(e));
+        }
+        result
+    }
+
+    async fn run_inner(&mut self, mode: &Mode) -> Result<RunOutcome, ChainError> {
+        if self.messages().is_empty() {
+            return Err(ChainError::NoMessages);
+        }
+        if let Some(p) = &self.state.pending_review {
+            return Ok(RunOutcome::ReviewRequired(p.clone()));
+        }
+        Steps::ensure_mode_state(self);
+        match mode {
+            Mode::Single => {
+                step!(Steps::call_llm(self).await);
+                Ok(RunOutcome::Done)
+            }
+            Mode::WhileNeedsResponse { max_runs } => {
+                if !self.needs_response() {
+                    return Ok(RunOutcome::Done);
+                }
+                loop {
+                    step!(Steps::execute_tools(self).await);
+                    step!(Ok(Steps::check_tool_interrupts(self)));
+                    step!(Steps::expand_tool_results(self).await);
+                    step!(Steps::check_max_runs(self, *max_runs));
+                    step!(Steps::call_llm(self).await);
+                    step!(Ok(Steps::continue_or_done(self)));
+                }
+            }
+            Mode::UntilSuccess { max_runs } => loop {
+                if let Some(last) = self.last_message() {
+                    let answered = match last.role {
+                        Role::Tool => !last.tool_had_errors(),
+                        Role::Assistant => last.tool_calls.is_empty(),
+                        _ => false,
+                    };
+                    if answered {
+                        return Ok(RunOutcome::Done);
+                    }
+                }
+                if self.unanswered_calls_position().is_none() {
+                    step!(Steps::check_max_runs(self, *max_runs));
+                    step!(Steps::call_llm(self).await);
+                }
+                step!(Steps::execute_tools(self).await);
+                step!(Ok(Steps::check_tool_interrupts(self)));
+                step!(Steps::expand_tool_results(self).await);
+            },
+            Mode::Step {
+                should_continue,
+                max_runs,
+            } => loop {
+                if self.unanswered_calls_position().is_some() {
+                    step!(Steps::execute_tools(self).await);
+                    step!(Ok(Steps::check_tool_interrupts(self)));
+                    step!(Steps::expand_tool_results(self).await);
+                } else if self.needs_response() {
+                    step!(Steps::check_max_runs(self, *max_runs));
+                    step!(Steps::call_llm(self).await);
+                } else {
+                    return Ok(RunOutcome::Done);
+                }
+                let go_on = should_continue.as_ref().is_some_and(|f| f(self));
+                if !go_on {
+                    return Ok(RunOutcome::Done);
+                }
+            },
+            Mode::UntilToolUsed { names, max_runs } => {
+                let missing: Vec<&str> = names
+                    .iter()
+                    .filter(|n| self.tool(n).is_none())
+                    .map(String::as_str)
+                    .collect();
+                match missing.len() {
+                    0 => {}
+                    1 => {
+                        return Err(ChainError::InvalidToolName(format!(
+                            "Tool name '{}' not found in available tools",
+                            missing[0]
+                        )));
+                    }
+                    _ => {
+                        return Err(ChainError::InvalidToolName(format!(
+                            "Tool names '{}' not found in available tools",
+                            missing.join(", ")
+                        )));
+                    }
+                }
+                loop {
+                    if self.unanswered_calls_position().is_none() {
+                        step!(Steps::call_llm(self).await);
+                    }
+                    step!(Steps::execute_tools(self).await);
+                    step!(Ok(Steps::check_tool_interrupts(self)));
+                    step!(Ok(Steps::check_until_tool(self, names)));
+                    step!(Steps::expand_tool_results(self).await);
+                    if !self.needs_response() {
+                        return Err(ChainError::ToolNotUsed(names.join(", ")));
+                    }
+                    step!(Steps::check_max_runs(self, *max_runs));
+                }
+            }
+            Mode::Custom(custom) => custom.run(self).await,
+        }
+    }
+
+    /// Resumes a run paused for review: `decisions` answers every call awaiting a human
+    /// (by call id), the batch runs with every decision applied, and the run goes on in
+    /// `mode`.
+    pub async fn resume(
+        &mut self,
+        decisions: Vec<(String, HumanDecision)>,
+        mode: Mode,
+    ) -> Result<RunOutcome, ChainError> {
+        let result = self.apply_human_decisions(decisions).await;
+        match result {
+            Ok(crate::chain::Step::Break(outcome)) => Ok(outcome),
+            Ok(crate::chain::Step::Continue(())) => self.run(mode).await,
+            Err(e) => {
+                self.fire(|cb| cb.on_error(&e));
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! [`ScriptedModel`]: a [`ChatModel`] that replays provider wire bytes through the real
+//! decoders — for tests, examples and `llmchain demo`, with no network.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures_util::stream;
+
+use super::model::{ChatModel, ModelError, ModelEvent, ModelStream};
+use crate::conversation::Conversation;
+use crate::provider::render::{ResponseScript, render_stream};
+use crate::provider::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+
+/// One scripted turn.
+#[derive(Debug, Clone)]
+pub enum ScriptedTurn {
+    /// Wire bytes of a streamed response, decoded by the format's real decoder.
+    Stream(Vec<u8>),
+    /// A failure of the call itself (e.g. an HTTP 529).
+    Fail(ModelError),
+}
+
+/// A model that answers each call with the next scripted turn.
+///
+/// Each call also encodes the request with the format's real encoder, and keeps the
+/// body, so a test can check what would have been sent.
+///
+/// ```
+/// use llmchain::chain::{ChatModel, ScriptedModel, collect_stream};
+/// use llmchain::conversation::Conversation;
+/// use llmchain::message::Message;
+/// use llmchain::provider::Format;
+/// use llmchain::provider::render::ResponseScript;
+///
+/// let model = ScriptedModel::new(Format::Anthropic)
+///     .respond(ResponseScript::text("Hello!"))
+///     .unwrap();
+/// let mut conv = Conversation::new();
+/// conv.messages.push(Message::user("Hi"));
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+/// let outcome = rt.block_on(collect_stream(model.stream(&conv), |_| {})).unwrap();
+/// assert_eq!(outcome.message.text().as_deref(), Some("Hello!"));
+/// ```
+pub struct ScriptedModel {
+    format: Format,
+    codec: &'static dyn Codec,
+    turns: Mutex<VecDeque<ScriptedTurn>>,
+    chunk_size: usize,
+    chunk_delay: Option<Duration>,
+    config: DecoderConfig,
+    requests: Mutex<Vec<Vec<u8>>>,
+    model: String,
+}
+
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("format", &self.format)
+            .field("chunk_size", &self.chunk_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedModel {
+    /// A scripted model speaking `format`.
+    ///
+    /// # Panics
+    /// Never for the five built-in formats, which all have codecs.
+    pub fn new(format: Format) -> Self {
+        ScriptedModel {
+            format,
+            codec: crate::provider::codec(format),
+            turns: Mutex::new(VecDeque::new()),
+            chunk_size: 7,
+            chunk_delay: None,
+            config: DecoderConfig::default(),
+            requests: Mutex::new(Vec::new()),
+            model: "scripted-model".into(),
+        }
+    }
+
+    /// Adds a turn rendered from a script. Fails for a format with no renderer.
+    pub fn respond(self, script: ResponseScript) -> Result<Self, ModelError> {
+        let bytes = render_stream(self.format, &script).ok_or_else(|| {
+            ModelError::Script(format!("no response renderer for {}", self.format))
+        })?;
+        Ok(self.respond_bytes(bytes))
+    }
+
+    /// Adds a turn of raw wire bytes.
+    #[must_use]
+    pub fn respond_bytes(self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.push(ScriptedTurn::Stream(bytes.into()));
+        self
+    }
+
+    /// Adds a failing turn.
+    #[must_use]
+    pub fn fail(self, error: ModelError) -> Self {
+        self.push(ScriptedTurn::Fail(error));
+        self
+    }
+
+    /// Adds a turn to a shared model.
+    pub fn push(&self, turn: ScriptedTurn) {
+        self.turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(turn);
+    }
+
+    /// Feeds the decoder this many bytes at a time (default 7: odd sizes split UTF-8
+    /// characters, `\r\n` and `data:` prefixes).
+    #[must_use]
+    pub fn chunk_size(mut self, n: usize) -> Self {
+        self.chunk_size = n.max(1);
+        self
+    }
+
+    /// Waits between chunks, like a real stream.
+    #[must_use]
+    pub fn chunk_delay(mut self, d: Duration) -> Self {
+        self.chunk_delay = Some(d);
+        self
+    }
+
+    /// The request bodies encoded so far.
+    pub fn requests(&self) -> Vec<Vec<u8>> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Turns not used yet.
+    pub fn remaining_turns(&self) -> usize {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+struct Replay {
+    decoder: Box<dyn StreamDecoder>,
+    bytes: Vec<u8>,
+    pos: usize,
+    chunk: usize,
+    delay: Option<Duration>,
+    pending: VecDeque<ModelEvent>,
+    finished: bool,
+}
+
+impl ChatModel for ScriptedModel {
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
+    fn provider_name(&self) -> &str {
+        self.format.as_str()
+    }
+
+    fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
+        let opts = RequestOptions {
+            model: self.model.clone(),
+            stream: true,
+            ..Default::default()
+        };
+        match self.codec.encode(conversation, &opts) {
+            Ok(body) => self
+                .requests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(body),
+            Err(e) => return Box::pin(stream::once(async move { Err(ModelError::Encode(e)) })),
+        }
+        let turn = self
+            .turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front();
+        let bytes = match turn {
+            None => {
+                return Box::pin(stream::once(async {
+                    Err(ModelError::Script("no more scripted turns".into()))
+                }));
+            }
+            Some(ScriptedTurn::Fail(e)) => return Box::pin(stream::once(async move { Err(e) })),
+            Some(ScriptedTurn::Stream(b)) => b,
+        };
+        let state = Replay {
+            decoder: self.codec.stream_decoder(self.config),
+            bytes,
+            pos: 0,
+            chunk: self.chunk_size,
+            delay: self.chunk_delay,
+            pending: VecDeque::new(),
+            finished: false,
+        };
+        Box::pin(stream::unfold(state, |mut st| async move {
+            loop {
+                if let Some(ev) = st.pending.pop_front() {
+                    return Some((Ok(ev), st));
+                }
+                if st.finished {
+                    return None;
+                }
+                if st.pos >= st.bytes.len() {
+                    st.finished = true;
+                    let mut events = Vec::new();
+                    let result = st
+                        .decoder
+                        .finish(&mut |e| events.push(ModelEvent::Event(e.into_owned())));
+                    st.pending.extend(events);
+                    match result {
+                        Ok(outcome) => st.pending.push_back(ModelEvent::Done(outcome)),
+                        Err(e) => {
+                            st.pending.clear();
+                            return Some((Err(ModelError::Decode(e)), st));
+                        }
+                    }
+                    continue;
+                }
+                if let Some(d) = st.delay {
+                    tokio::time::sleep(d).await;
+                }
+                let end = (st.pos + st.chunk).min(st.bytes.len());
+                let mut events = Vec::new();
+                let fed = st.decoder.feed(&st.bytes[st.pos..end], &mut |e| {
+                    events.push(ModelEvent::Event(e.into_owned()))
+                });
+                st.pos = end;
+                st.pending.extend(events);
+                if let Err(e) = fed {
+                    st.finished = true;
+                    st.pending.clear();
+                    return Some((Err(ModelError::Decode(e)), st));
+                }
+            }
+        }))
+    }
+}

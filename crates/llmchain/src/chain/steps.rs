@@ -1,0 +1,165 @@
+//! [`Steps`]: the building blocks of modes.
+
+use std::ops::ControlFlow;
+
+use super::error::ChainError;
+use super::llm_chain::LLMChain;
+use super::mode::RunOutcome;
+use super::state::ToolInterrupt;
+use crate::message::Role;
+
+/// What a step says: go on, or end the run with an outcome.
+pub type Step = ControlFlow<RunOutcome>;
+
+/// Runs a step inside a mode: `Err` returns the error, `Break` returns the outcome.
+#[macro_export]
+macro_rules! step {
+    ($e:expr) => {
+        match $e {
+            ::std::result::Result::Err(e) => return ::std::result::Result::Err(e),
+            ::std::result::Result::Ok(::std::ops::ControlFlow::Break(outcome)) => {
+                return ::std::result::Result::Ok(outcome)
+            }
+            ::std::result::Result::Ok(::std::ops::ControlFlow::Continue(())) => {}
+        }
+    };
+}
+
+/// The steps modes are composed from.
+#[derive(Debug)]
+pub struct Steps;
+
+impl Steps {
+    /// Calls the model once (with fallbacks) and counts the run. Checks the failure
+    /// budget first: when it is used up, fires `on_retries_exceeded` and fails with
+    /// `ExceededFailureCount`.
+    pub async fn call_llm(chain: &mut LLMChain) -> Result<Step, ChainError> {
+        if chain.state.current_failure_count >= chain.max_retry_count {
+            chain.fire(|cb| cb.on_retries_exceeded());
+            return Err(ChainError::ExceededFailureCount {
+                count: chain.state.current_failure_count,
+                max: chain.max_retry_count,
+            });
+        }
+        chain.state.run_count += 1;
+        chain.call_model().await?;
+        Ok(Step::Continue(()))
+    }
+
+    /// Runs the tool calls of the newest assistant message (after review) and adds the
+    /// tool message. Nothing to do: continues. A review interrupt: ends the run with
+    /// [`RunOutcome::ReviewRequired`].
+    pub async fn execute_tools(chain: &mut LLMChain) -> Result<Step, ChainError> {
+        chain.execute_pending_tools().await
+    }
+
+    /// Fails with `ExceededMaxRuns` once `max` model calls were made in this run.
+    pub fn check_max_runs(chain: &LLMChain, max: u32) -> Result<Step, ChainError> {
+        if chain.state.run_count >= max && chain.needs_response() {
+            return Err(ChainError::ExceededMaxRuns {
+                count: chain.state.run_count,
+                max,
+            });
+        }
+        Ok(Step::Continue(()))
+    }
+
+    /// Ends the run with [`RunOutcome::Paused`] when `should_pause` says so.
+    pub fn check_pause(_chain: &LLMChain, should_pause: impl FnOnce() -> bool) -> Step {
+        if should_pause() {
+            Step::Break(RunOutcome::Paused)
+        } else {
+            Step::Continue(())
+        }
+    }
+
+    /// Ends the run with [`RunOutcome::Interrupted`] when the newest message is a tool
+    /// message holding interrupts.
+    pub fn check_tool_interrupts(chain: &LLMChain) -> Step {
+        let Some(m) = chain.last_message().filter(|m| m.role == Role::Tool) else {
+            return Step::Continue(());
+        };
+        let interrupts: Vec<ToolInterrupt> = m
+            .tool_results
+            .iter()
+            .filter(|r| r.is_interrupt())
+            .map(|r| ToolInterrupt {
+                tool_call_id: r.tool_call_id.clone(),
+                name: r.name.clone(),
+                data: r.interrupt_data().cloned(),
+            })
+            .collect();
+        if interrupts.is_empty() {
+            Step::Continue(())
+        } else {
+            Step::Break(RunOutcome::Interrupted(interrupts))
+        }
+    }
+
+    /// Ends the run with [`RunOutcome::ToolUsed`] when the newest tool message holds a
+    /// result of one of `names` (the first such result).
+    pub fn check_until_tool(chain: &LLMChain, names: &[String]) -> Step {
+        let Some(m) = chain.last_message().filter(|m| m.role == Role::Tool) else {
+            return Step::Continue(());
+        };
+        match m
+            .tool_results
+            .iter()
+            .find(|r| r.name.as_ref().is_some_and(|n| names.contains(n)))
+        {
+            Some(r) => Step::Break(RunOutcome::ToolUsed(r.clone())),
+            None => Step::Continue(()),
+        }
+    }
+
+    /// Applies the newest tool message's message expansions: trims each result's content
+    /// as asked and inserts the requested messages after the tool message, before the next
+    /// model call. Expansions are virtual, so this can never apply one twice after a
+    /// restore.
+    pub async fn expand_tool_results(chain: &mut LLMChain) -> Result<Step, ChainError> {
+        let msgs = chain.messages();
+        let Some(position) = msgs.len().checked_sub(1) else {
+            return Ok(Step::Continue(()));
+        };
+        if msgs[position].role != Role::Tool
+            || msgs[position]
+                .tool_results
+                .iter()
+                .all(|r| r.message_expansion.is_none())
+        {
+            return Ok(Step::Continue(()));
+        }
+        let mut tool_message = msgs[position].clone();
+        let mut inserted = Vec::new();
+        for r in &mut tool_message.tool_results {
+            if let Some(exp) = r.message_expansion.take() {
+                exp.trim(&mut r.content);
+                inserted.extend(exp.messages);
+            }
+        }
+        chain.replace_message(position, tool_message).await?;
+        for m in inserted {
+            chain.push_message(m).await?;
+        }
+        Ok(Step::Continue(()))
+    }
+
+    /// Continues while a response is needed; otherwise ends with [`RunOutcome::Done`].
+    pub fn continue_or_done(chain: &LLMChain) -> Step {
+        if chain.needs_response() {
+            Step::Continue(())
+        } else {
+            Step::Break(RunOutcome::Done)
+        }
+    }
+
+    /// Starts the mode's bookkeeping: the run count goes back to 0.
+    pub fn ensure_mode_state(chain: &mut LLMChain) {
+        chain.state.run_count = 0;
+    }
+
+    /// Model calls made in this run.
+    pub fn run_count(chain: &LLMChain) -> u32 {
+        chain.state.run_count
+    }
+}

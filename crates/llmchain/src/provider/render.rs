@@ -1,0 +1,410 @@
+//! Rendering a scripted assistant response as a provider's *response* stream.
+//!
+//! The mirror image of the decoders: it writes the bytes a provider would send, so the
+//! scripted model, the demo and local test servers speak the real wire format and
+//! exercise the real decoders. Fragment boundaries are chosen like real servers do
+//! (small, arbitrary substrings of the argument text).
+
+use serde_json::json;
+
+use super::format::Format;
+use crate::message::TokenUsage;
+
+/// A tool call in a scripted response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptedCall {
+    /// The wire id.
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The argument text, streamed as is (it may be deliberately invalid JSON).
+    pub arguments: String,
+}
+
+/// How a scripted response ends.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ScriptStop {
+    /// A natural end (`tool_calls`/`tool_use` when there are calls, else end of turn).
+    #[default]
+    Natural,
+    /// Cut off by the token limit in the middle of the last call's arguments.
+    MaxTokens,
+    /// An error event after part of the response.
+    Error {
+        /// Provider error type, e.g. `overloaded_error`.
+        kind: String,
+        /// Message.
+        message: String,
+    },
+    /// The body just ends, mid-response.
+    Truncated,
+}
+
+/// A scripted assistant response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseScript {
+    /// Reasoning text, streamed first.
+    pub reasoning: Option<String>,
+    /// Visible text.
+    pub text: Option<String>,
+    /// Tool calls, in order.
+    pub tool_calls: Vec<ScriptedCall>,
+    /// How it ends.
+    pub stop: ScriptStop,
+    /// Usage to report.
+    pub usage: TokenUsage,
+    /// Bytes per text/argument fragment (at least 1).
+    pub fragment_bytes: usize,
+    /// Model name written into the stream.
+    pub model: String,
+}
+
+impl Default for ResponseScript {
+    fn default() -> Self {
+        ResponseScript {
+            reasoning: None,
+            text: None,
+            tool_calls: Vec::new(),
+            stop: ScriptStop::Natural,
+            usage: TokenUsage::new(0, 0),
+            fragment_bytes: 12,
+            model: "scripted-model".into(),
+        }
+    }
+}
+
+impl ResponseScript {
+    /// A text-only response.
+    pub fn text(text: impl Into<String>) -> Self {
+        ResponseScript {
+            text: Some(text.into()),
+            ..Default::default()
+        }
+    }
+
+    /// A response with one tool call (and optional lead-in text).
+    pub fn tool_call(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ResponseScript::default().with_call(id, name, arguments)
+    }
+
+    /// Adds a tool call.
+    #[must_use]
+    pub fn with_call(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        self.tool_calls.push(ScriptedCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        });
+        self
+    }
+
+    /// Sets the visible text.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Sets the reasoning text.
+    #[must_use]
+    pub fn with_reasoning(mut self, text: impl Into<String>) -> Self {
+        self.reasoning = Some(text.into());
+        self
+    }
+
+    /// Sets how it ends.
+    #[must_use]
+    pub fn with_stop(mut self, stop: ScriptStop) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Sets the usage.
+    #[must_use]
+    pub fn with_usage(mut self, input: u64, output: u64) -> Self {
+        self.usage = TokenUsage::new(input, output);
+        self
+    }
+}
+
+/// The formats [`render_stream`] can write.
+pub const RENDERABLE: [Format; 2] = [Format::OpenAiChat, Format::Anthropic];
+
+/// Renders the script as the streamed body `format` would send, or `None` for a format
+/// that has no renderer yet (see [`RENDERABLE`]).
+pub fn render_stream(format: Format, script: &ResponseScript) -> Option<Vec<u8>> {
+    match format {
+        Format::OpenAiChat => Some(openai_chat(script)),
+        Format::Anthropic => Some(anthropic(script)),
+        _ => None,
+    }
+}
+
+/// Splits text into fragments of about `n` bytes on character boundaries.
+fn fragments(s: &str, n: usize) -> Vec<&str> {
+    let n = n.max(1);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        let mut j = (i + n).min(s.len());
+        while !s.is_char_boundary(j) {
+            j += 1;
+        }
+        out.push(&s[i..j]);
+        i = j;
+    }
+    out
+}
+
+/// The arguments actually sent: the whole text, or half of the last call's on MaxTokens.
+fn sent_arguments(script: &ResponseScript, i: usize) -> &str {
+    let a = &script.tool_calls[i].arguments;
+    if script.stop == ScriptStop::MaxTokens && i + 1 == script.tool_calls.len() {
+        let mut cut = a.len() / 2;
+        while !a.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        &a[..cut]
+    } else {
+        a
+    }
+}
+
+fn sse_data(out: &mut Vec<u8>, v: &serde_json::Value) {
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(v.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+fn sse_event(out: &mut Vec<u8>, name: &str, v: &serde_json::Value) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'\n');
+    sse_data(out, v);
+}
+
+fn openai_chat(s: &ResponseScript) -> Vec<u8> {
+    let mut out = Vec::new();
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1_700_000_000,
+               "model": s.model, "system_fingerprint": "fp_scripted",
+               "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
+    };
+    sse_data(
+        &mut out,
+        &chunk(json!({"role": "assistant", "content": ""}), None),
+    );
+    if let Some(r) = &s.reasoning {
+        for f in fragments(r, s.fragment_bytes) {
+            sse_data(&mut out, &chunk(json!({"reasoning_content": f}), None));
+        }
+    }
+    if let Some(t) = &s.text {
+        for f in fragments(t, s.fragment_bytes) {
+            sse_data(&mut out, &chunk(json!({"content": f}), None));
+        }
+    }
+    for (i, c) in s.tool_calls.iter().enumerate() {
+        sse_data(
+            &mut out,
+            &chunk(
+                json!({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": ""}}]}),
+                None,
+            ),
+        );
+        for f in fragments(sent_arguments(s, i), s.fragment_bytes) {
+            sse_data(
+                &mut out,
+                &chunk(
+                    json!({"tool_calls": [{"index": i, "function": {"arguments": f}}]}),
+                    None,
+                ),
+            );
+        }
+    }
+    match &s.stop {
+        ScriptStop::Truncated => return out,
+        ScriptStop::Error { kind, message } => {
+            sse_data(
+                &mut out,
+                &json!({"error": {"type": kind, "message": message, "code": null}}),
+            );
+            return out;
+        }
+        ScriptStop::MaxTokens => sse_data(&mut out, &chunk(json!({}), Some("length"))),
+        ScriptStop::Natural => {
+            let reason = if s.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            sse_data(&mut out, &chunk(json!({}), Some(reason)));
+        }
+    }
+    sse_data(
+        &mut out,
+        &json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1_700_000_000,
+                "model": s.model, "choices": [],
+                "usage": {"prompt_tokens": s.usage.input_tokens, "completion_tokens": s.usage.output_tokens,
+                          "total_tokens": s.usage.total()}}),
+    );
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    out
+}
+
+fn anthropic(s: &ResponseScript) -> Vec<u8> {
+    let mut out = Vec::new();
+    sse_event(
+        &mut out,
+        "message_start",
+        &json!({"type": "message_start", "message": {"id": "msg_scripted", "type": "message",
+                "role": "assistant", "model": s.model, "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": s.usage.input_tokens, "output_tokens": 1}}}),
+    );
+    let mut index = 0usize;
+    if let Some(r) = &s.reasoning {
+        sse_event(
+            &mut out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        );
+        for f in fragments(r, s.fragment_bytes) {
+            sse_event(
+                &mut out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": f}}),
+            );
+        }
+        sse_event(
+            &mut out,
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJl"}}),
+        );
+        sse_event(
+            &mut out,
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        );
+        index += 1;
+    }
+    if let Some(t) = &s.text {
+        sse_event(
+            &mut out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "text", "text": ""}}),
+        );
+        out.extend_from_slice(b"event: ping\ndata: {\"type\": \"ping\"}\n\n");
+        for f in fragments(t, s.fragment_bytes) {
+            sse_event(
+                &mut out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": f}}),
+            );
+        }
+        sse_event(
+            &mut out,
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        );
+        index += 1;
+    }
+    let last = s.tool_calls.len().saturating_sub(1);
+    for (i, c) in s.tool_calls.iter().enumerate() {
+        sse_event(
+            &mut out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}),
+        );
+        for f in fragments(sent_arguments(s, i), s.fragment_bytes) {
+            sse_event(
+                &mut out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": f}}),
+            );
+        }
+        let cut = i == last && s.stop == ScriptStop::MaxTokens;
+        if !cut {
+            sse_event(
+                &mut out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            );
+        }
+        index += 1;
+    }
+    let stop = match &s.stop {
+        ScriptStop::Truncated => return out,
+        ScriptStop::Error { kind, message } => {
+            sse_event(
+                &mut out,
+                "error",
+                &json!({"type": "error", "error": {"type": kind, "message": message}}),
+            );
+            return out;
+        }
+        ScriptStop::MaxTokens => "max_tokens",
+        ScriptStop::Natural if s.tool_calls.is_empty() => "end_turn",
+        ScriptStop::Natural => "tool_use",
+    };
+    sse_event(
+        &mut out,
+        "message_delta",
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+                "usage": {"output_tokens": s.usage.output_tokens}}),
+    );
+    sse_event(&mut out, "message_stop", &json!({"type": "message_stop"}));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_respect_char_boundaries() {
+        let s = "héllo wörld ✓";
+        let parts = fragments(s, 2);
+        assert_eq!(parts.concat(), s);
+        assert!(parts.iter().all(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn renders_both_formats() {
+        let script = ResponseScript::tool_call("call_1", "calc", r#"{"expression": "2+2"}"#)
+            .with_text("Let me compute.")
+            .with_usage(10, 5);
+        let chat = String::from_utf8(render_stream(Format::OpenAiChat, &script).unwrap()).unwrap();
+        assert!(chat.ends_with("data: [DONE]\n\n"));
+        assert!(chat.contains("\"finish_reason\":\"tool_calls\""));
+        let ant = String::from_utf8(render_stream(Format::Anthropic, &script).unwrap()).unwrap();
+        assert!(ant.contains("\"stop_reason\":\"tool_use\""));
+        assert!(ant.contains("input_json_delta"));
+        assert!(render_stream(Format::Gemini, &script).is_none());
+    }
+
+    #[test]
+    fn max_tokens_cuts_the_last_call() {
+        let script = ResponseScript::tool_call("c", "w", r#"{"path": "a.txt", "content": "xxxxxxxx"}"#)
+            .with_stop(ScriptStop::MaxTokens);
+        let ant = String::from_utf8(render_stream(Format::Anthropic, &script).unwrap()).unwrap();
+        assert!(ant.contains("max_tokens"));
+        assert!(!ant.contains("content_block_stop\",\"index\":0"));
+    }
+}

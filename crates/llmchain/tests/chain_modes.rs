@@ -1,0 +1,915 @@
+//! The chain over the scripted model (real wire bytes through the real decoders).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use llmchain::chain::{
+    Callbacks, ChainCallbacks, ChainError, ChainState, ConversationSink, CustomMode,
+    HumanDecision, HttpErrorKind, LLMChain, Mode, ModeFuture, ModelError, ReviewDecision,
+    RunOutcome, ScriptedModel, SinkFuture, Steps, step,
+};
+use llmchain::message::{
+    ContentPart, ContentType, ExecutionStatus, Message, MessageExpansion, MessageStatus, Role,
+    ToolCall, ToolResult,
+};
+use llmchain::provider::Format;
+use llmchain::provider::render::{ResponseScript, ScriptStop};
+use llmchain::tool::{Tool, ToolOutput};
+use serde_json::json;
+
+fn calc_tool() -> Tool {
+    Tool::builder("calculator")
+        .description("Evaluates a + b")
+        .schema(json!({"type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"]}))
+        .handler(|args, _| async move {
+            let a = args["a"].as_f64().unwrap_or(0.0);
+            let b = args["b"].as_f64().unwrap_or(0.0);
+            ToolOutput::with_data(format!("{}", a + b), json!({"sum": a + b}))
+        })
+        .build()
+        .unwrap()
+}
+
+fn failing_tool(counter: Arc<AtomicUsize>) -> Tool {
+    Tool::builder("flaky")
+        .schema(json!({"type": "object", "properties": {"x": {"type": "integer"}}}))
+        .handler(move |_, _| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                ToolOutput::error("disk full")
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+fn model(format: Format, turns: Vec<ResponseScript>) -> ScriptedModel {
+    let mut m = ScriptedModel::new(format);
+    for t in turns {
+        m = m.respond(t).unwrap();
+    }
+    m
+}
+
+async fn chain_with(format: Format, turns: Vec<ResponseScript>) -> LLMChain {
+    let mut chain = LLMChain::new(Arc::new(model(format, turns))).with_tool(calc_tool());
+    chain.add_message(Message::user("What is 2 + 3?")).await.unwrap();
+    chain
+}
+
+#[tokio::test]
+async fn while_needs_response_runs_tools_and_answers_in_both_wire_formats() {
+    for format in [Format::OpenAiChat, Format::Anthropic] {
+        let mut chain = chain_with(
+            format,
+            vec![
+                ResponseScript::tool_call("call_1", "calculator", r#"{"a": 2, "b": 3}"#)
+                    .with_text("Let me add."),
+                ResponseScript::text("2 + 3 = 5"),
+            ],
+        )
+        .await;
+        let out = chain.run(Mode::while_needs_response()).await.unwrap();
+        assert_eq!(out, RunOutcome::Done, "{format}");
+        let msgs = chain.messages();
+        assert_eq!(msgs.len(), 4);
+        let call = &msgs[1].tool_calls[0];
+        assert_eq!(call.execution_status(), "completed");
+        assert_eq!(call.display_text.as_deref(), Some("Calculator"));
+        let r = &msgs[2].tool_results[0];
+        assert_eq!(r.content_text(), "5");
+        assert_eq!(r.processed_content, Some(json!({"sum": 5.0})));
+        assert_eq!(msgs[3].text().as_deref(), Some("2 + 3 = 5"));
+        assert!(!chain.needs_response());
+    }
+}
+
+#[tokio::test]
+async fn single_mode_never_runs_tools() {
+    let mut chain = chain_with(
+        Format::OpenAiChat,
+        vec![ResponseScript::tool_call("call_1", "calculator", r#"{"a": 1, "b": 1}"#)],
+    )
+    .await;
+    assert_eq!(chain.run(Mode::Single).await.unwrap(), RunOutcome::Done);
+    assert_eq!(chain.messages().len(), 2);
+    assert!(chain.needs_response());
+    assert_eq!(chain.messages()[1].tool_calls[0].execution_status(), "identified");
+}
+
+#[tokio::test]
+async fn run_without_messages_is_an_error() {
+    let mut chain = LLMChain::new(Arc::new(ScriptedModel::new(Format::OpenAiChat)));
+    assert_eq!(
+        chain.run(Mode::Single).await.unwrap_err(),
+        ChainError::NoMessages
+    );
+}
+
+#[tokio::test]
+async fn results_keep_call_order_and_invalid_json_is_refused_then_corrected() {
+    let mut chain = chain_with(
+        Format::Anthropic,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 2}"#)
+                .with_call("c2", "calculator", r#"{"a": 1, "b": "#)
+                .with_call("c3", "nope", "{}"),
+            ResponseScript::tool_call("c4", "calculator", r#"{"a": 5, "b": 5}"#),
+            ResponseScript::text("done"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    let results = &chain.messages()[2].tool_results;
+    let ids: Vec<_> = results.iter().map(|r| r.tool_call_id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3"]);
+    assert!(!results[0].is_error());
+    assert!(results[1].is_refusal(), "{:?}", results[1]);
+    assert!(results[1].content_text().contains("invalid json"));
+    assert!(results[2].is_refusal());
+    assert!(results[2].content_text().contains("Available tools: calculator"));
+    // The model corrected itself within the budget, which reset on success.
+    assert_eq!(chain.messages()[4].tool_results[0].content_text(), "10");
+    assert_eq!(chain.current_failure_count(), 0);
+}
+
+#[tokio::test]
+async fn cut_off_calls_never_run() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "flaky", r#"{"x": 12345678}"#)
+                .with_stop(ScriptStop::MaxTokens),
+        ],
+    )))
+    .with_tool(failing_tool(ran.clone()));
+    chain.add_message(Message::user("go")).await.unwrap();
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    let m = chain.last_message().unwrap();
+    assert_eq!(m.status, MessageStatus::Length);
+    assert!(!m.tool_calls[0].is_complete());
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn until_success_retries_after_a_failed_batch() {
+    let mut chain = chain_with(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 1}"#),
+            ResponseScript::tool_call("c2", "calculator", r#"{"a": 1, "b": 2}"#),
+        ],
+    )
+    .await;
+    assert_eq!(
+        chain.run(Mode::until_success()).await.unwrap(),
+        RunOutcome::Done
+    );
+    let last = chain.last_message().unwrap();
+    assert_eq!(last.role, Role::Tool);
+    assert_eq!(last.tool_results[0].content_text(), "3");
+    let first = &chain.messages()[2].tool_results[0];
+    assert!(first.is_refusal());
+    assert!(
+        first
+            .content_text()
+            .starts_with("Missing required parameters for this tool."),
+        "{}",
+        first.content_text()
+    );
+}
+
+#[tokio::test]
+async fn step_mode_runs_one_step_at_a_time() {
+    let mut chain = chain_with(
+        Format::Anthropic,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 2}"#),
+            ResponseScript::text("3"),
+        ],
+    )
+    .await;
+    let steps = Arc::new(AtomicUsize::new(0));
+    let s = steps.clone();
+    let once = Mode::step(move |_| s.fetch_add(1, Ordering::SeqCst) < 1);
+    assert_eq!(chain.run(once.clone()).await.unwrap(), RunOutcome::Done);
+    // Step 1: model call; step 2: tools. Then should_continue said stop.
+    assert_eq!(chain.messages().len(), 3);
+    assert_eq!(chain.last_message().unwrap().role, Role::Tool);
+    assert_eq!(
+        chain.run(Mode::step(|_| true)).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(chain.last_message().unwrap().text().as_deref(), Some("3"));
+}
+
+#[tokio::test]
+async fn until_tool_used_returns_the_result() {
+    let mut chain = chain_with(
+        Format::OpenAiChat,
+        vec![ResponseScript::tool_call("c1", "calculator", r#"{"a": 2, "b": 2}"#)],
+    )
+    .await;
+    match chain
+        .run(Mode::until_tool_used(["calculator"], 5))
+        .await
+        .unwrap()
+    {
+        RunOutcome::ToolUsed(r) => assert_eq!(r.content_text(), "4"),
+        other => panic!("{other:?}"),
+    }
+    let err = chain
+        .run(Mode::until_tool_used(["x"], 5))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "Tool name 'x' not found in available tools");
+    let err = chain
+        .run(Mode::until_tool_used(["x", "y"], 5))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Tool names 'x, y' not found in available tools"
+    );
+}
+
+#[tokio::test]
+async fn max_runs_guard_stops_a_looping_model() {
+    let turns = (0..10)
+        .map(|i| ResponseScript::tool_call(format!("c{i}"), "calculator", format!(r#"{{"a": {i}, "b": 1}}"#)))
+        .collect();
+    let mut chain = chain_with(Format::OpenAiChat, turns).await;
+    let err = chain
+        .run(Mode::WhileNeedsResponse { max_runs: 3 })
+        .await
+        .unwrap_err();
+    assert_eq!(err, ChainError::ExceededMaxRuns { count: 3, max: 3 });
+    assert_eq!(err.to_string(), "Exceeded maximum number of runs (3/3)");
+    // Every message is whole: the last one is the tool answer to the third call.
+    assert_eq!(chain.last_message().unwrap().role, Role::Tool);
+}
+
+#[tokio::test]
+async fn failure_budget_runs_out() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let exceeded = Arc::new(AtomicUsize::new(0));
+    let turns = (0..5)
+        .map(|i| ResponseScript::tool_call(format!("c{i}"), "flaky", format!(r#"{{"x": {i}}}"#)))
+        .collect();
+    let e2 = exceeded.clone();
+    let mut chain = LLMChain::new(Arc::new(model(Format::OpenAiChat, turns)))
+        .with_tool(failing_tool(ran.clone()))
+        .with_callbacks(Callbacks::new().on_retries_exceeded(move || {
+            e2.fetch_add(1, Ordering::SeqCst);
+        }));
+    chain.add_message(Message::user("go")).await.unwrap();
+    let err = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert_eq!(err, ChainError::ExceededFailureCount { count: 3, max: 3 });
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+    assert_eq!(exceeded.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn repetition_guard_stops_the_same_failing_call() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let turns = (0..6)
+        .map(|i| ResponseScript::tool_call(format!("c{i}"), "flaky", r#"{"x": 1}"#))
+        .collect();
+    let mut chain = LLMChain::new(Arc::new(model(Format::Anthropic, turns)))
+        .with_tool(failing_tool(ran.clone()))
+        .with_max_retry_count(100);
+    chain.max_repeated_failures = 2;
+    chain.add_message(Message::user("go")).await.unwrap();
+    let err = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert_eq!(
+        err,
+        ChainError::RepeatedFailingCall {
+            tool: "flaky".into(),
+            count: 3
+        }
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn fallback_model_answers_after_an_overloaded_primary() {
+    let primary = ScriptedModel::new(Format::Anthropic).fail(ModelError::Http {
+        provider: "anthropic".into(),
+        status: 529,
+        kind: HttpErrorKind::Overloaded,
+        message: "Overloaded".into(),
+        retry_after: None,
+    });
+    let fallback = model(Format::OpenAiChat, vec![ResponseScript::text("from fallback")]);
+    let errors = Arc::new(AtomicUsize::new(0));
+    let e2 = errors.clone();
+    let mut chain = LLMChain::new(Arc::new(primary))
+        .with_fallbacks(vec![Arc::new(fallback)])
+        .with_callbacks(Callbacks::new().on_llm_error(move |_| {
+            e2.fetch_add(1, Ordering::SeqCst);
+        }));
+    chain.add_message(Message::user("hi")).await.unwrap();
+    chain.run(Mode::Single).await.unwrap();
+    assert_eq!(
+        chain.last_message().unwrap().text().as_deref(),
+        Some("from fallback")
+    );
+    assert_eq!(errors.load(Ordering::SeqCst), 1);
+
+    // Every model failing: all_fallbacks_failed, and no partial message is added.
+    let mut chain = LLMChain::new(Arc::new(ScriptedModel::new(Format::Anthropic)))
+        .with_fallbacks(vec![Arc::new(ScriptedModel::new(Format::OpenAiChat))]);
+    chain.add_message(Message::user("hi")).await.unwrap();
+    let err = chain.run(Mode::Single).await.unwrap_err();
+    assert!(matches!(err, ChainError::AllFallbacksFailed(_)), "{err:?}");
+    assert_eq!(chain.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn stream_error_mid_response_gives_a_cancelled_message_whose_calls_never_run() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::Anthropic,
+        vec![
+            ResponseScript::tool_call("c1", "flaky", r#"{"x": 1}"#).with_stop(
+                ScriptStop::Error {
+                    kind: "overloaded_error".into(),
+                    message: "Overloaded".into(),
+                },
+            ),
+        ],
+    )))
+    .with_tool(failing_tool(ran.clone()));
+    chain.add_message(Message::user("go")).await.unwrap();
+    let err = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert!(err.to_string().contains("overloaded_error"), "{err}");
+    let last = chain.last_message().unwrap();
+    assert_eq!(last.status, MessageStatus::Cancelled);
+    assert!(!last.is_tool_call());
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+fn review_chain(turns: Vec<ResponseScript>) -> ScriptedModel {
+    model(Format::OpenAiChat, turns)
+}
+
+#[tokio::test]
+async fn review_decisions_approve_edit_deny() {
+    let turns = vec![
+        ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#)
+            .with_call("c2", "calculator", r#"{"a": 2, "b": 2}"#)
+            .with_call("c3", "calculator", r#"{"a": 3, "b": 3}"#),
+        ResponseScript::text("ok"),
+    ];
+    let reviewed = Arc::new(Mutex::new(Vec::new()));
+    let r2 = reviewed.clone();
+    let mut chain = LLMChain::new(Arc::new(review_chain(turns)))
+        .with_tool(calc_tool())
+        .with_review(|call: &ToolCall| match call.call_id.as_deref() {
+            Some("c1") => ReviewDecision::Approve,
+            Some("c2") => ReviewDecision::Edit {
+                arguments: json!({"a": 20, "b": 20}).as_object().unwrap().clone(),
+            },
+            _ => ReviewDecision::Deny {
+                reason: "Not allowed to add threes.".into(),
+            },
+        })
+        .with_callbacks(Callbacks::new().on_tool_call_review(move |c, d| {
+            r2.lock().unwrap().push((c.call_id.clone().unwrap(), d.clone()));
+        }));
+    chain.add_message(Message::user("go")).await.unwrap();
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    let results = &chain.messages()[2].tool_results;
+    assert_eq!(results[0].content_text(), "2");
+    assert_eq!(results[1].content_text(), "40");
+    assert_eq!(results[2].content_text(), "Not allowed to add threes.");
+    assert!(!results[2].is_error());
+    assert_eq!(chain.current_failure_count(), 0);
+    assert_eq!(reviewed.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn review_interrupt_pauses_serialises_and_resumes_in_another_chain() {
+    let turns = vec![
+        ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#)
+            .with_call("c2", "calculator", r#"{"a": 2, "b": 2}"#)
+            .with_call("c3", "calculator", r#"{"a": 3, "b": 3}"#)
+            .with_call("c4", "calculator", r#"{"a": 4, "b": 4}"#),
+    ];
+    let mut chain = LLMChain::new(Arc::new(review_chain(turns)))
+        .with_tool(calc_tool())
+        .with_review(|call: &ToolCall| {
+            if call.call_id.as_deref() == Some("c1") {
+                ReviewDecision::Approve
+            } else {
+                ReviewDecision::Interrupt
+            }
+        });
+    chain.add_message(Message::user("go")).await.unwrap();
+    let pending = match chain.run(Mode::while_needs_response()).await.unwrap() {
+        RunOutcome::ReviewRequired(p) => p,
+        other => panic!("{other:?}"),
+    };
+    let awaiting: Vec<_> = pending.awaiting().map(|c| c.call_id.clone()).collect();
+    assert_eq!(awaiting, ["c2", "c3", "c4"]);
+    // Nothing ran yet.
+    assert_eq!(chain.messages().len(), 2);
+
+    // Another process: the state is JSON.
+    let saved = serde_json::to_string(chain.state()).unwrap();
+    let state: ChainState = serde_json::from_str(&saved).unwrap();
+    let next = review_chain(vec![ResponseScript::text("all done")]);
+    let mut resumed = LLMChain::from_state(Arc::new(next), state).with_tool(calc_tool());
+    assert!(resumed.pending_review().is_some());
+    // A run before deciding just reports the pending review again.
+    assert!(matches!(
+        resumed.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::ReviewRequired(_)
+    ));
+    // Missing decisions are an error.
+    let err = resumed
+        .resume(vec![("c2".into(), HumanDecision::Approve)], Mode::while_needs_response())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("missing: c3, c4"), "{err}");
+    let out = resumed
+        .resume(
+            vec![
+                ("c2".into(), HumanDecision::Edit {
+                    arguments: json!({"a": 10, "b": 10}).as_object().unwrap().clone(),
+                }),
+                ("c3".into(), HumanDecision::Reject {
+                    reason: None,
+                    as_denial: false,
+                }),
+                ("c4".into(), HumanDecision::Reject {
+                    reason: Some("No.".into()),
+                    as_denial: true,
+                }),
+            ],
+            Mode::while_needs_response(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, RunOutcome::Done);
+    let results = &resumed.messages()[2].tool_results;
+    assert_eq!(results[0].content_text(), "2");
+    assert_eq!(results[1].content_text(), "20");
+    assert!(results[2].is_error() && results[2].is_refusal());
+    assert_eq!(
+        results[2].content_text(),
+        "Tool call 'calculator' was rejected by a human reviewer."
+    );
+    assert!(!results[3].is_error());
+    assert_eq!(results[3].content_text(), "No.");
+    assert_eq!(
+        resumed.last_message().unwrap().text().as_deref(),
+        Some("all done")
+    );
+}
+
+#[tokio::test]
+async fn tool_interrupt_stops_and_resumes_with_the_real_result() {
+    let approval = Tool::builder("ask_human")
+        .schema(json!({"type": "object", "properties": {"question": {"type": "string"}}}))
+        .handler(|args, _| async move {
+            ToolOutput::interrupt("Waiting for a human.", json!({"question": args["question"]}))
+        })
+        .build()
+        .unwrap();
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::Anthropic,
+        vec![
+            ResponseScript::tool_call("c1", "ask_human", r#"{"question": "Deploy?"}"#),
+            ResponseScript::text("Deploying."),
+        ],
+    )))
+    .with_tool(approval);
+    chain.add_message(Message::user("deploy")).await.unwrap();
+    let interrupts = match chain.run(Mode::while_needs_response()).await.unwrap() {
+        RunOutcome::Interrupted(i) => i,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(interrupts[0].tool_call_id, "c1");
+    assert_eq!(interrupts[0].data, Some(json!({"question": "Deploy?"})));
+    assert!(
+        chain
+            .replace_tool_result(ToolResult::text("c1", "Yes, deploy.").with_name("ask_human"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(
+        chain.messages()[2].tool_results[0].content_text(),
+        "Yes, deploy."
+    );
+    assert_eq!(chain.last_message().unwrap().text().as_deref(), Some("Deploying."));
+}
+
+fn screenshot_tool() -> Tool {
+    Tool::builder("screenshot")
+        .handler(|_, ctx| async move {
+            let image = ContentPart::image("iVBORw0KGgo=", "image/png");
+            ToolOutput::Result(Box::new(
+                ToolResult::success(
+                    ctx.tool_call_id(),
+                    vec![ContentPart::text("Screenshot taken."), image.clone()],
+                )
+                .with_expansion(
+                    MessageExpansion::insert(vec![Message::user(vec![
+                        ContentPart::text("The screenshot:"),
+                        image,
+                    ])])
+                    .keep_text_only(),
+                ),
+            ))
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn expansion_is_applied_once_and_survives_no_restore() {
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "screenshot", "{}"),
+            ResponseScript::text("I see a login page."),
+        ],
+    )))
+    .with_tool(screenshot_tool());
+    chain.add_message(Message::user("look")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let roles: Vec<Role> = chain.messages().iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::User, Role::Assistant]
+    );
+    let kept = &chain.messages()[2].tool_results[0].content;
+    assert_eq!(kept, &vec![ContentPart::text("Screenshot taken.")]);
+    assert!(chain.messages()[3].content.iter().any(|p| p.r#type == ContentType::Image));
+
+    // A restored chain has no expansion left to apply.
+    let state: ChainState =
+        serde_json::from_str(&serde_json::to_string(chain.state()).unwrap()).unwrap();
+    let mut restored = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state);
+    let before = restored.messages().len();
+    Steps::expand_tool_results(&mut restored).await.unwrap();
+    assert_eq!(restored.messages().len(), before);
+}
+
+/// A mode without `expand_tool_results`.
+struct NoExpand;
+impl CustomMode for NoExpand {
+    fn run<'a>(&'a self, chain: &'a mut LLMChain) -> ModeFuture<'a> {
+        Box::pin(async move {
+            loop {
+                step!(Steps::execute_tools(chain).await);
+                step!(Ok(Steps::check_tool_interrupts(chain)));
+                step!(Steps::check_max_runs(chain, 5));
+                step!(Steps::call_llm(chain).await);
+                step!(Ok(Steps::continue_or_done(chain)));
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_mode_without_the_step_ignores_expansions() {
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "screenshot", "{}"),
+            ResponseScript::text("ok"),
+        ],
+    )))
+    .with_tool(screenshot_tool());
+    chain.add_message(Message::user("look")).await.unwrap();
+    assert_eq!(
+        chain.run(Mode::custom(NoExpand)).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(chain.messages().len(), 4);
+    assert_eq!(chain.messages()[2].tool_results[0].content.len(), 2);
+}
+
+#[tokio::test]
+async fn cancellation_mid_stream_leaves_a_cancelled_message() {
+    let slow = model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#)
+                .with_text("Some long text before the call."),
+        ],
+    )
+    .chunk_size(4)
+    .chunk_delay(Duration::from_millis(5));
+    let mut chain = LLMChain::new(Arc::new(slow)).with_tool(calc_tool());
+    chain.add_message(Message::user("go")).await.unwrap();
+    let token = chain.cancellation_token();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        token.cancel();
+    });
+    let err = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert_eq!(err, ChainError::Cancelled);
+    let last = chain.last_message().unwrap();
+    assert_eq!(last.status, MessageStatus::Cancelled);
+    assert!(!last.is_tool_call());
+    assert_eq!(chain.messages().len(), 2);
+}
+
+#[tokio::test]
+async fn cancellation_mid_tool_writes_no_half_tool_message() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let s2 = started.clone();
+    let slow = Tool::builder("slow")
+        .handler(move |_, ctx| {
+            let s2 = s2.clone();
+            async move {
+                s2.notify_one();
+                ctx.cancelled().await;
+                ToolOutput::text("never")
+            }
+        })
+        .build()
+        .unwrap();
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::Anthropic,
+        vec![ResponseScript::tool_call("c1", "slow", "{}")],
+    )))
+    .with_tool(slow);
+    chain.add_message(Message::user("go")).await.unwrap();
+    let token = chain.cancellation_token();
+    tokio::spawn(async move {
+        started.notified().await;
+        token.cancel();
+    });
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap_err(),
+        ChainError::Cancelled
+    );
+    assert_eq!(chain.messages().len(), 2);
+    assert_eq!(chain.last_message().unwrap().role, Role::Assistant);
+}
+
+/// Records every sink operation.
+#[derive(Default)]
+struct RecordingSink {
+    log: Mutex<Vec<String>>,
+}
+
+impl ConversationSink for RecordingSink {
+    fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("append {position} {}", message.role.as_str()));
+        Box::pin(async { Ok(()) })
+    }
+    fn replace_message<'a>(&'a self, position: usize, _m: &'a Message) -> SinkFuture<'a> {
+        self.log.lock().unwrap().push(format!("replace {position}"));
+        Box::pin(async { Ok(()) })
+    }
+    fn set_tool_status<'a>(&'a self, call_id: &'a str, s: ExecutionStatus) -> SinkFuture<'a> {
+        self.log.lock().unwrap().push(format!("status {call_id} {s}"));
+        Box::pin(async { Ok(()) })
+    }
+    fn save_state<'a>(&'a self, _state: &'a ChainState) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[tokio::test]
+async fn statuses_are_persisted_before_and_after_the_body() {
+    let sink = Arc::new(RecordingSink::default());
+    let s2 = sink.clone();
+    let probe = Tool::builder("probe")
+        .handler(move |_, _| {
+            let s2 = s2.clone();
+            async move {
+                let seen = s2.log.lock().unwrap().last().cloned().unwrap_or_default();
+                ToolOutput::text(seen)
+            }
+        })
+        .build()
+        .unwrap();
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![ResponseScript::tool_call("c1", "probe", "{}"), ResponseScript::text("ok")],
+    )))
+    .with_tool(probe)
+    .with_sink(sink.clone());
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    // The body saw `executing` already persisted.
+    assert_eq!(
+        chain.messages()[2].tool_results[0].content_text(),
+        "status c1 executing"
+    );
+    let log = sink.log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        [
+            "append 0 user",
+            "append 1 assistant",
+            "status c1 executing",
+            "status c1 completed",
+            "append 2 tool",
+            "append 3 assistant"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_restored_executing_call_is_rerun_only_when_idempotent() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counting = |name: &str, idempotent: bool, ran: Arc<AtomicUsize>| {
+        Tool::builder(name)
+            .idempotent(idempotent)
+            .handler(move |_, _| {
+                let ran = ran.clone();
+                async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    "ran"
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let mut state = ChainState::default();
+    state.conversation.messages.push(Message::user("go"));
+    let mut assistant = Message::assistant_with_calls(
+        "",
+        vec![
+            ToolCall::function("c1", "send_email", json!({}))
+                .unwrap()
+                .with_execution_status(ExecutionStatus::Executing),
+            ToolCall::function("c2", "read_file", json!({}))
+                .unwrap()
+                .with_execution_status(ExecutionStatus::Executing),
+        ],
+    );
+    assistant.status = MessageStatus::Complete;
+    state.conversation.messages.push(assistant);
+    let mut chain = LLMChain::from_state(
+        Arc::new(model(Format::OpenAiChat, vec![ResponseScript::text("ok")])),
+        state,
+    )
+    .with_tool(counting("send_email", false, ran.clone()))
+    .with_tool(counting("read_file", true, ran.clone()));
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let results = &chain.messages()[2].tool_results;
+    assert!(results[0].is_error());
+    assert!(results[0].content_text().contains("unknown"));
+    assert_eq!(results[1].content_text(), "ran");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+/// Records callback names in order.
+#[derive(Default)]
+struct Order(Mutex<Vec<&'static str>>);
+impl ChainCallbacks for Order {
+    fn on_llm_new_message(&self, _: &Message) {
+        self.0.lock().unwrap().push("llm_new_message");
+    }
+    fn on_llm_token_usage(&self, _: &llmchain::message::TokenUsage) {
+        self.0.lock().unwrap().push("llm_token_usage");
+    }
+    fn on_tool_call_identified(&self, _: &ToolCall) {
+        self.0.lock().unwrap().push("tool_call_identified");
+    }
+    fn on_message_processed(&self, _: &Message) {
+        self.0.lock().unwrap().push("message_processed");
+    }
+    fn on_tool_call_review(&self, _: &ToolCall, _: &ReviewDecision) {
+        self.0.lock().unwrap().push("tool_call_review");
+    }
+    fn on_tool_execution_started(&self, _: &ToolCall) {
+        self.0.lock().unwrap().push("tool_execution_started");
+    }
+    fn on_tool_pre_execution(&self, _: &ToolCall) {
+        self.0.lock().unwrap().push("tool_pre_execution");
+    }
+    fn on_tool_execution_completed(&self, _: &ToolCall, _: &ToolResult) {
+        self.0.lock().unwrap().push("tool_execution_completed");
+    }
+    fn on_tool_execution_failed(&self, _: &ToolCall, _: &ToolResult) {
+        self.0.lock().unwrap().push("tool_execution_failed");
+    }
+    fn on_tool_execution_exception(&self, _: &ToolCall, _: &llmchain::message::ToolException) {
+        self.0.lock().unwrap().push("tool_execution_exception");
+    }
+    fn on_tool_response_created(&self, _: &Message) {
+        self.0.lock().unwrap().push("tool_response_created");
+    }
+}
+
+#[tokio::test]
+async fn callbacks_fire_in_the_documented_order() {
+    let boom = Tool::builder("boom")
+        .handler(|_, _| async move {
+            if true {
+                panic!("kaboom");
+            }
+            "unreachable"
+        })
+        .build()
+        .unwrap();
+    let order = Arc::new(Order::default());
+    struct Shared(Arc<Order>);
+    impl ChainCallbacks for Shared {
+        fn on_llm_new_message(&self, m: &Message) {
+            self.0.on_llm_new_message(m)
+        }
+        fn on_llm_token_usage(&self, u: &llmchain::message::TokenUsage) {
+            self.0.on_llm_token_usage(u)
+        }
+        fn on_tool_call_identified(&self, c: &ToolCall) {
+            self.0.on_tool_call_identified(c)
+        }
+        fn on_message_processed(&self, m: &Message) {
+            self.0.on_message_processed(m)
+        }
+        fn on_tool_call_review(&self, c: &ToolCall, d: &ReviewDecision) {
+            self.0.on_tool_call_review(c, d)
+        }
+        fn on_tool_execution_started(&self, c: &ToolCall) {
+            self.0.on_tool_execution_started(c)
+        }
+        fn on_tool_pre_execution(&self, c: &ToolCall) {
+            self.0.on_tool_pre_execution(c)
+        }
+        fn on_tool_execution_completed(&self, c: &ToolCall, r: &ToolResult) {
+            self.0.on_tool_execution_completed(c, r)
+        }
+        fn on_tool_execution_failed(&self, c: &ToolCall, r: &ToolResult) {
+            self.0.on_tool_execution_failed(c, r)
+        }
+        fn on_tool_execution_exception(&self, c: &ToolCall, x: &llmchain::message::ToolException) {
+            self.0.on_tool_execution_exception(c, x)
+        }
+        fn on_tool_response_created(&self, m: &Message) {
+            self.0.on_tool_response_created(m)
+        }
+    }
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#)
+                .with_call("c2", "boom", "{}")
+                .with_usage(10, 5),
+            ResponseScript::text("ok").with_usage(20, 2),
+        ],
+    )))
+    .with_tool(calc_tool())
+    .with_tool(boom)
+    .with_review(|_: &ToolCall| ReviewDecision::Approve)
+    .with_callbacks(Shared(order.clone()));
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let got = order.0.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        [
+            "llm_new_message",
+            "llm_token_usage",
+            "tool_call_identified",
+            "tool_call_identified",
+            "message_processed",
+            "tool_call_review",
+            "tool_call_review",
+            "tool_execution_started",
+            "tool_execution_started",
+            "tool_pre_execution",
+            "tool_pre_execution",
+            "tool_execution_completed",
+            "tool_execution_exception",
+            "tool_execution_failed",
+            "message_processed",
+            "tool_response_created",
+            "llm_new_message",
+            "llm_token_usage",
+            "message_processed",
+        ]
+    );
+    let r = &chain.messages()[2].tool_results[1];
+    assert!(r.is_exception() && !r.is_refusal());
+}
