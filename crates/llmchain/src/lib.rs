@@ -59,3 +59,9 @@ pub mod conversation;
 pub mod message;
 pub mod provider;
 pub mod storage_format;
+#[cfg(feature = "runtime")]
+pub mod tool;
+
+/// `#[tool]` on an `async fn`: see [`tool`](mod@tool).
+#[cfg(feature = "runtime")]
+pub use llmchain_macros::tool;
