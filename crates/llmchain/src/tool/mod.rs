@@ -89,6 +89,8 @@ pub use error::ToolError;
 pub use executor::{DEFAULT_MAX_CONCURRENCY, ExecutionObserver, ObserverFuture, ToolExecutor};
 pub use name::{MAX_NAME_LEN, humanize_tool_name, validate_name};
 pub use output::ToolOutput;
+/// The cancellation token of [`ToolContext`] and [`ToolExecutor::execute_with_cancel`].
+pub use tokio_util::sync::CancellationToken;
 
 /// Items the `#[tool]` macro expands to. Not a stable API.
 #[doc(hidden)]
