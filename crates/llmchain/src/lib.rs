@@ -63,3 +63,7 @@ pub mod storage_format;
 pub mod tool;
 #[cfg(feature = "runtime")]
 pub mod chain;
+
+/// `#[tool]` on an `async fn`: see [`tool`](mod@tool).
+#[cfg(feature = "runtime")]
+pub use llmchain_macros::tool;

@@ -1,0 +1,334 @@
+//! [`ToolExecutor`]: runs a batch of tool calls concurrently, within limits, and
+//! returns the results in call order.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::args::suggest;
+use super::context::{CustomContext, ToolContext};
+use super::definition::Tool;
+use super::error::ToolError;
+use crate::conversation::ToolDefinition;
+use crate::message::{Arguments, ExecutionStatus, ToolCall, ToolException, ToolResult};
+
+/// The default global limit of calls running at once in one executor.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
+
+/// A boxed future returned by [`ExecutionObserver`] methods.
+pub type ObserverFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Sees every `execution_status` transition of every call, so the chain can persist
+/// it. The executor awaits each method before going on: when `on_start` returns, the
+/// `executing` state can be durable before the body runs.
+///
+/// Both methods default to doing nothing.
+pub trait ExecutionObserver: Send + Sync {
+    /// The call is now `executing`; its body runs next.
+    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a> {
+        let _ = call;
+        Box::pin(async {})
+    }
+
+    /// The call is now `completed` or `failed` (see [`ToolCall::execution_status`]),
+    /// with this result. Also called for calls that never started (unknown tool,
+    /// incomplete arguments), which go straight from `identified` to `failed`.
+    fn on_finish<'a>(&'a self, call: &'a ToolCall, result: &'a ToolResult) -> ObserverFuture<'a> {
+        let _ = (call, result);
+        Box::pin(async {})
+    }
+}
+
+type ExceptionHook = dyn Fn(&ToolCall, &ToolException) + Send + Sync;
+
+/// Runs batches of tool calls.
+///
+/// * Calls run concurrently, up to [`with_max_concurrency`](Self::with_max_concurrency)
+///   at once (default [`DEFAULT_MAX_CONCURRENCY`]) and up to each tool's own
+///   [`max_concurrency`](super::ToolBuilder::max_concurrency).
+/// * Results come back **in call order**, one per call, whatever finished first.
+/// * Each call's `execution_status` moves `identified → executing → completed | failed`
+///   (a result with `is_error` is `failed`; an interrupt is `completed`). A call that
+///   cannot start goes `identified → failed`. Every step is reported to the
+///   [`ExecutionObserver`].
+/// * An incomplete call (still streaming, invalid JSON) and a call to an unknown tool
+///   never run: each gives a refusal that says why (and, for an unknown tool, names
+///   the available ones with a suggestion).
+/// * A caught panic is passed to the `on_tool_execution_exception` hook.
+///
+/// Bodies run on the caller's task (no `tokio::spawn`): dropping the future returned
+/// by [`execute`](Self::execute) drops every running body. Put CPU-heavy work in
+/// `spawn_blocking` inside the body.
+///
+/// ```
+/// use llmchain::message::ToolCall;
+/// use llmchain::tool::{Tool, ToolExecutor};
+/// use serde_json::json;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let add = Tool::builder("add")
+///     .schema(json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}))
+///     .handler(|args, _| async move {
+///         let sum = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
+///         sum.to_string()
+///     })
+///     .build()
+///     .unwrap();
+/// let executor = ToolExecutor::new([add]).unwrap();
+/// let mut calls = vec![
+///     ToolCall::function("c1", "add", json!({"a": 1, "b": 2})).unwrap(),
+///     ToolCall::function("c2", "sub", json!({})).unwrap(),
+/// ];
+/// let results = executor.execute(&mut calls).await;
+/// assert_eq!(results[0].content_text(), "3");
+/// assert!(results[1].is_refusal());
+/// assert_eq!(calls[0].execution_status(), "completed");
+/// assert_eq!(calls[1].execution_status(), "failed");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct ToolExecutor {
+    tools: Vec<Tool>,
+    by_name: HashMap<String, usize>,
+    global: Arc<Semaphore>,
+    max_concurrency: usize,
+    custom: Option<CustomContext>,
+    observer: Option<Arc<dyn ExecutionObserver>>,
+    on_exception: Option<Arc<ExceptionHook>>,
+}
+
+impl fmt::Debug for ToolExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolExecutor")
+            .field("tools", &self.tools)
+            .field("max_concurrency", &self.max_concurrency)
+            .field("custom", &self.custom.is_some())
+            .field("observer", &self.observer.is_some())
+            .field("on_exception", &self.on_exception.is_some())
+            .finish()
+    }
+}
+
+impl ToolExecutor {
+    /// An executor for `tools` (names must be unique).
+    pub fn new(tools: impl IntoIterator<Item = Tool>) -> Result<Self, ToolError> {
+        let tools: Vec<Tool> = tools.into_iter().collect();
+        let mut by_name = HashMap::with_capacity(tools.len());
+        for (i, t) in tools.iter().enumerate() {
+            if by_name.insert(t.name().to_owned(), i).is_some() {
+                return Err(ToolError::DuplicateTool {
+                    name: t.name().to_owned(),
+                });
+            }
+        }
+        Ok(ToolExecutor {
+            tools,
+            by_name,
+            global: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENCY)),
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            custom: None,
+            observer: None,
+            on_exception: None,
+        })
+    }
+
+    /// Sets the global limit of calls running at once (at least 1).
+    pub fn with_max_concurrency(mut self, n: usize) -> Result<Self, ToolError> {
+        if n == 0 {
+            return Err(ToolError::ZeroConcurrency {
+                name: "executor".to_owned(),
+            });
+        }
+        let n = n.min(Semaphore::MAX_PERMITS);
+        self.global = Arc::new(Semaphore::new(n));
+        self.max_concurrency = n;
+        Ok(self)
+    }
+
+    /// Sets the application's custom context, which every body can read with
+    /// [`ToolContext::custom`].
+    #[must_use]
+    pub fn with_context<T: std::any::Any + Send + Sync>(mut self, value: T) -> Self {
+        self.custom = Some(Arc::new(value));
+        self
+    }
+
+    /// Sets an already shared custom context.
+    #[must_use]
+    pub fn with_context_arc(mut self, custom: Option<CustomContext>) -> Self {
+        self.custom = custom;
+        self
+    }
+
+    /// Sets the observer of `execution_status` transitions.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn ExecutionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Sets the `on_tool_execution_exception` hook: called with the call and the caught
+    /// panic (message, location, backtrace) for every result that is an exception.
+    #[must_use]
+    pub fn on_tool_execution_exception(
+        mut self,
+        hook: impl Fn(&ToolCall, &ToolException) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_exception = Some(Arc::new(hook));
+        self
+    }
+
+    /// The tools, in the order given.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The declarations to send to a model.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools.iter().map(Tool::definition).collect()
+    }
+
+    /// The display text for a call to `name`: the tool's, or the humanized name for
+    /// an unknown tool (reference §1.7).
+    pub fn display_text_for(&self, name: &str) -> String {
+        match self.tool(name) {
+            Some(t) => t.display_text().to_owned(),
+            None => super::name::humanize_tool_name(name),
+        }
+    }
+
+    /// Runs `calls` and returns one result per call, in call order. Updates each
+    /// call's `execution_status`.
+    pub async fn execute(&self, calls: &mut [ToolCall]) -> Vec<ToolResult> {
+        self.execute_with_cancel(calls, &CancellationToken::new())
+            .await
+    }
+
+    /// [`execute`](Self::execute), stopping every unfinished body when `cancel` is
+    /// cancelled (each gets an error result saying it was cancelled). Each body's
+    /// [`ToolContext`] token is a child of `cancel`.
+    pub async fn execute_with_cancel(
+        &self,
+        calls: &mut [ToolCall],
+        cancel: &CancellationToken,
+    ) -> Vec<ToolResult> {
+        let n = calls.len();
+        let mut running: FuturesUnordered<_> = calls
+            .iter_mut()
+            .enumerate()
+            .map(|(i, call)| async move { (i, self.run_call(call, cancel).await) })
+            .collect();
+        let mut slots: Vec<Option<ToolResult>> = Vec::with_capacity(n);
+        slots.resize_with(n, || None);
+        while let Some((i, r)) = running.next().await {
+            slots[i] = Some(r);
+        }
+        // Every index was filled exactly once above.
+        slots.into_iter().flatten().collect()
+    }
+
+    async fn run_call(&self, call: &mut ToolCall, cancel: &CancellationToken) -> ToolResult {
+        let id = call.call_id.clone().unwrap_or_default();
+        let name = call.name.clone().unwrap_or_default();
+
+        if !call.is_complete() {
+            let why = match call.clone().complete() {
+                Err(e) => e.to_string(),
+                Ok(_) => "the call was not finished".to_owned(),
+            };
+            let shown = if name.is_empty() { "(unnamed)" } else { &name };
+            let r = ToolResult::refusal(
+                &id,
+                format!(
+                    "Tool call to {shown} was not run: its arguments are invalid or incomplete ({why}). \
+                     Call the tool again with its arguments as one complete JSON object."
+                ),
+            );
+            return self.finish_unstarted(call, r, &name).await;
+        }
+
+        let Some(tool) = self.tool(&name) else {
+            let r = ToolResult::refusal(&id, self.unknown_tool_text(&name));
+            return self.finish_unstarted(call, r, &name).await;
+        };
+
+        // Per-tool permit first, so a call waiting for its tool does not hold a global slot.
+        // The semaphores are never closed, so acquire cannot fail; if it ever did we run
+        // without the permit rather than drop the call.
+        let _tool_permit = match tool.permits() {
+            Some(s) => s.acquire().await.ok(),
+            None => None,
+        };
+        let _global_permit = self.global.acquire().await.ok();
+
+        call.set_execution_status(ExecutionStatus::Executing);
+        if let Some(o) = &self.observer {
+            o.on_start(call).await;
+        }
+
+        let args = match &call.arguments {
+            Some(Arguments::Object(m)) => Value::Object(m.clone()),
+            // A complete call always holds an object; fall back to parsing just in case.
+            Some(a @ Arguments::Raw(_)) => a.parse().map(Value::Object).unwrap_or(Value::Null),
+            None => Value::Null,
+        };
+        let ctx = ToolContext::new(id)
+            .with_custom_arc(self.custom.clone())
+            .with_cancellation(cancel.child_token());
+        let result = tool.execute(args, ctx).await;
+
+        if let (Some(hook), Some(e)) = (&self.on_exception, result.exception_info()) {
+            hook(call, e);
+        }
+        self.finish(call, result).await
+    }
+
+    async fn finish_unstarted(&self, call: &mut ToolCall, r: ToolResult, name: &str) -> ToolResult {
+        let r = if name.is_empty() {
+            r
+        } else {
+            r.with_name(name)
+                .with_display_text(self.display_text_for(name))
+        };
+        self.finish(call, r).await
+    }
+
+    async fn finish(&self, call: &mut ToolCall, result: ToolResult) -> ToolResult {
+        call.set_execution_status(if result.is_error() {
+            ExecutionStatus::Failed
+        } else {
+            ExecutionStatus::Completed
+        });
+        if let Some(o) = &self.observer {
+            o.on_finish(call, &result).await;
+        }
+        result
+    }
+
+    fn unknown_tool_text(&self, name: &str) -> String {
+        let mut s = format!("Tool call made to {name} but tool not found.");
+        if let Some(best) = suggest(name, self.tools.iter().map(Tool::name)) {
+            s.push_str(&format!(" Did you mean \"{best}\"?"));
+        }
+        if self.tools.is_empty() {
+            s.push_str(" No tools are available.");
+        } else {
+            let names: Vec<&str> = self.tools.iter().map(Tool::name).collect();
+            s.push_str(&format!(" Available tools: {}.", names.join(", ")));
+        }
+        s
+    }
+}
