@@ -1,0 +1,103 @@
+//! Helpers shared by the codec integration tests: decode a body with any chunking and
+//! summarise the events so chunkings can be compared.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use llmchain::provider::{Codec, DecodeOutcome, DecoderConfig, StreamEvent};
+
+/// What the events of a decode add up to (independent of chunking).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct EventSummary {
+    pub text: BTreeMap<usize, String>,
+    pub reasoning: BTreeMap<usize, String>,
+    pub started: Vec<(u32, Option<String>, String)>,
+    pub arguments: BTreeMap<u32, String>,
+    pub finished: Vec<u32>,
+    pub stops: Vec<String>,
+    pub errors: Vec<(String, String)>,
+    pub usage_events: usize,
+}
+
+impl EventSummary {
+    pub fn add(&mut self, e: StreamEvent<'_>) {
+        match e {
+            StreamEvent::TextDelta { index, text } => {
+                self.text.entry(index).or_default().push_str(&text)
+            }
+            StreamEvent::ReasoningDelta { index, text } => {
+                self.reasoning.entry(index).or_default().push_str(&text)
+            }
+            StreamEvent::ReasoningSignature { .. } => {}
+            StreamEvent::ToolCallStarted {
+                index,
+                call_id,
+                name,
+            } => self
+                .started
+                .push((index, call_id.map(|c| c.into_owned()), name.into_owned())),
+            StreamEvent::ToolCallArguments { index, fragment } => {
+                self.arguments.entry(index).or_default().push_str(&fragment)
+            }
+            StreamEvent::ToolCallFinished { index } => self.finished.push(index),
+            StreamEvent::Usage(_) => self.usage_events += 1,
+            StreamEvent::Stop { reason, raw } => self.stops.push(format!("{reason:?}:{raw}")),
+            StreamEvent::Error { kind, message } => {
+                self.errors.push((kind.into_owned(), message.into_owned()))
+            }
+        }
+    }
+}
+
+/// Streams `body` through the codec's decoder cut at `cuts` (sorted byte offsets).
+pub fn stream_with_cuts(
+    codec: &dyn Codec,
+    body: &[u8],
+    cuts: &[usize],
+) -> (Result<DecodeOutcome, String>, EventSummary) {
+    let mut dec = codec.stream_decoder(DecoderConfig::default());
+    let mut summary = EventSummary::default();
+    let mut last = 0;
+    let mut bounds: Vec<usize> = cuts.iter().copied().filter(|&c| c <= body.len()).collect();
+    bounds.sort_unstable();
+    bounds.push(body.len());
+    for b in bounds {
+        if let Err(e) = dec.feed(&body[last..b], &mut |e| summary.add(e)) {
+            return (Err(e.to_string()), summary);
+        }
+        last = b;
+    }
+    let out = dec
+        .finish(&mut |e| summary.add(e))
+        .map_err(|e| e.to_string());
+    (out, summary)
+}
+
+pub fn one_byte_cuts(body: &[u8]) -> Vec<usize> {
+    (1..body.len()).collect()
+}
+
+pub fn fixtures(dir: &str) -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
+    let mut v: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn read(dir: &str, name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(dir)
+            .join(name),
+    )
+    .unwrap()
+}
