@@ -7,6 +7,7 @@
 mod error;
 mod event;
 mod format;
+pub mod framing;
 mod outcome;
 
 pub use error::{DecodeError, EncodeError};
