@@ -117,6 +117,18 @@ impl Assembler {
         });
     }
 
+    /// Sets the whole reasoning signature at `pos` (Gemini: one per part, not fragments).
+    pub(crate) fn set_signature(&mut self, pos: usize, sig: &str, emit: Emit<'_>) {
+        if sig.is_empty() || pos >= self.parts.len() {
+            return;
+        }
+        self.set_part_option(pos, "signature", Value::String(sig.to_owned()));
+        emit(StreamEvent::ReasoningSignature {
+            index: pos,
+            signature: Cow::Borrowed(sig),
+        });
+    }
+
     /// Sets an option of the part at `pos` (overwriting).
     pub(crate) fn set_part_option(&mut self, pos: usize, key: &str, value: Value) {
         if let Some(part) = self.parts.get_mut(pos) {
@@ -266,13 +278,6 @@ impl Assembler {
         Ok(())
     }
 
-    /// True when the call received argument text.
-    pub(crate) fn call_has_arguments(&self, pos: u32) -> bool {
-        self.calls
-            .get(pos as usize)
-            .is_some_and(|c| !c.raw.is_empty())
-    }
-
     /// Keeps an object to use when no argument text arrives (Anthropic's whole `input`).
     pub(crate) fn set_fallback_object(&mut self, pos: u32, object: Map<String, Value>) {
         if let Some(c) = self.call_mut(pos) {
@@ -321,11 +326,6 @@ impl Assembler {
         self.usage = Some(usage);
     }
 
-    /// The usage so far.
-    pub(crate) fn usage(&self) -> Option<TokenUsage> {
-        self.usage
-    }
-
     /// Records a provider error and emits it.
     pub(crate) fn set_error(&mut self, kind: &str, message: &str, emit: Emit<'_>) {
         self.error = Some(ProviderError {
@@ -346,11 +346,7 @@ impl Assembler {
     /// Ends the message. `status` is what the wire said; a message that is `Complete`
     /// with an unfinished call becomes `Cancelled`. A provider error makes it
     /// `Cancelled`. Emits the final usage.
-    pub(crate) fn into_outcome(
-        self,
-        mut status: MessageStatus,
-        emit: Emit<'_>,
-    ) -> DecodeOutcome {
+    pub(crate) fn into_outcome(self, mut status: MessageStatus, emit: Emit<'_>) -> DecodeOutcome {
         let mut streaming_error = None;
         if let Some(e) = &self.error {
             status = MessageStatus::Cancelled;

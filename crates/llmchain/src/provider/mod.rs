@@ -4,15 +4,25 @@
 //! arbitrary byte chunks ([`Codec::stream_decoder`]) and a non-streaming decoder
 //! ([`Codec::decode_response`]). Decoding never depends on how bytes are chunked.
 
+mod anthropic;
+mod assembly;
+mod encoding;
 mod error;
 mod event;
 mod format;
+mod framed;
 pub mod framing;
+mod gemini;
+mod ollama;
 mod outcome;
 
+pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
+pub use assembly::{SYNTHESIZED_ID_KEY, THOUGHT_SIGNATURE_KEY};
 pub use error::{DecodeError, EncodeError};
 pub use event::{StopReason, StreamEvent};
 pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+pub use gemini::{GeminiCodec, gemini_schema};
+pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };

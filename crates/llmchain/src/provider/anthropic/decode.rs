@@ -16,6 +16,7 @@ use crate::provider::assembly::{Assembler, Emit, malformed, wrong_format};
 use crate::provider::error::DecodeError;
 use crate::provider::event::StopReason;
 use crate::provider::format::DecoderConfig;
+use crate::provider::framed::EventHandler;
 use crate::provider::outcome::DecodeOutcome;
 
 const FORMAT: &str = "anthropic";
@@ -52,10 +53,12 @@ impl Usage {
             self.cache_creation_input_tokens,
             self.cache_read_input_tokens,
         ];
-        parts
-            .iter()
-            .any(Option::is_some)
-            .then(|| parts.iter().flatten().fold(0u64, |a, b| a.saturating_add(*b)))
+        parts.iter().any(Option::is_some).then(|| {
+            parts
+                .iter()
+                .flatten()
+                .fold(0u64, |a, b| a.saturating_add(*b))
+        })
     }
 }
 
@@ -147,13 +150,14 @@ struct WholeMessage<'a> {
 enum BlockState {
     Text(Option<usize>),
     Thinking(Option<usize>),
-    Tool { pos: u32, streamed: bool },
+    Tool { pos: u32 },
     Other,
 }
 
 /// The Anthropic event handler: fed one SSE event's data at a time.
 #[derive(Debug)]
 pub(crate) struct Events {
+    config: DecoderConfig,
     asm: Assembler,
     blocks: HashMap<u64, BlockState>,
     last: Option<(u64, BlockState)>,
@@ -201,10 +205,23 @@ fn fast_json_delta(data: &[u8]) -> Option<(u64, &[u8])> {
     Some((index, &rest[..end]))
 }
 
+impl EventHandler for Events {
+    fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
+        Events::on_data(self, data, emit)
+    }
+    fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        Events::finish(self, emit)
+    }
+    fn decode_whole(&mut self, body: &[u8], emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        decode_whole(body, self.config, emit)
+    }
+}
+
 impl Events {
     /// A fresh handler.
     pub(crate) fn new(config: DecoderConfig) -> Self {
         Events {
+            config,
             asm: Assembler::new(FORMAT, config.max_argument_bytes),
             blocks: HashMap::new(),
             last: None,
@@ -235,13 +252,6 @@ impl Events {
         if let Some((index, body)) = fast_json_delta(data) {
             self.seen_event = true;
             if let Some(BlockState::Tool { pos, .. }) = self.block(index) {
-                self.set_block(
-                    index,
-                    BlockState::Tool {
-                        pos,
-                        streamed: true,
-                    },
-                );
                 self.asm.push_arguments_escaped(pos, body, emit)?;
             }
             return Ok(());
@@ -366,10 +376,7 @@ impl Events {
                 {
                     self.asm.set_fallback_object(pos, input);
                 }
-                BlockState::Tool {
-                    pos,
-                    streamed: false,
-                }
+                BlockState::Tool { pos }
             }
             // server_tool_use, web_search_tool_result, ...: not client tool calls.
             _ => BlockState::Other,
@@ -417,13 +424,6 @@ impl Events {
                 self.asm.push_signature(p, s, emit);
             }
             (BlockState::Tool { pos, .. }, Some("input_json_delta")) => {
-                self.set_block(
-                    index,
-                    BlockState::Tool {
-                        pos,
-                        streamed: true,
-                    },
-                );
                 if let Some(frag) = d.partial_json.as_deref() {
                     self.asm.push_arguments(pos, frag, emit)?;
                 }
@@ -436,7 +436,10 @@ impl Events {
     /// Ends the body.
     pub(crate) fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
         if !self.seen_event {
-            return Err(wrong_format(FORMAT, "no Anthropic stream event in the body"));
+            return Err(wrong_format(
+                FORMAT,
+                "no Anthropic stream event in the body",
+            ));
         }
         let cut = self.asm.stop() == Some(StopReason::MaxTokens);
         let status = if cut {
@@ -451,14 +454,13 @@ impl Events {
 }
 
 /// Decodes a whole (non-streaming) Messages response, or an error body.
-pub(crate) fn decode_response(
+pub(crate) fn decode_whole(
     body: &[u8],
     config: DecoderConfig,
+    emit: Emit<'_>,
 ) -> Result<DecodeOutcome, DecodeError> {
     let msg: WholeMessage<'_> =
         serde_json::from_slice(body).map_err(|e| malformed(FORMAT, e.to_string()))?;
-    let mut sink = |_: crate::provider::StreamEvent<'_>| {};
-    let emit: Emit<'_> = &mut sink;
     let mut asm = Assembler::new(FORMAT, config.max_argument_bytes);
     match msg.ty.as_deref() {
         Some("error") => {
@@ -542,7 +544,9 @@ mod tests {
         assert_eq!(body, br#"{\"a\\"#);
         assert!(fast_json_delta(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x"},"extra":1}"#).is_none());
         assert!(fast_json_delta(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x\"}}"#).is_none());
-        assert!(fast_json_delta(br#"{"type":"content_block_delta","index":,"delta":{}}"#).is_none());
+        assert!(
+            fast_json_delta(br#"{"type":"content_block_delta","index":,"delta":{}}"#).is_none()
+        );
     }
 
     #[test]
