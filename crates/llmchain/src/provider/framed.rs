@@ -27,6 +27,7 @@ pub(crate) struct SseDecoder<H> {
     handler: Option<H>,
     raw: Vec<u8>,
     saw_event: bool,
+    ok_events: usize,
     max: usize,
 }
 
@@ -39,8 +40,18 @@ impl<H: EventHandler> SseDecoder<H> {
             handler: Some(handler),
             raw: Vec::new(),
             saw_event: false,
+            ok_events: 0,
             max: config.max_line_bytes,
         }
+    }
+}
+
+/// Ignores a `Malformed` error of the unterminated tail of a body that had `ok` good
+/// events before it (a body with none is simply malformed).
+fn cut_tail(r: Result<(), DecodeError>, ok: usize) -> Result<(), DecodeError> {
+    match r {
+        Err(DecodeError::Malformed { .. }) if ok > 0 => Ok(()),
+        other => other,
     }
 }
 
@@ -56,12 +67,15 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
     ) -> Result<(), DecodeError> {
         let handler = self.handler.as_mut().ok_or(finished(self.format))?;
         let saw = &mut self.saw_event;
+        let ok = &mut self.ok_events;
         self.framer.feed(chunk, &mut |ev| {
             *saw = true;
             if ev.data.trim_ascii() == b"[DONE]" {
                 return Ok(());
             }
-            handler.on_data(ev.data, on_event)
+            handler.on_data(ev.data, on_event)?;
+            *ok += 1;
+            Ok(())
         })?;
         if self.saw_event {
             self.raw = Vec::new();
@@ -80,12 +94,15 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
     ) -> Result<DecodeOutcome, DecodeError> {
         let mut handler = self.handler.take().ok_or(finished(self.format))?;
         let saw = &mut self.saw_event;
+        let ok = self.ok_events;
         self.framer.finish(&mut |ev| {
             *saw = true;
             if ev.data.trim_ascii() == b"[DONE]" {
                 return Ok(());
             }
-            handler.on_data(ev.data, on_event)
+            // An unterminated last event cut inside its JSON is a cut-off body, not a
+            // malformed one: the outcome reports what came before as unfinished.
+            cut_tail(handler.on_data(ev.data, on_event), ok)
         })?;
         if !self.saw_event {
             let raw = std::mem::take(&mut self.raw);
@@ -104,6 +121,7 @@ pub(crate) struct NdjsonDecoder<H> {
     framer: NdjsonFramer,
     handler: Option<H>,
     lines: usize,
+    ok_lines: usize,
 }
 
 impl<H: EventHandler> NdjsonDecoder<H> {
@@ -114,6 +132,7 @@ impl<H: EventHandler> NdjsonDecoder<H> {
             framer: NdjsonFramer::new(config.max_line_bytes),
             handler: Some(handler),
             lines: 0,
+            ok_lines: 0,
         }
     }
 }
@@ -126,9 +145,12 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
     ) -> Result<(), DecodeError> {
         let handler = self.handler.as_mut().ok_or(finished(self.format))?;
         let lines = &mut self.lines;
+        let ok = &mut self.ok_lines;
         self.framer.feed(chunk, &mut |line| {
             *lines += 1;
-            handler.on_data(line, on_event)
+            handler.on_data(line, on_event)?;
+            *ok += 1;
+            Ok(())
         })
     }
 
@@ -138,9 +160,10 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
     ) -> Result<DecodeOutcome, DecodeError> {
         let mut handler = self.handler.take().ok_or(finished(self.format))?;
         let lines = &mut self.lines;
+        let ok = self.ok_lines;
         self.framer.finish(&mut |line| {
             *lines += 1;
-            handler.on_data(line, on_event)
+            cut_tail(handler.on_data(line, on_event), ok)
         })?;
         if self.lines == 0 {
             return Err(malformed(self.format, "the body is empty"));
