@@ -64,13 +64,10 @@ impl std::fmt::Debug for ScriptedModel {
 
 impl ScriptedModel {
     /// A scripted model speaking `format`.
-    ///
-    /// # Panics
-    /// Never for the five built-in formats, which all have codecs.
     pub fn new(format: Format) -> Self {
         ScriptedModel {
             format,
-            codec: crate::provider::codec(format),
+            codec: format.codec(),
             turns: Mutex::new(VecDeque::new()),
             chunk_size: 7,
             chunk_delay: None,

@@ -5,32 +5,48 @@
 //! ([`Codec::decode_response`]). Decoding never depends on how bytes are chunked.
 
 pub mod assemble;
+mod anthropic;
+mod assembly;
+mod encoding;
 mod error;
 mod event;
 mod format;
+mod framed;
 pub mod framing;
 pub mod openai_chat;
 pub mod openai_responses;
+mod gemini;
+mod ollama;
 mod outcome;
 pub mod render;
 pub mod wire;
 
+pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
+pub use assembly::{SYNTHESIZED_ID_KEY, THOUGHT_SIGNATURE_KEY};
 pub use error::{DecodeError, EncodeError};
 pub use event::{StopReason, StreamEvent};
 pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+pub use gemini::{GeminiCodec, gemini_schema};
+pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };
 
-/// The codec of a format, or `None` while that format has no codec in this build.
-///
-/// One line per format: each codec registers itself here.
+/// The codec of a format (every format has one; kept as an `Option` for callers that
+/// predate that). Prefer [`Format::codec`].
 pub fn codec(format: Format) -> Option<&'static dyn Codec> {
-    match format {
-        Format::OpenAiChat => Some(&openai_chat::OpenAiChatCodec),
-        Format::OpenAiResponses => Some(&openai_responses::OpenAiResponsesCodec),
-        Format::Anthropic => None,
-        Format::Gemini => None,
-        Format::Ollama => None,
+    Some(format.codec())
+}
+
+impl Format {
+    /// This format's codec. One line per format: each codec registers itself here.
+    pub fn codec(self) -> &'static dyn Codec {
+        match self {
+            Format::OpenAiChat => &openai_chat::OpenAiChatCodec,
+            Format::OpenAiResponses => &openai_responses::OpenAiResponsesCodec,
+            Format::Anthropic => &AnthropicCodec,
+            Format::Gemini => &gemini::GeminiCodec,
+            Format::Ollama => &OllamaCodec,
+        }
     }
 }

@@ -1,0 +1,566 @@
+//! Decoding Anthropic Messages responses: the SSE event stream and the whole message.
+//!
+//! Content blocks share one `index` space (text, thinking, tool_use, ...). Each text or
+//! thinking block becomes its own content part; each tool_use block becomes the next
+//! tool call. `input_json_delta` fragments are appended to the call as they come; the
+//! `input` object of `content_block_start` is used only when no fragment arrives.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::message::{ContentType, MessageStatus, TokenUsage};
+use crate::provider::assembly::{Assembler, Emit, malformed, wrong_format};
+use crate::provider::error::DecodeError;
+use crate::provider::event::StopReason;
+use crate::provider::format::DecoderConfig;
+use crate::provider::framed::EventHandler;
+use crate::provider::outcome::DecodeOutcome;
+
+const FORMAT: &str = "anthropic";
+
+/// Normalises an Anthropic `stop_reason`.
+pub(crate) fn stop_reason(raw: &str) -> StopReason {
+    match raw {
+        "tool_use" => StopReason::ToolCalls,
+        "end_turn" => StopReason::EndTurn,
+        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "refusal" => StopReason::ContentFilter,
+        _ => StopReason::Other,
+    }
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Input tokens including cached ones, when the record names any.
+    fn input(&self) -> Option<u64> {
+        let parts = [
+            self.input_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        ];
+        parts.iter().any(Option::is_some).then(|| {
+            parts
+                .iter()
+                .flatten()
+                .fold(0u64, |a, b| a.saturating_add(*b))
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    data: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(rename = "type", default, borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    stop_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(rename = "type", default, borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+/// One SSE event's data.
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    content_block: Option<Block<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default)]
+    message: Option<StartMessage>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    error: Option<ErrorBody<'a>>,
+}
+
+/// A whole (non-streaming) response.
+#[derive(Deserialize)]
+struct WholeMessage<'a> {
+    #[serde(rename = "type", default, borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Option<Vec<Block<'a>>>,
+    #[serde(default, borrow)]
+    stop_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    error: Option<ErrorBody<'a>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BlockState {
+    Text(Option<usize>),
+    Thinking(Option<usize>),
+    Tool { pos: u32 },
+    Other,
+}
+
+/// The Anthropic event handler: fed one SSE event's data at a time.
+#[derive(Debug)]
+pub(crate) struct Events {
+    config: DecoderConfig,
+    asm: Assembler,
+    blocks: HashMap<u64, BlockState>,
+    last: Option<(u64, BlockState)>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    seen_event: bool,
+    stopped: bool,
+}
+
+// The hot path: `input_json_delta` events in the exact shape the API sends, read
+// without building a JSON tree. Anything else goes through serde.
+const DELTA_PREFIX: &[u8] = br#"{"type":"content_block_delta","index":"#;
+const JSON_DELTA_MID: &[u8] = br#","delta":{"type":"input_json_delta","partial_json":""#;
+
+/// Finds the closing quote of a JSON string body starting at `body[0]`.
+fn string_end(body: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        let off = memchr::memchr2(b'"', b'\\', &body[i..])?;
+        let at = i + off;
+        if body[at] == b'"' {
+            return Some(at);
+        }
+        i = at + 2;
+        if i > body.len() {
+            return None;
+        }
+    }
+}
+
+/// `(block index, escaped partial_json body)` for a canonical `input_json_delta` event.
+fn fast_json_delta(data: &[u8]) -> Option<(u64, &[u8])> {
+    let rest = data.strip_prefix(DELTA_PREFIX)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 18 {
+        return None;
+    }
+    let index: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    let rest = rest[digits..].strip_prefix(JSON_DELTA_MID)?;
+    let end = string_end(rest)?;
+    let tail = &rest[end + 1..];
+    if tail.trim_ascii() != b"}}" {
+        return None;
+    }
+    Some((index, &rest[..end]))
+}
+
+impl EventHandler for Events {
+    fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
+        Events::on_data(self, data, emit)
+    }
+    fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        Events::finish(self, emit)
+    }
+    fn decode_whole(&mut self, body: &[u8], emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        decode_whole(body, self.config, emit)
+    }
+}
+
+impl Events {
+    /// A fresh handler.
+    pub(crate) fn new(config: DecoderConfig) -> Self {
+        Events {
+            config,
+            asm: Assembler::new(FORMAT, config.max_argument_bytes),
+            blocks: HashMap::new(),
+            last: None,
+            input_tokens: None,
+            output_tokens: None,
+            seen_event: false,
+            stopped: false,
+        }
+    }
+
+    fn block(&self, index: u64) -> Option<BlockState> {
+        match self.last {
+            Some((i, b)) if i == index => Some(b),
+            _ => self.blocks.get(&index).copied(),
+        }
+    }
+
+    fn set_block(&mut self, index: u64, b: BlockState) {
+        self.blocks.insert(index, b);
+        self.last = Some((index, b));
+    }
+
+    /// Handles one event's data.
+    pub(crate) fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
+        if self.stopped {
+            return Ok(());
+        }
+        if let Some((index, body)) = fast_json_delta(data) {
+            self.seen_event = true;
+            if let Some(BlockState::Tool { pos, .. }) = self.block(index) {
+                self.asm.push_arguments_escaped(pos, body, emit)?;
+            }
+            return Ok(());
+        }
+        let ev: Event<'_> = serde_json::from_slice(data).map_err(|e| {
+            if e.is_data() {
+                wrong_format(FORMAT, format!("an event without a string `type`: {e}"))
+            } else {
+                malformed(FORMAT, e.to_string())
+            }
+        })?;
+        self.seen_event |= matches!(
+            &*ev.ty,
+            "message_start"
+                | "content_block_start"
+                | "content_block_delta"
+                | "content_block_stop"
+                | "message_delta"
+                | "message_stop"
+                | "ping"
+                | "error"
+        );
+        match &*ev.ty {
+            "message_start" => {
+                if let Some(u) = ev.message.and_then(|m| m.usage) {
+                    self.input_tokens = u.input().or(self.input_tokens);
+                    self.output_tokens = u.output_tokens.or(self.output_tokens);
+                    self.sync_usage();
+                }
+            }
+            "content_block_start" => {
+                if let (Some(index), Some(block)) = (ev.index, ev.content_block) {
+                    self.start_block(index, block, emit)?;
+                }
+            }
+            "content_block_delta" => {
+                if let (Some(index), Some(delta)) = (ev.index, ev.delta) {
+                    self.delta(index, delta, emit)?;
+                }
+            }
+            "content_block_stop" => {
+                if let Some(index) = ev.index
+                    && let Some(BlockState::Tool { pos, .. }) = self.block(index)
+                {
+                    self.asm.finish_call(pos, emit)?;
+                }
+            }
+            "message_delta" => {
+                if let Some(raw) = ev.delta.and_then(|d| d.stop_reason) {
+                    self.asm.set_stop(stop_reason(&raw), &raw, emit);
+                }
+                if let Some(u) = ev.usage {
+                    self.input_tokens = u.input().or(self.input_tokens);
+                    self.output_tokens = u.output_tokens.or(self.output_tokens);
+                    self.sync_usage();
+                }
+            }
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let (kind, message) = match &ev.error {
+                    Some(e) => (
+                        e.ty.as_deref().unwrap_or("error"),
+                        e.message.as_deref().unwrap_or(""),
+                    ),
+                    None => ("error", ""),
+                };
+                self.asm.set_error(kind, message, emit);
+                self.stopped = true;
+            }
+            // `ping` and event types added later are ignored.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn sync_usage(&mut self) {
+        if self.input_tokens.is_some() || self.output_tokens.is_some() {
+            self.asm.set_usage(TokenUsage::new(
+                self.input_tokens.unwrap_or(0),
+                self.output_tokens.unwrap_or(0),
+            ));
+        }
+    }
+
+    fn start_block(&mut self, index: u64, b: Block<'_>, emit: Emit<'_>) -> Result<(), DecodeError> {
+        let state = match &*b.ty {
+            "text" => {
+                let mut pos = None;
+                if let Some(t) = b.text.as_deref().filter(|t| !t.is_empty()) {
+                    let p = self.asm.open_part(ContentType::Text);
+                    self.asm.push_text(p, t, emit);
+                    pos = Some(p);
+                }
+                BlockState::Text(pos)
+            }
+            "thinking" => {
+                let mut pos = None;
+                let t = b.thinking.as_deref().unwrap_or("");
+                let s = b.signature.as_deref().unwrap_or("");
+                if !t.is_empty() || !s.is_empty() {
+                    let p = self.asm.open_part(ContentType::Thinking);
+                    self.asm.push_text(p, t, emit);
+                    self.asm.push_signature(p, s, emit);
+                    pos = Some(p);
+                }
+                BlockState::Thinking(pos)
+            }
+            "redacted_thinking" => {
+                let p = self.asm.open_part(ContentType::Thinking);
+                self.asm.set_part_option(
+                    p,
+                    "redacted",
+                    Value::String(b.data.as_deref().unwrap_or("").to_owned()),
+                );
+                BlockState::Other
+            }
+            "tool_use" => {
+                let name = b.name.as_deref().unwrap_or("");
+                let pos = self.asm.start_call(b.id.as_deref(), name, emit);
+                if let Some(Value::Object(input)) = b.input
+                    && !input.is_empty()
+                {
+                    self.asm.set_fallback_object(pos, input);
+                }
+                BlockState::Tool { pos }
+            }
+            // server_tool_use, web_search_tool_result, ...: not client tool calls.
+            _ => BlockState::Other,
+        };
+        self.set_block(index, state);
+        Ok(())
+    }
+
+    fn delta(&mut self, index: u64, d: Delta<'_>, emit: Emit<'_>) -> Result<(), DecodeError> {
+        let Some(state) = self.block(index) else {
+            return Ok(());
+        };
+        match (state, d.ty.as_deref()) {
+            (BlockState::Text(pos), Some("text_delta")) => {
+                if let Some(t) = d.text.as_deref().filter(|t| !t.is_empty()) {
+                    let p = match pos {
+                        Some(p) => p,
+                        None => {
+                            let p = self.asm.open_part(ContentType::Text);
+                            self.set_block(index, BlockState::Text(Some(p)));
+                            p
+                        }
+                    };
+                    self.asm.push_text(p, t, emit);
+                }
+            }
+            (BlockState::Thinking(pos), Some(ty @ ("thinking_delta" | "signature_delta"))) => {
+                let (t, s) = if ty == "thinking_delta" {
+                    (d.thinking.as_deref().unwrap_or(""), "")
+                } else {
+                    ("", d.signature.as_deref().unwrap_or(""))
+                };
+                if t.is_empty() && s.is_empty() {
+                    return Ok(());
+                }
+                let p = match pos {
+                    Some(p) => p,
+                    None => {
+                        let p = self.asm.open_part(ContentType::Thinking);
+                        self.set_block(index, BlockState::Thinking(Some(p)));
+                        p
+                    }
+                };
+                self.asm.push_text(p, t, emit);
+                self.asm.push_signature(p, s, emit);
+            }
+            (BlockState::Tool { pos, .. }, Some("input_json_delta")) => {
+                if let Some(frag) = d.partial_json.as_deref() {
+                    self.asm.push_arguments(pos, frag, emit)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Ends the body.
+    pub(crate) fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        if !self.seen_event {
+            return Err(wrong_format(
+                FORMAT,
+                "no Anthropic stream event in the body",
+            ));
+        }
+        let cut = self.asm.stop() == Some(StopReason::MaxTokens);
+        let status = if cut {
+            MessageStatus::Length
+        } else if self.stopped {
+            MessageStatus::Complete
+        } else {
+            MessageStatus::Cancelled
+        };
+        Ok(self.asm.into_outcome(status, emit))
+    }
+}
+
+/// Decodes a whole (non-streaming) Messages response, or an error body.
+pub(crate) fn decode_whole(
+    body: &[u8],
+    config: DecoderConfig,
+    emit: Emit<'_>,
+) -> Result<DecodeOutcome, DecodeError> {
+    let msg: WholeMessage<'_> =
+        serde_json::from_slice(body).map_err(|e| malformed(FORMAT, e.to_string()))?;
+    let mut asm = Assembler::new(FORMAT, config.max_argument_bytes);
+    match msg.ty.as_deref() {
+        Some("error") => {
+            let (kind, message) = match &msg.error {
+                Some(e) => (
+                    e.ty.as_deref().unwrap_or("error"),
+                    e.message.as_deref().unwrap_or(""),
+                ),
+                None => ("error", ""),
+            };
+            asm.set_error(kind, message, emit);
+            return Ok(asm.into_outcome(MessageStatus::Cancelled, emit));
+        }
+        Some("message") => {}
+        _ if msg.content.is_some() && msg.stop_reason.is_some() => {}
+        _ => {
+            return Err(wrong_format(
+                FORMAT,
+                "expected an object with \"type\": \"message\" or \"error\"",
+            ));
+        }
+    }
+    for b in msg.content.unwrap_or_default() {
+        match &*b.ty {
+            "text" => {
+                let p = asm.open_part(ContentType::Text);
+                asm.push_text(p, b.text.as_deref().unwrap_or(""), emit);
+            }
+            "thinking" => {
+                let p = asm.open_part(ContentType::Thinking);
+                asm.push_text(p, b.thinking.as_deref().unwrap_or(""), emit);
+                asm.push_signature(p, b.signature.as_deref().unwrap_or(""), emit);
+            }
+            "redacted_thinking" => {
+                let p = asm.open_part(ContentType::Thinking);
+                asm.set_part_option(
+                    p,
+                    "redacted",
+                    Value::String(b.data.as_deref().unwrap_or("").to_owned()),
+                );
+            }
+            "tool_use" => {
+                let pos = asm.start_call(b.id.as_deref(), b.name.as_deref().unwrap_or(""), emit);
+                match b.input {
+                    Some(Value::Object(o)) => asm.set_arguments_object(pos, o, emit)?,
+                    None | Some(Value::Null) => asm.set_arguments_object(pos, Map::new(), emit)?,
+                    // Not an object: keep its text so validation reports it.
+                    Some(other) => asm.push_arguments(pos, &other.to_string(), emit)?,
+                }
+                asm.finish_call(pos, emit)?;
+            }
+            _ => {}
+        }
+    }
+    if let Some(raw) = msg.stop_reason.as_deref() {
+        asm.set_stop(stop_reason(raw), raw, emit);
+    }
+    if let Some(u) = msg.usage {
+        asm.set_usage(TokenUsage::new(
+            u.input().unwrap_or(0),
+            u.output_tokens.unwrap_or(0),
+        ));
+    }
+    let status = if asm.stop() == Some(StopReason::MaxTokens) {
+        MessageStatus::Length
+    } else {
+        MessageStatus::Complete
+    };
+    Ok(asm.into_outcome(status, emit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_path_recognises_the_canonical_shape_only() {
+        let d = br#"{"type":"content_block_delta","index":12,"delta":{"type":"input_json_delta","partial_json":"{\"a\\"}}"#;
+        let (i, body) = fast_json_delta(d).unwrap();
+        assert_eq!(i, 12);
+        assert_eq!(body, br#"{\"a\\"#);
+        assert!(fast_json_delta(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x"},"extra":1}"#).is_none());
+        assert!(fast_json_delta(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x\"}}"#).is_none());
+        assert!(
+            fast_json_delta(br#"{"type":"content_block_delta","index":,"delta":{}}"#).is_none()
+        );
+    }
+
+    #[test]
+    fn stop_reasons() {
+        for (raw, want) in [
+            ("tool_use", StopReason::ToolCalls),
+            ("end_turn", StopReason::EndTurn),
+            ("max_tokens", StopReason::MaxTokens),
+            ("stop_sequence", StopReason::StopSequence),
+            ("refusal", StopReason::ContentFilter),
+            ("pause_turn", StopReason::Other),
+            ("new_thing", StopReason::Other),
+        ] {
+            assert_eq!(stop_reason(raw), want);
+        }
+    }
+}

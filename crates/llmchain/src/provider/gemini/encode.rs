@@ -1,0 +1,438 @@
+//! Encoding a conversation as a Gemini `generateContent` request body.
+//!
+//! - the system prompt goes in `systemInstruction`;
+//! - tools become `functionDeclarations` whose `parameters` are rewritten by
+//!   [`gemini_schema`](super::schema::gemini_schema) (omitted for tools without
+//!   parameters);
+//! - assistant turns are `role: "model"` with `functionCall` parts (`args` always an
+//!   object) and their `thoughtSignature`s sent back verbatim; thought text is replayed
+//!   only when it carries a signature;
+//! - tool results become `functionResponse` parts, in the order of the calls they
+//!   answer, in one `role: "user"` content (a following user message is merged after
+//!   them); `response` is `{"output": text}` or `{"error": text}`; the call's `id` is
+//!   echoed only when the wire gave one (never a synthesised id);
+//! - images in results go into `functionResponse.parts` for Gemini 3 models (`model`
+//!   containing `gemini-3`), and into `inlineData`/`fileData` parts right after the
+//!   responses for older models, which do not accept them inside the result.
+//!
+//! The model and `stream` are not body fields on this API (they are in the URL).
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::schema::gemini_schema;
+use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
+use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
+use crate::provider::assembly::THOUGHT_SIGNATURE_KEY;
+use crate::provider::encoding::{ArgsObject, join_text, synthesized_id, to_body};
+use crate::provider::error::EncodeError;
+use crate::provider::format::RequestOptions;
+
+const FORMAT: &str = "gemini";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Body<'a> {
+    contents: Vec<GContent<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<SystemInstruction>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolsEntry<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<ToolConfig<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation_config: Option<GenerationConfig>,
+}
+
+#[derive(Serialize)]
+struct SystemInstruction {
+    parts: [TextOnly; 1],
+}
+
+#[derive(Serialize)]
+struct TextOnly {
+    text: String,
+}
+
+#[derive(Serialize)]
+struct GContent<'a> {
+    role: &'static str,
+    parts: Vec<GPart<'a>>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GPart<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    thought: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inline_data: Option<Blob<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_data: Option<FileData<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_call: Option<FunctionCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_response: Option<FunctionResponse<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thought_signature: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Blob<'a> {
+    mime_type: &'a str,
+    data: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FileData<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mime_type: Option<&'a str>,
+    file_uri: &'a str,
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    name: &'a str,
+    args: ArgsObject<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionResponse<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    name: &'a str,
+    response: ResponseBody<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<ResponsePart<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponsePart<'a> {
+    inline_data: Blob<'a>,
+}
+
+#[derive(Serialize)]
+enum ResponseBody<'a> {
+    #[serde(rename = "output")]
+    Output(Cow<'a, str>),
+    #[serde(rename = "error")]
+    Error(Cow<'a, str>),
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolsEntry<'a> {
+    function_declarations: Vec<Declaration<'a>>,
+}
+
+#[derive(Serialize)]
+struct Declaration<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfig<'a> {
+    function_calling_config: CallingConfig<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallingConfig<'a> {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_function_names: Option<[&'a str; 1]>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerationConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+}
+
+/// A user-side part; `None` for parts this wire cannot carry here.
+fn user_part(p: &ContentPart) -> Option<GPart<'_>> {
+    Some(match p.r#type {
+        ContentType::Text if !p.content.is_empty() => GPart {
+            text: Some(&p.content),
+            ..Default::default()
+        },
+        ContentType::Image | ContentType::File => GPart {
+            inline_data: Some(Blob {
+                mime_type: p.media().unwrap_or(if p.r#type == ContentType::Image {
+                    "image/png"
+                } else {
+                    "application/pdf"
+                }),
+                data: &p.content,
+            }),
+            ..Default::default()
+        },
+        ContentType::ImageUrl | ContentType::FileUrl => GPart {
+            file_data: Some(FileData {
+                mime_type: p.media(),
+                file_uri: &p.content,
+            }),
+            ..Default::default()
+        },
+        _ => return None,
+    })
+}
+
+fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
+    let mut parts = Vec::with_capacity(m.content.len() + m.tool_calls.len());
+    for p in &m.content {
+        match p.r#type {
+            ContentType::Thinking => {
+                if let Some(sig) = p.signature().filter(|s| !s.is_empty()) {
+                    parts.push(GPart {
+                        text: Some(&p.content),
+                        thought: true,
+                        thought_signature: Some(sig),
+                        ..Default::default()
+                    });
+                }
+            }
+            ContentType::Text => {
+                let sig = p
+                    .options
+                    .get(THOUGHT_SIGNATURE_KEY)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty());
+                if !p.content.is_empty() || sig.is_some() {
+                    parts.push(GPart {
+                        text: Some(&p.content),
+                        thought_signature: sig,
+                        ..Default::default()
+                    });
+                }
+            }
+            _ => parts.extend(user_part(p)),
+        }
+    }
+    for (i, c) in m.tool_calls.iter().enumerate() {
+        let Some(name) = c.name.as_deref() else {
+            return Err(EncodeError::Invalid(format!(
+                "tool call {i} of an assistant message has no name; Gemini needs it"
+            )));
+        };
+        parts.push(GPart {
+            function_call: Some(FunctionCall {
+                id: c.call_id.as_deref().filter(|_| !synthesized_id(c)),
+                name,
+                args: ArgsObject::of(c),
+            }),
+            thought_signature: c
+                .metadata
+                .get(THOUGHT_SIGNATURE_KEY)
+                .and_then(Value::as_str),
+            ..Default::default()
+        });
+    }
+    Ok(parts)
+}
+
+/// Builds the user content that answers `calls` with `results`.
+fn response_parts<'a>(
+    results: &[&'a ToolResult],
+    calls: &'a [ToolCall],
+    gemini3: bool,
+) -> Result<Vec<GPart<'a>>, EncodeError> {
+    let position = |r: &ToolResult| {
+        calls
+            .iter()
+            .position(|c| c.call_id.as_deref() == Some(r.tool_call_id.as_str()))
+    };
+    let mut ordered: Vec<(Option<usize>, &'a ToolResult)> =
+        results.iter().map(|r| (position(r), *r)).collect();
+    // Call order; results answering no known call keep their order at the end.
+    ordered.sort_by_key(|(p, _)| p.unwrap_or(usize::MAX));
+    let mut parts = Vec::with_capacity(ordered.len());
+    let mut trailing = Vec::new();
+    for (pos, r) in ordered {
+        let call = pos.map(|p| &calls[p]);
+        let Some(name) = r
+            .name
+            .as_deref()
+            .or_else(|| call.and_then(|c| c.name.as_deref()))
+        else {
+            return Err(EncodeError::Invalid(format!(
+                "tool result for {} has no name and answers no known call; Gemini needs the function name",
+                r.tool_call_id
+            )));
+        };
+        let text: Cow<'a, str> = match r.content.as_slice() {
+            [only] if only.r#type == ContentType::Text => Cow::Borrowed(&only.content),
+            _ => Cow::Owned(r.content_text()),
+        };
+        let mut inline = Vec::new();
+        for p in &r.content {
+            match (p.r#type, gemini3) {
+                (ContentType::Image | ContentType::File, true) => inline.push(ResponsePart {
+                    inline_data: Blob {
+                        mime_type: p.media().unwrap_or("image/png"),
+                        data: &p.content,
+                    },
+                }),
+                (ContentType::Text | ContentType::Thinking | ContentType::Unsupported, _) => {}
+                _ => trailing.extend(user_part(p)),
+            }
+        }
+        parts.push(GPart {
+            function_response: Some(FunctionResponse {
+                id: call
+                    .filter(|c| !synthesized_id(c))
+                    .and_then(|c| c.call_id.as_deref()),
+                name,
+                response: if r.is_error() {
+                    ResponseBody::Error(text)
+                } else {
+                    ResponseBody::Output(text)
+                },
+                parts: inline,
+            }),
+            ..Default::default()
+        });
+    }
+    parts.extend(trailing);
+    Ok(parts)
+}
+
+/// Encodes `conv` as a `generateContent` request body.
+pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
+    let gemini3 = opts.model.contains("gemini-3");
+    let mut system = String::new();
+    if let Some(s) = conv.system.as_deref() {
+        join_text(&mut system, s);
+    }
+    let mut contents: Vec<GContent<'_>> = Vec::with_capacity(conv.messages.len());
+    let mut last_calls: &[ToolCall] = &[];
+    let mut pending: Vec<&ToolResult> = Vec::new();
+    // Set when the newest content is a user content a user message may join.
+    let mut open_user = false;
+
+    for m in &conv.messages {
+        if m.role != Role::Tool && !pending.is_empty() {
+            let parts = response_parts(&pending, last_calls, gemini3)?;
+            pending.clear();
+            contents.push(GContent {
+                role: "user",
+                parts,
+            });
+            open_user = true;
+        }
+        match m.role {
+            Role::System => {
+                for p in m.content.iter().filter(|p| p.r#type == ContentType::Text) {
+                    join_text(&mut system, &p.content);
+                }
+            }
+            Role::Tool => pending.extend(m.tool_results.iter()),
+            Role::User => {
+                let parts = m.content.iter().filter_map(user_part);
+                match contents.last_mut() {
+                    Some(c) if open_user => c.parts.extend(parts),
+                    _ => {
+                        contents.push(GContent {
+                            role: "user",
+                            parts: parts.collect(),
+                        });
+                        open_user = true;
+                    }
+                }
+            }
+            Role::Assistant => {
+                let parts = model_parts(m)?;
+                last_calls = &m.tool_calls;
+                if parts.is_empty() {
+                    continue;
+                }
+                open_user = false;
+                contents.push(GContent {
+                    role: "model",
+                    parts,
+                });
+            }
+        }
+    }
+    if !pending.is_empty() {
+        let parts = response_parts(&pending, last_calls, gemini3)?;
+        contents.push(GContent {
+            role: "user",
+            parts,
+        });
+    }
+
+    let declarations: Vec<Declaration<'_>> = conv
+        .tools
+        .iter()
+        .map(|t| {
+            let has_params = t
+                .parameters_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| !p.is_empty())
+                || t.parameters_schema.get("$ref").is_some()
+                || t.parameters_schema.get("anyOf").is_some();
+            Declaration {
+                name: &t.name,
+                description: &t.description,
+                parameters: has_params.then(|| gemini_schema(&t.parameters_schema)),
+            }
+        })
+        .collect();
+    let tools = if declarations.is_empty() {
+        Vec::new()
+    } else {
+        vec![ToolsEntry {
+            function_declarations: declarations,
+        }]
+    };
+
+    let tool_config = match &conv.tool_choice {
+        ToolChoice::Unset => None,
+        ToolChoice::Mode(ToolChoiceMode::Auto) => Some(("AUTO", None)),
+        ToolChoice::Mode(ToolChoiceMode::None) => Some(("NONE", None)),
+        ToolChoice::Mode(ToolChoiceMode::Required) => Some(("ANY", None)),
+        ToolChoice::Tool { name } => Some(("ANY", Some([name.as_str()]))),
+    }
+    .map(|(mode, allowed)| ToolConfig {
+        function_calling_config: CallingConfig {
+            mode,
+            allowed_function_names: allowed,
+        },
+    });
+
+    let generation_config =
+        (opts.max_tokens.is_some() || opts.temperature.is_some()).then_some(GenerationConfig {
+            max_output_tokens: opts.max_tokens,
+            temperature: opts.temperature,
+        });
+
+    let body = Body {
+        contents,
+        system_instruction: (!system.is_empty()).then(|| SystemInstruction {
+            parts: [TextOnly { text: system }],
+        }),
+        tools,
+        tool_config,
+        generation_config,
+    };
+    to_body(FORMAT, &body, opts)
+}

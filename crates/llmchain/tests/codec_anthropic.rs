@@ -1,0 +1,311 @@
+//! Anthropic codec: fixtures decoded under every chunking, and request encoding.
+
+mod codec_support;
+
+use codec_support::*;
+use llmchain::message::{ContentType, MessageStatus, TokenUsage};
+use llmchain::provider::{
+    AnthropicCodec, Codec, DecodeError, DecoderConfig, RequestOptions, StopReason,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const F: &str = "anthropic";
+
+fn decode(name: &str) -> llmchain::provider::DecodeOutcome {
+    let body = fixture(F, name);
+    if name.ends_with(".json") {
+        let whole = AnthropicCodec
+            .decode_response(&body, DecoderConfig::default())
+            .unwrap();
+        // The stream decoder falls back to the whole-body decoder for non-SSE bodies.
+        let (_, streamed) = decode_checked(&AnthropicCodec, &body);
+        assert_eq!(streamed.unwrap(), whole);
+        whole
+    } else {
+        decode_checked(&AnthropicCodec, &body).1.unwrap()
+    }
+}
+
+#[test]
+fn reports_snapshot() {
+    for name in fixtures(F) {
+        let out = decode(&name);
+        insta::assert_json_snapshot!(format!("anthropic_decode_{name}"), out.report());
+    }
+}
+
+#[test]
+fn tool_use_stream() {
+    let out = decode("tool_use.sse");
+    let m = &out.message;
+    assert_eq!(m.status, MessageStatus::Complete);
+    assert_eq!(m.tool_calls.len(), 1);
+    let c = &m.tool_calls[0];
+    assert!(c.is_complete());
+    assert_eq!(c.call_id.as_deref(), Some("toolu_01T1x1fJ34qAmk2tNTrN7Up6"));
+    let args = c.arguments_as_map();
+    assert_eq!(args["location"], "San Francisco, CA");
+    assert_eq!(args["note"], "café \"quoted\" 😀 é\n");
+    assert_eq!(args["unit"], "fahrenheit");
+    assert_eq!(out.stop_reason, Some(StopReason::ToolCalls));
+    assert_eq!(out.raw_stop_reason.as_deref(), Some("tool_use"));
+    assert_eq!(out.usage, Some(TokenUsage::new(472, 89)));
+    assert_eq!(m.usage(), Some(TokenUsage::new(472, 89)));
+    assert!(m.is_tool_call());
+}
+
+#[test]
+fn thinking_signature_and_shared_block_index() {
+    let out = decode("thinking_parallel.sse");
+    let m = &out.message;
+    assert_eq!(m.content[0].r#type, ContentType::Thinking);
+    assert_eq!(
+        m.content[0].signature(),
+        Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds")
+    );
+    assert_eq!(m.content[1].as_text(), Some("Checking both."));
+    // Blocks 2 and 3 are calls 0 and 1, even with interleaved deltas.
+    assert_eq!(m.tool_calls[0].arguments_as_map()["city"], "Paris");
+    assert_eq!(m.tool_calls[1].name.as_deref(), Some("get_time"));
+    assert!(m.tool_calls[1].arguments_as_map().is_empty());
+    assert_eq!(m.executable_tool_calls().count(), 2);
+    // Cache reads count as input.
+    assert_eq!(out.usage, Some(TokenUsage::new(420, 120)));
+    let (events, _) = decode_checked(&AnthropicCodec, &fixture(F, "thinking_parallel.sse"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("ReasoningSignature { index: 0"))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("ToolCallStarted { index: 1, call_id: Some(\"toolu_01B\")"))
+    );
+}
+
+#[test]
+fn whole_input_in_block_start() {
+    let out = decode("input_in_start.sse");
+    let m = &out.message;
+    assert_eq!(
+        m.tool_calls[0].arguments_as_map(),
+        json!({"query": "rust \"serde\"", "limit": 5})
+            .as_object()
+            .unwrap()
+            .clone()
+    );
+    assert!(m.tool_calls[1].arguments_as_map().is_empty());
+    assert_eq!(m.executable_tool_calls().count(), 2);
+}
+
+#[test]
+fn cut_offs_are_never_executable() {
+    let out = decode("max_tokens_cut.sse");
+    assert_eq!(out.message.status, MessageStatus::Length);
+    assert_eq!(out.stop_reason, Some(StopReason::MaxTokens));
+    assert!(!out.message.is_tool_call());
+    let r = out.report();
+    assert!(r.tool_calls.is_empty());
+    assert_eq!(
+        r.incomplete_tool_calls[0].raw_arguments,
+        "{\"path\": \"a.txt\", \"content\": \"lorem ip"
+    );
+
+    let out = decode("overloaded_error.sse");
+    assert_eq!(out.message.status, MessageStatus::Cancelled);
+    assert_eq!(out.error.as_ref().unwrap().kind, "overloaded_error");
+    assert_eq!(out.stop_reason, Some(StopReason::Error));
+    assert!(!out.message.is_tool_call());
+
+    let out = decode("bare_end.sse");
+    assert_eq!(out.message.status, MessageStatus::Cancelled);
+    assert_eq!(out.message.text().as_deref(), Some("Let me look."));
+    assert_eq!(out.report().incomplete_tool_calls.len(), 2);
+}
+
+#[test]
+fn redacted_thinking_and_refusal() {
+    let out = decode("redacted_thinking.sse");
+    assert_eq!(out.stop_reason, Some(StopReason::ContentFilter));
+    let p = &out.message.content[0];
+    assert_eq!(p.r#type, ContentType::Thinking);
+    assert!(
+        p.options["redacted"]
+            .as_str()
+            .unwrap()
+            .starts_with("EmwKAhgB")
+    );
+}
+
+#[test]
+fn whole_responses() {
+    let out = decode("message.json");
+    assert_eq!(out.message.tool_calls.len(), 2);
+    assert_eq!(out.message.content[0].signature(), Some("sig_abc"));
+    assert_eq!(out.usage, Some(TokenUsage::new(1512, 71)));
+    let out = decode("error.json");
+    assert_eq!(out.error.unwrap().message, "Overloaded");
+    let out = decode("pause_turn.json");
+    assert_eq!(out.stop_reason, Some(StopReason::Other));
+    assert!(
+        out.message.tool_calls.is_empty(),
+        "server tools are not client calls"
+    );
+}
+
+#[test]
+fn hostile_and_wrong_input() {
+    let c = AnthropicCodec;
+    let cfg = DecoderConfig {
+        max_argument_bytes: 16,
+        ..Default::default()
+    };
+    let body = fixture(F, "tool_use.sse");
+    let (_, out) = decode_chunked(&c, &body, &[7], cfg);
+    assert_eq!(
+        out.unwrap_err(),
+        DecodeError::ArgumentsTooLarge { limit: 16 }
+    );
+    // An OpenAI chunk is not an Anthropic event.
+    let openai = b"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[]}\n\ndata: [DONE]\n\n";
+    let (_, out) = decode_chunked(&c, openai, &[], DecoderConfig::default());
+    assert!(
+        matches!(out, Err(DecodeError::WrongFormat { .. })),
+        "{out:?}"
+    );
+    let (_, out) = decode_chunked(&c, b"", &[], DecoderConfig::default());
+    assert!(matches!(out, Err(DecodeError::Malformed { .. })));
+    let (_, out) = decode_chunked(&c, b"data: {nope\n\n", &[], DecoderConfig::default());
+    assert!(matches!(out, Err(DecodeError::Malformed { .. })));
+    assert!(
+        c.decode_response(
+            b"{\"object\":\"chat.completion\"}",
+            DecoderConfig::default()
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn crlf_framing_gives_the_same_result() {
+    for name in fixtures(F).into_iter().filter(|n| n.ends_with(".sse")) {
+        let body = fixture(F, &name);
+        let crlf: Vec<u8> = String::from_utf8(body.clone())
+            .unwrap()
+            .replace('\n', "\r\n")
+            .into_bytes();
+        let a = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());
+        let b = decode_chunked(&AnthropicCodec, &crlf, &[3, 1, 5], DecoderConfig::default());
+        assert_eq!(a, b, "{name}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn any_chunking_gives_the_same_result(sizes in proptest::collection::vec(1usize..48, 1..12)) {
+        for name in fixtures(F) {
+            let body = fixture(F, &name);
+            let whole = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());
+            let chunked = decode_chunked(&AnthropicCodec, &body, &sizes, DecoderConfig::default());
+            prop_assert_eq!(&whole, &chunked, "{}", name);
+        }
+    }
+}
+
+fn body(conv: &llmchain::conversation::Conversation) -> Value {
+    let opts = RequestOptions {
+        model: "claude-sonnet-4-5".into(),
+        stream: true,
+        ..Default::default()
+    };
+    serde_json::from_slice(&AnthropicCodec.encode(conv, &opts).unwrap()).unwrap()
+}
+
+#[test]
+fn encode_snapshot_and_rules() {
+    let conv = rich_conversation();
+    let b = body(&conv);
+    insta::assert_json_snapshot!("anthropic_encode_rich", b);
+    assert_eq!(b["system"], "You are a careful assistant.");
+    assert_eq!(b["max_tokens"], 4096);
+    assert_eq!(
+        b["tool_choice"],
+        json!({"type": "any", "disable_parallel_tool_use": true})
+    );
+    assert_eq!(b["tools"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(b["tools"][0]["strict"], true);
+    let msgs = b["messages"].as_array().unwrap();
+    // assistant: thinking (signed) + text + tool_use with object input.
+    assert_eq!(msgs[1]["content"][0]["type"], "thinking");
+    assert_eq!(msgs[1]["content"][0]["signature"], "sig-123");
+    assert_eq!(msgs[1]["content"][3]["input"], json!({}));
+    // All results first in ONE user message, then the user's text.
+    let user = msgs[2]["content"].as_array().unwrap();
+    assert_eq!(msgs[2]["role"], "user");
+    assert_eq!(user[0]["type"], "tool_result");
+    assert_eq!(user[0]["is_error"], false);
+    assert_eq!(user[0]["content"][1]["type"], "image");
+    assert_eq!(user[1]["is_error"], true);
+    assert_eq!(user[2]["type"], "text");
+    let text = serde_json::to_string(&b).unwrap();
+    for virtual_field in [
+        "processed_content",
+        "display_text",
+        "never sent",
+        "synthesized_id",
+        "execution_status",
+    ] {
+        assert!(!text.contains(virtual_field), "{virtual_field} leaked");
+    }
+}
+
+#[test]
+fn tool_choice_mapping() {
+    use llmchain::conversation::{ToolChoice, ToolChoiceMode};
+    let mut conv = rich_conversation();
+    for (tc, par, want) in [
+        (
+            ToolChoice::Mode(ToolChoiceMode::Auto),
+            None,
+            json!({"type": "auto"}),
+        ),
+        (
+            ToolChoice::Mode(ToolChoiceMode::None),
+            Some(false),
+            json!({"type": "none"}),
+        ),
+        (
+            ToolChoice::Tool {
+                name: "get_weather".into(),
+            },
+            None,
+            json!({"type": "tool", "name": "get_weather"}),
+        ),
+        (
+            ToolChoice::Unset,
+            Some(false),
+            json!({"type": "auto", "disable_parallel_tool_use": true}),
+        ),
+        (ToolChoice::Unset, None, Value::Null),
+    ] {
+        conv.tool_choice = tc;
+        conv.parallel_tool_calls = par;
+        assert_eq!(body(&conv)["tool_choice"], want);
+    }
+}
+
+#[test]
+fn decoded_message_round_trips_into_a_request() {
+    let out = decode("thinking_parallel.sse");
+    let mut conv = llmchain::conversation::Conversation::new();
+    conv.messages.push(llmchain::message::Message::user("hi"));
+    conv.messages.push(out.message);
+    let b = body(&conv);
+    let content = &b["messages"][1]["content"];
+    assert_eq!(content[0]["type"], "thinking");
+    assert_eq!(content[2]["input"], json!({"city": "Paris"}));
+    assert_eq!(content[3]["input"], json!({}));
+}
