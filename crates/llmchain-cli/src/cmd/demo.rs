@@ -5,7 +5,8 @@
 //! Along the way one call fails, one is refused and then corrected, and one goes
 //! through review.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,29 +90,47 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
             .map_err(|e| CliError::Runtime(e.to_string()))?;
     }
 
+    let tty = std::io::stdout().is_terminal();
+    // 0: at a line start; 1: printing reasoning; 2: printing text.
+    let state = Arc::new(AtomicU8::new(0));
+    let (ls1, ls2) = (state.clone(), state.clone());
     let callbacks = Callbacks::new()
-        .on_llm_new_delta(|ev| match ev {
-            StreamEvent::TextDelta { text, .. } => {
+        .on_llm_new_delta(move |ev| {
+            let (text, dim) = match ev {
+                StreamEvent::TextDelta { text, .. } => (text, false),
+                StreamEvent::ReasoningDelta { text, .. } => (text, true),
+                _ => return,
+            };
+            let want = if dim { 1 } else { 2 };
+            let was = ls1.swap(want, Ordering::Relaxed);
+            if was != want {
+                if was != 0 {
+                    println!();
+                }
+                print!("{}", if dim { "thinking: " } else { "assistant: " });
+            }
+            if dim && tty {
+                print!("\x1b[2m{text}\x1b[0m");
+            } else {
                 print!("{text}");
-                let _ = std::io::stdout().flush();
             }
-            StreamEvent::ReasoningDelta { text, .. } => {
-                eprint!("\x1b[2m{text}\x1b[0m");
-            }
-            _ => {}
+            let _ = std::io::stdout().flush();
         })
-        .on_llm_new_message(|m| {
-            if m.text().is_some() {
+        .on_llm_new_message(move |_| {
+            if ls2.swap(0, Ordering::Relaxed) != 0 {
                 println!();
             }
         })
         .on_tool_call_review(|call, decision| {
+            if call.name.as_deref() != Some("read_file") {
+                return;
+            }
             println!(
                 "  ? review {}: {}",
                 describe(call),
                 match decision {
                     ReviewDecision::Approve => "approved (inside the scratch directory)",
-                    ReviewDecision::Deny { .. } => "denied",
+                    ReviewDecision::Deny { .. } => "denied (outside the scratch directory)",
                     ReviewDecision::Edit { .. } => "edited",
                     ReviewDecision::Reject { .. } => "rejected",
                     ReviewDecision::Interrupt => "waiting for a human",
@@ -123,7 +142,7 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
             println!(
                 "  ✓ {}: {}",
                 call.name.as_deref().unwrap_or("?"),
-                first_line(&r.content_text())
+                condensed(&r.content_text())
             )
         })
         .on_tool_execution_failed(|call, r| {
@@ -131,7 +150,7 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
             println!(
                 "  ✗ {} {kind}: {}",
                 call.name.as_deref().unwrap_or("?"),
-                first_line(&r.content_text())
+                condensed(&r.content_text())
             )
         });
 
@@ -161,7 +180,6 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
         .add_message(Message::user(question))
         .await
         .map_err(|e| CliError::Runtime(e.to_string()))?;
-    print!("assistant: ");
     let outcome = chain
         .run(Mode::while_needs_response())
         .await
@@ -195,6 +213,15 @@ fn describe(call: &ToolCall) -> String {
     )
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
+/// The first line and any "did you mean" hint, on one line, at most 120 characters.
+fn condensed(s: &str) -> String {
+    let mut out: String = s.lines().next().unwrap_or("").to_owned();
+    if let Some(hint) = s.lines().skip(1).find(|l| l.contains("did you mean")) {
+        out.push(' ');
+        out.push_str(hint.trim());
+    }
+    if out.chars().count() > 120 {
+        out = out.chars().take(117).collect::<String>() + "...";
+    }
+    out
 }

@@ -53,3 +53,4 @@ pub use scripted::{ScriptedModel, ScriptedTurn};
 pub use sink::{ConversationSink, SinkFuture};
 pub use state::{ChainState, PendingCall, PendingReview, ToolInterrupt};
 pub use steps::{Step, Steps};
+pub use crate::step;

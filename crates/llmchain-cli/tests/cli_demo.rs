@@ -1,0 +1,40 @@
+//! `llmchain demo` runs offline and tells the story it promises.
+
+use std::process::Command;
+
+#[test]
+fn demo_runs_offline_and_shows_every_path() {
+    for wire in ["anthropic", "openai"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+            .args(["demo", "--delay-ms", "0", "--wire", wire])
+            .output()
+            .expect("the binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{wire}: {stdout}\n{stderr}");
+        // One call is refused, then corrected.
+        assert!(stdout.contains("✗ calculator refused: Missing required parameters"), "{stdout}");
+        assert!(stdout.contains("did you mean \"expression\""), "{stdout}");
+        assert!(stdout.contains("✓ calculator: (17 * 23) + 4 = 395"), "{stdout}");
+        // One call fails.
+        assert!(stdout.contains("✗ read_file failed: cannot read notes.md"), "{stdout}");
+        // One goes through review.
+        assert!(stdout.contains("? review read_file({\"path\":\"notes.txt\"}): approved"), "{stdout}");
+        assert!(stdout.contains("✓ read_file: Release notes 0.1"), "{stdout}");
+        assert!(stdout.contains("✓ clock: 20"), "{stdout}");
+        assert!(stdout.contains("assistant: (17 × 23) + 4 = 395."), "{stdout}");
+        assert!(stdout.contains("Conversation stored"), "{stdout}");
+    }
+}
+
+#[test]
+fn demo_rejects_an_unknown_wire() {
+    let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        .args(["demo", "--wire", "smoke-signals"])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("unknown --wire 'smoke-signals'"), "{stderr}");
+}
