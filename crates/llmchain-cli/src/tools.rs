@@ -137,16 +137,25 @@ mod tests {
     async fn calculator_evaluates_and_refuses_garbage() {
         let c = calculator();
         let r = c
-            .execute(json!({"expression": "(17 * 23) + 4"}), ToolContext::new("c1"))
+            .execute(
+                json!({"expression": "(17 * 23) + 4"}),
+                ToolContext::new("c1"),
+            )
             .await;
         assert_eq!(r.content_text(), "(17 * 23) + 4 = 395");
         let r = c
             .execute(json!({"expression": "2 +* 2"}), ToolContext::new("c2"))
             .await;
         assert!(r.is_refusal(), "{r:?}");
-        let r = c.execute(json!({"expr": "1"}), ToolContext::new("c3")).await;
+        let r = c
+            .execute(json!({"expr": "1"}), ToolContext::new("c3"))
+            .await;
         assert!(r.is_refusal());
-        assert!(r.content_text().contains("did you mean \"expression\""), "{}", r.content_text());
+        assert!(
+            r.content_text().contains("did you mean \"expression\""),
+            "{}",
+            r.content_text()
+        );
     }
 
     #[tokio::test]
@@ -154,7 +163,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "hello").unwrap();
         let t = read_file(dir.path());
-        let ok = t.execute(json!({"path": "a.txt"}), ToolContext::new("1")).await;
+        let ok = t
+            .execute(json!({"path": "a.txt"}), ToolContext::new("1"))
+            .await;
         assert_eq!(ok.content_text(), "hello");
         let out = t
             .execute(json!({"path": "../../etc/passwd"}), ToolContext::new("2"))
@@ -164,7 +175,9 @@ mod tests {
             .execute(json!({"path": "/etc/passwd"}), ToolContext::new("3"))
             .await;
         assert!(abs.is_refusal());
-        let missing = t.execute(json!({"path": "nope.txt"}), ToolContext::new("4")).await;
+        let missing = t
+            .execute(json!({"path": "nope.txt"}), ToolContext::new("4"))
+            .await;
         assert!(missing.is_error() && !missing.is_refusal());
     }
 

@@ -13,16 +13,34 @@ fn demo_runs_offline_and_shows_every_path() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{wire}: {stdout}\n{stderr}");
         // One call is refused, then corrected.
-        assert!(stdout.contains("✗ calculator refused: Missing required parameters"), "{stdout}");
+        assert!(
+            stdout.contains("✗ calculator refused: Missing required parameters"),
+            "{stdout}"
+        );
         assert!(stdout.contains("did you mean \"expression\""), "{stdout}");
-        assert!(stdout.contains("✓ calculator: (17 * 23) + 4 = 395"), "{stdout}");
+        assert!(
+            stdout.contains("✓ calculator: (17 * 23) + 4 = 395"),
+            "{stdout}"
+        );
         // One call fails.
-        assert!(stdout.contains("✗ read_file failed: cannot read notes.md"), "{stdout}");
+        assert!(
+            stdout.contains("✗ read_file failed: cannot read notes.md"),
+            "{stdout}"
+        );
         // One goes through review.
-        assert!(stdout.contains("? review read_file({\"path\":\"notes.txt\"}): approved"), "{stdout}");
-        assert!(stdout.contains("✓ read_file: Release notes 0.1"), "{stdout}");
+        assert!(
+            stdout.contains("? review read_file({\"path\":\"notes.txt\"}): approved"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("✓ read_file: Release notes 0.1"),
+            "{stdout}"
+        );
         assert!(stdout.contains("✓ clock: 20"), "{stdout}");
-        assert!(stdout.contains("assistant: (17 × 23) + 4 = 395."), "{stdout}");
+        assert!(
+            stdout.contains("assistant: (17 × 23) + 4 = 395."),
+            "{stdout}"
+        );
         assert!(stdout.contains("Conversation stored"), "{stdout}");
     }
 }
@@ -36,5 +54,8 @@ fn demo_rejects_an_unknown_wire() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("unknown --wire 'smoke-signals'"), "{stderr}");
+    assert!(
+        stderr.contains("unknown --wire 'smoke-signals'"),
+        "{stderr}"
+    );
 }

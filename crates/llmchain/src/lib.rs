@@ -55,14 +55,14 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "runtime")]
+pub mod chain;
 pub mod conversation;
 pub mod message;
 pub mod provider;
 pub mod storage_format;
 #[cfg(feature = "runtime")]
 pub mod tool;
-#[cfg(feature = "runtime")]
-pub mod chain;
 
 /// `#[tool]` on an `async fn`: see [`tool`](mod@tool).
 #[cfg(feature = "runtime")]

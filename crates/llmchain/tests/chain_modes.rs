@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llmchain::chain::{
-    Callbacks, ChainCallbacks, ChainError, ChainState, ConversationSink, CustomMode,
-    HumanDecision, HttpErrorKind, LLMChain, Mode, ModeFuture, ModelError, ReviewDecision,
-    RunOutcome, ScriptedModel, SinkFuture, Steps, step,
+    Callbacks, ChainCallbacks, ChainError, ChainState, ConversationSink, CustomMode, HttpErrorKind,
+    HumanDecision, LLMChain, Mode, ModeFuture, ModelError, ReviewDecision, RunOutcome,
+    ScriptedModel, SinkFuture, Steps, step,
 };
 use llmchain::message::{
     ContentPart, ContentType, ExecutionStatus, Message, MessageExpansion, MessageStatus, Role,
@@ -57,7 +57,10 @@ fn model(format: Format, turns: Vec<ResponseScript>) -> ScriptedModel {
 
 async fn chain_with(format: Format, turns: Vec<ResponseScript>) -> LLMChain {
     let mut chain = LLMChain::new(Arc::new(model(format, turns))).with_tool(calc_tool());
-    chain.add_message(Message::user("What is 2 + 3?")).await.unwrap();
+    chain
+        .add_message(Message::user("What is 2 + 3?"))
+        .await
+        .unwrap();
     chain
 }
 
@@ -92,13 +95,20 @@ async fn while_needs_response_runs_tools_and_answers_in_both_wire_formats() {
 async fn single_mode_never_runs_tools() {
     let mut chain = chain_with(
         Format::OpenAiChat,
-        vec![ResponseScript::tool_call("call_1", "calculator", r#"{"a": 1, "b": 1}"#)],
+        vec![ResponseScript::tool_call(
+            "call_1",
+            "calculator",
+            r#"{"a": 1, "b": 1}"#,
+        )],
     )
     .await;
     assert_eq!(chain.run(Mode::Single).await.unwrap(), RunOutcome::Done);
     assert_eq!(chain.messages().len(), 2);
     assert!(chain.needs_response());
-    assert_eq!(chain.messages()[1].tool_calls[0].execution_status(), "identified");
+    assert_eq!(
+        chain.messages()[1].tool_calls[0].execution_status(),
+        "identified"
+    );
 }
 
 #[tokio::test]
@@ -134,7 +144,11 @@ async fn results_keep_call_order_and_invalid_json_is_refused_then_corrected() {
     assert!(results[1].is_refusal(), "{:?}", results[1]);
     assert!(results[1].content_text().contains("invalid json"));
     assert!(results[2].is_refusal());
-    assert!(results[2].content_text().contains("Available tools: calculator"));
+    assert!(
+        results[2]
+            .content_text()
+            .contains("Available tools: calculator")
+    );
     // The model corrected itself within the budget, which reset on success.
     assert_eq!(chain.messages()[4].tool_results[0].content_text(), "10");
     assert_eq!(chain.current_failure_count(), 0);
@@ -218,7 +232,11 @@ async fn step_mode_runs_one_step_at_a_time() {
 async fn until_tool_used_returns_the_result() {
     let mut chain = chain_with(
         Format::OpenAiChat,
-        vec![ResponseScript::tool_call("c1", "calculator", r#"{"a": 2, "b": 2}"#)],
+        vec![ResponseScript::tool_call(
+            "c1",
+            "calculator",
+            r#"{"a": 2, "b": 2}"#,
+        )],
     )
     .await;
     match chain
@@ -233,7 +251,10 @@ async fn until_tool_used_returns_the_result() {
         .run(Mode::until_tool_used(["x"], 5))
         .await
         .unwrap_err();
-    assert_eq!(err.to_string(), "Tool name 'x' not found in available tools");
+    assert_eq!(
+        err.to_string(),
+        "Tool name 'x' not found in available tools"
+    );
     let err = chain
         .run(Mode::until_tool_used(["x", "y"], 5))
         .await
@@ -247,7 +268,13 @@ async fn until_tool_used_returns_the_result() {
 #[tokio::test]
 async fn max_runs_guard_stops_a_looping_model() {
     let turns = (0..10)
-        .map(|i| ResponseScript::tool_call(format!("c{i}"), "calculator", format!(r#"{{"a": {i}, "b": 1}}"#)))
+        .map(|i| {
+            ResponseScript::tool_call(
+                format!("c{i}"),
+                "calculator",
+                format!(r#"{{"a": {i}, "b": 1}}"#),
+            )
+        })
         .collect();
     let mut chain = chain_with(Format::OpenAiChat, turns).await;
     let err = chain
@@ -311,7 +338,10 @@ async fn fallback_model_answers_after_an_overloaded_primary() {
         message: "Overloaded".into(),
         retry_after: None,
     });
-    let fallback = model(Format::OpenAiChat, vec![ResponseScript::text("from fallback")]);
+    let fallback = model(
+        Format::OpenAiChat,
+        vec![ResponseScript::text("from fallback")],
+    );
     let errors = Arc::new(AtomicUsize::new(0));
     let e2 = errors.clone();
     let mut chain = LLMChain::new(Arc::new(primary))
@@ -342,12 +372,10 @@ async fn stream_error_mid_response_gives_a_cancelled_message_whose_calls_never_r
     let mut chain = LLMChain::new(Arc::new(model(
         Format::Anthropic,
         vec![
-            ResponseScript::tool_call("c1", "flaky", r#"{"x": 1}"#).with_stop(
-                ScriptStop::Error {
-                    kind: "overloaded_error".into(),
-                    message: "Overloaded".into(),
-                },
-            ),
+            ResponseScript::tool_call("c1", "flaky", r#"{"x": 1}"#).with_stop(ScriptStop::Error {
+                kind: "overloaded_error".into(),
+                message: "Overloaded".into(),
+            }),
         ],
     )))
     .with_tool(failing_tool(ran.clone()));
@@ -386,7 +414,9 @@ async fn review_decisions_approve_edit_deny() {
             },
         })
         .with_callbacks(Callbacks::new().on_tool_call_review(move |c, d| {
-            r2.lock().unwrap().push((c.call_id.clone().unwrap(), d.clone()));
+            r2.lock()
+                .unwrap()
+                .push((c.call_id.clone().unwrap(), d.clone()));
         }));
     chain.add_message(Message::user("go")).await.unwrap();
     assert_eq!(
@@ -442,24 +472,36 @@ async fn review_interrupt_pauses_serialises_and_resumes_in_another_chain() {
     ));
     // Missing decisions are an error.
     let err = resumed
-        .resume(vec![("c2".into(), HumanDecision::Approve)], Mode::while_needs_response())
+        .resume(
+            vec![("c2".into(), HumanDecision::Approve)],
+            Mode::while_needs_response(),
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("missing: c3, c4"), "{err}");
     let out = resumed
         .resume(
             vec![
-                ("c2".into(), HumanDecision::Edit {
-                    arguments: json!({"a": 10, "b": 10}).as_object().unwrap().clone(),
-                }),
-                ("c3".into(), HumanDecision::Reject {
-                    reason: None,
-                    as_denial: false,
-                }),
-                ("c4".into(), HumanDecision::Reject {
-                    reason: Some("No.".into()),
-                    as_denial: true,
-                }),
+                (
+                    "c2".into(),
+                    HumanDecision::Edit {
+                        arguments: json!({"a": 10, "b": 10}).as_object().unwrap().clone(),
+                    },
+                ),
+                (
+                    "c3".into(),
+                    HumanDecision::Reject {
+                        reason: None,
+                        as_denial: false,
+                    },
+                ),
+                (
+                    "c4".into(),
+                    HumanDecision::Reject {
+                        reason: Some("No.".into()),
+                        as_denial: true,
+                    },
+                ),
             ],
             Mode::while_needs_response(),
         )
@@ -487,7 +529,10 @@ async fn tool_interrupt_stops_and_resumes_with_the_real_result() {
     let approval = Tool::builder("ask_human")
         .schema(json!({"type": "object", "properties": {"question": {"type": "string"}}}))
         .handler(|args, _| async move {
-            ToolOutput::interrupt("Waiting for a human.", json!({"question": args["question"]}))
+            ToolOutput::interrupt(
+                "Waiting for a human.",
+                json!({"question": args["question"]}),
+            )
         })
         .build()
         .unwrap();
@@ -520,7 +565,10 @@ async fn tool_interrupt_stops_and_resumes_with_the_real_result() {
         chain.messages()[2].tool_results[0].content_text(),
         "Yes, deploy."
     );
-    assert_eq!(chain.last_message().unwrap().text().as_deref(), Some("Deploying."));
+    assert_eq!(
+        chain.last_message().unwrap().text().as_deref(),
+        Some("Deploying.")
+    );
 }
 
 fn screenshot_tool() -> Tool {
@@ -560,18 +608,35 @@ async fn expansion_is_applied_once_and_survives_no_restore() {
     let roles: Vec<Role> = chain.messages().iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
-        [Role::User, Role::Assistant, Role::Tool, Role::User, Role::Assistant]
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::User,
+            Role::Assistant
+        ]
     );
     let kept = &chain.messages()[2].tool_results[0].content;
     assert_eq!(kept, &vec![ContentPart::text("Screenshot taken.")]);
-    assert!(chain.messages()[3].content.iter().any(|p| p.r#type == ContentType::Image));
+    assert!(
+        chain.messages()[3]
+            .content
+            .iter()
+            .any(|p| p.r#type == ContentType::Image)
+    );
 
     // A restored chain has no expansion left to apply.
     let state: ChainState =
         serde_json::from_str(&serde_json::to_string(chain.state()).unwrap()).unwrap();
-    let mut restored = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state);
+    let mut restored =
+        LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state);
     let before = restored.messages().len();
-    assert!(Steps::expand_tool_results(&mut restored).await.unwrap().is_continue());
+    assert!(
+        Steps::expand_tool_results(&mut restored)
+            .await
+            .unwrap()
+            .is_continue()
+    );
     assert_eq!(restored.messages().len(), before);
 }
 
@@ -689,7 +754,10 @@ impl ConversationSink for RecordingSink {
         Box::pin(async { Ok(()) })
     }
     fn set_tool_status<'a>(&'a self, call_id: &'a str, s: ExecutionStatus) -> SinkFuture<'a> {
-        self.log.lock().unwrap().push(format!("status {call_id} {s}"));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("status {call_id} {s}"));
         Box::pin(async { Ok(()) })
     }
     fn save_state<'a>(&'a self, _state: &'a ChainState) -> SinkFuture<'a> {
@@ -713,7 +781,10 @@ async fn statuses_are_persisted_before_and_after_the_body() {
         .unwrap();
     let mut chain = LLMChain::new(Arc::new(model(
         Format::OpenAiChat,
-        vec![ResponseScript::tool_call("c1", "probe", "{}"), ResponseScript::text("ok")],
+        vec![
+            ResponseScript::tool_call("c1", "probe", "{}"),
+            ResponseScript::text("ok"),
+        ],
     )))
     .with_tool(probe)
     .with_sink(sink.clone());

@@ -6,14 +6,14 @@
 //! through review.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use llmchain::chain::{Callbacks, LLMChain, Mode, ReviewDecision, RunOutcome, ScriptedModel};
 use llmchain::message::{Message, ToolCall};
-use llmchain::provider::{Format, StreamEvent};
 use llmchain::provider::render::ResponseScript;
+use llmchain::provider::{Format, StreamEvent};
 
 use crate::error::{CliError, CliResult};
 use crate::tools;
@@ -41,8 +41,14 @@ fn script() -> Vec<ResponseScript> {
             .with_call("toolu_03", "read_file", r#"{"path": "notes.md"}"#)
             .with_usage(412, 96),
         ResponseScript::default()
-            .with_text("The calculator wants `expression`, and the notes are in notes.txt. Retrying.")
-            .with_call("toolu_04", "calculator", r#"{"expression": "(17 * 23) + 4"}"#)
+            .with_text(
+                "The calculator wants `expression`, and the notes are in notes.txt. Retrying.",
+            )
+            .with_call(
+                "toolu_04",
+                "calculator",
+                r#"{"expression": "(17 * 23) + 4"}"#,
+            )
             .with_call("toolu_05", "read_file", r#"{"path": "notes.txt"}"#)
             .with_usage(655, 71),
         ResponseScript::text(
@@ -173,8 +179,7 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
         })
         .with_callbacks(callbacks);
 
-    let question =
-        "Please compute (17 * 23) + 4, tell me the time, and summarise my notes file.";
+    let question = "Please compute (17 * 23) + 4, tell me the time, and summarise my notes file.";
     println!("user: {question}");
     chain
         .add_message(Message::user(question))
@@ -185,18 +190,26 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
         .await
         .map_err(|e| CliError::Runtime(format!("the demo run failed: {e}")))?;
     if outcome != RunOutcome::Done {
-        return Err(CliError::Runtime(format!("the demo ended early: {outcome:?}")));
+        return Err(CliError::Runtime(format!(
+            "the demo ended early: {outcome:?}"
+        )));
     }
     let usage = chain
         .messages()
         .iter()
         .filter_map(Message::usage)
-        .fold((0, 0), |(i, o), u| (i + u.input_tokens, o + u.output_tokens));
+        .fold((0, 0), |(i, o), u| {
+            (i + u.input_tokens, o + u.output_tokens)
+        });
     println!();
     println!(
         "{} messages, {} model calls, {} input / {} output tokens (scripted {} wire format).",
         chain.messages().len(),
-        chain.messages().iter().filter(|m| m.role == llmchain::message::Role::Assistant).count(),
+        chain
+            .messages()
+            .iter()
+            .filter(|m| m.role == llmchain::message::Role::Assistant)
+            .count(),
         usage.0,
         usage.1,
         format

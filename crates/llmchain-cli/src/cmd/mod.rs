@@ -1,5 +1,5 @@
 //! One module per subcommand.
 
 pub mod decode;
-pub mod encode;
 pub mod demo;
+pub mod encode;

@@ -74,6 +74,8 @@ pub trait ChainCallbacks: Send + Sync {
 }
 
 type Hook<T> = Option<Arc<dyn Fn(&T) + Send + Sync>>;
+type DeltaHook = Option<Arc<dyn Fn(&StreamEvent<'_>) + Send + Sync>>;
+type ResultsHook = Option<Arc<dyn Fn(&[ToolResult]) + Send + Sync>>;
 type Hook2<A, B> = Option<Arc<dyn Fn(&A, &B) + Send + Sync>>;
 
 /// [`ChainCallbacks`] from closures.
@@ -87,7 +89,7 @@ type Hook2<A, B> = Option<Arc<dyn Fn(&A, &B) + Send + Sync>>;
 /// ```
 #[derive(Default, Clone)]
 pub struct Callbacks {
-    llm_new_delta: Option<Arc<dyn Fn(&StreamEvent<'_>) + Send + Sync>>,
+    llm_new_delta: DeltaHook,
     llm_new_message: Hook<Message>,
     llm_token_usage: Hook<TokenUsage>,
     llm_error: Hook<ModelError>,
@@ -99,7 +101,7 @@ pub struct Callbacks {
     tool_execution_completed: Hook2<ToolCall, ToolResult>,
     tool_execution_failed: Hook2<ToolCall, ToolResult>,
     tool_execution_exception: Hook2<ToolCall, ToolException>,
-    tool_interrupted: Option<Arc<dyn Fn(&[ToolResult]) + Send + Sync>>,
+    tool_interrupted: ResultsHook,
     tool_response_created: Hook<Message>,
     retries_exceeded: Option<Arc<dyn Fn() + Send + Sync>>,
     error: Hook<ChainError>,
@@ -136,18 +138,41 @@ impl Callbacks {
     setter!(on_llm_error, llm_error, ModelError);
     setter!(on_message_processed, message_processed, Message);
     setter!(on_tool_call_identified, tool_call_identified, ToolCall);
-    setter!(on_tool_call_review, tool_call_review, ToolCall, ReviewDecision);
+    setter!(
+        on_tool_call_review,
+        tool_call_review,
+        ToolCall,
+        ReviewDecision
+    );
     setter!(on_tool_execution_started, tool_execution_started, ToolCall);
     setter!(on_tool_pre_execution, tool_pre_execution, ToolCall);
-    setter!(on_tool_execution_completed, tool_execution_completed, ToolCall, ToolResult);
-    setter!(on_tool_execution_failed, tool_execution_failed, ToolCall, ToolResult);
-    setter!(on_tool_execution_exception, tool_execution_exception, ToolCall, ToolException);
+    setter!(
+        on_tool_execution_completed,
+        tool_execution_completed,
+        ToolCall,
+        ToolResult
+    );
+    setter!(
+        on_tool_execution_failed,
+        tool_execution_failed,
+        ToolCall,
+        ToolResult
+    );
+    setter!(
+        on_tool_execution_exception,
+        tool_execution_exception,
+        ToolCall,
+        ToolException
+    );
     setter!(on_tool_response_created, tool_response_created, Message);
     setter!(on_error, error, ChainError);
 
     /// Sets `on_tool_interrupted`.
     #[must_use]
-    pub fn on_tool_interrupted(mut self, f: impl Fn(&[ToolResult]) + Send + Sync + 'static) -> Self {
+    pub fn on_tool_interrupted(
+        mut self,
+        f: impl Fn(&[ToolResult]) + Send + Sync + 'static,
+    ) -> Self {
         self.tool_interrupted = Some(Arc::new(f));
         self
     }

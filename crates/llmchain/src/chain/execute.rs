@@ -16,7 +16,9 @@ use super::steps::Step;
 use crate::message::{Arguments, ExecutionStatus, Message, ToolCall, ToolResult};
 use crate::tool::{ExecutionObserver, ObserverFuture, ToolExecutor};
 
-/// What happens to one call of a batch.
+/// What happens to one call of a batch. (Short-lived, one per call: boxing would only
+/// add allocations.)
+#[allow(clippy::large_enum_variant)]
 enum Plan {
     /// Run it (arguments possibly edited).
     Run(ToolCall),
@@ -107,7 +109,10 @@ impl LLMChain {
 
     /// Asks the review handler about every complete call. `None` when the batch must
     /// wait for a human (the pending review is saved).
-    async fn review_batch(&mut self, position: usize) -> Result<Option<Vec<PendingCall>>, ChainError> {
+    async fn review_batch(
+        &mut self,
+        position: usize,
+    ) -> Result<Option<Vec<PendingCall>>, ChainError> {
         let calls: Vec<ToolCall> = self.messages()[position]
             .executable_tool_calls()
             .cloned()
@@ -209,7 +214,11 @@ impl LLMChain {
             let idempotent = self.tool(&name).is_some_and(|t| t.idempotent());
             let previously_started = matches!(
                 call.typed_execution_status(),
-                Some(ExecutionStatus::Executing | ExecutionStatus::Completed | ExecutionStatus::Failed)
+                Some(
+                    ExecutionStatus::Executing
+                        | ExecutionStatus::Completed
+                        | ExecutionStatus::Failed
+                )
             );
             let plan = if !call.is_complete() {
                 // The executor answers incomplete calls with a refusal.
@@ -358,8 +367,11 @@ impl LLMChain {
                 self.fire(|cb| cb.on_tool_execution_completed(call, r));
             }
         }
-        let interrupted: Vec<ToolResult> =
-            results.iter().filter(|r| r.is_interrupt()).cloned().collect();
+        let interrupted: Vec<ToolResult> = results
+            .iter()
+            .filter(|r| r.is_interrupt())
+            .cloned()
+            .collect();
         if !interrupted.is_empty() {
             self.fire(|cb| cb.on_tool_interrupted(&interrupted));
         }

@@ -15,8 +15,7 @@ use super::sink::ConversationSink;
 use super::state::{ChainState, PendingReview};
 use crate::conversation::{Conversation, ToolDefinition};
 use crate::message::{
-    ContentPart, DeltaStatus, ExecutionStatus, Message, MessageDelta, MessageStatus, Role,
-    ToolCall,
+    ContentPart, DeltaStatus, ExecutionStatus, Message, MessageDelta, MessageStatus, Role, ToolCall,
 };
 use crate::provider::{DecodeOutcome, StreamEvent};
 use crate::tool::{Tool, humanize_tool_name};
@@ -272,8 +271,7 @@ impl LLMChain {
                     }
                 }
             }
-            if executable && call.is_complete() && !call.metadata.contains_key("execution_status")
-            {
+            if executable && call.is_complete() && !call.metadata.contains_key("execution_status") {
                 call.set_execution_status(ExecutionStatus::Identified);
             }
         }
@@ -317,7 +315,11 @@ impl LLMChain {
             return Ok(false);
         };
         let mut message = msgs[position].clone();
-        Message::replace_tool_result(std::slice::from_mut(&mut message), &result.tool_call_id.clone(), result);
+        Message::replace_tool_result(
+            std::slice::from_mut(&mut message),
+            &result.tool_call_id.clone(),
+            result,
+        );
         self.replace_message(position, message).await?;
         Ok(true)
     }
@@ -349,7 +351,11 @@ impl LLMChain {
                 "gen_ai.response.finish_reasons" = tracing::field::Empty,
                 "error.type" = tracing::field::Empty,
             );
-            match self.stream_once(model.as_ref()).instrument(span.clone()).await {
+            match self
+                .stream_once(model.as_ref())
+                .instrument(span.clone())
+                .await
+            {
                 Ok(outcome) => {
                     if let Some(u) = outcome.usage {
                         span.record("gen_ai.usage.input_tokens", u.input_tokens);
@@ -383,7 +389,9 @@ impl LLMChain {
                 }
             }
         }
-        Err(ChainError::Model(last_error.unwrap_or(ModelError::Cancelled)))
+        Err(ChainError::Model(
+            last_error.unwrap_or(ModelError::Cancelled),
+        ))
     }
 
     /// Streams one call, keeping a partial message for cancellation.
@@ -427,13 +435,13 @@ impl LLMChain {
                             kind: err.kind.clone(),
                             message: err.message.clone(),
                         };
-                        let mut m = outcome.message;
+                        let mut m = outcome.message.clone();
                         m.status = MessageStatus::Cancelled;
                         m.metadata
                             .insert("streaming_error".into(), e.to_string().into());
                         return Err(Attempt::Failed(e, Some(m)));
                     }
-                    return Ok(outcome);
+                    return Ok(*outcome);
                 }
             }
         }

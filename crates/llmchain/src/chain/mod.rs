@@ -43,6 +43,7 @@ mod sink;
 mod state;
 mod steps;
 
+pub use crate::step;
 pub use callbacks::{Callbacks, ChainCallbacks};
 pub use error::ChainError;
 pub use llm_chain::{DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain};
@@ -53,4 +54,3 @@ pub use scripted::{ScriptedModel, ScriptedTurn};
 pub use sink::{ConversationSink, SinkFuture};
 pub use state::{ChainState, PendingCall, PendingReview, ToolInterrupt};
 pub use steps::{Step, Steps};
-pub use crate::step;

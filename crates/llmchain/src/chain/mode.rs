@@ -18,7 +18,7 @@ pub enum RunOutcome {
     /// The model answered; nothing is pending.
     Done,
     /// `until_tool_used`: the first result of a target tool in the newest tool message.
-    ToolUsed(ToolResult),
+    ToolUsed(Box<ToolResult>),
     /// Tools paused for a human. Resume with [`LLMChain::replace_tool_result`] and run again.
     Interrupted(Vec<ToolInterrupt>),
     /// The review handler asked a human to decide. Resume with [`LLMChain::resume`].

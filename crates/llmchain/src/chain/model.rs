@@ -18,7 +18,7 @@ pub enum ModelEvent {
     /// Response headers (rate limits, request ids), reported once per response.
     Headers(Map<String, Value>),
     /// The call is over: the decoded message. Always the last item of a successful stream.
-    Done(DecodeOutcome),
+    Done(Box<DecodeOutcome>),
 }
 
 /// The stream a [`ChatModel`] returns.
@@ -151,7 +151,9 @@ impl ModelError {
             | ModelError::Timeout { .. }
             | ModelError::StreamInterrupted { .. } => true,
             ModelError::Provider { kind, .. } => {
-                kind.contains("overloaded") || kind.contains("rate_limit") || kind.contains("api_error")
+                kind.contains("overloaded")
+                    || kind.contains("rate_limit")
+                    || kind.contains("api_error")
             }
             _ => false,
         }
@@ -187,7 +189,7 @@ pub async fn collect_stream(
     while let Some(item) = stream.next().await {
         let event = item?;
         if let ModelEvent::Done(outcome) = event {
-            return Ok(outcome);
+            return Ok(*outcome);
         }
         on_event(&event);
     }

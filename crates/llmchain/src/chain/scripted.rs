@@ -208,7 +208,7 @@ impl ChatModel for ScriptedModel {
                         .finish(&mut |e| events.push(ModelEvent::Event(e.into_owned())));
                     st.pending.extend(events);
                     match result {
-                        Ok(outcome) => st.pending.push_back(ModelEvent::Done(outcome)),
+                        Ok(outcome) => st.pending.push_back(ModelEvent::Done(Box::new(outcome))),
                         Err(e) => {
                             st.pending.clear();
                             return Some((Err(ModelError::Decode(e)), st));

@@ -107,7 +107,7 @@ impl Steps {
             .iter()
             .find(|r| r.name.as_ref().is_some_and(|n| names.contains(n)))
         {
-            Some(r) => Step::Break(RunOutcome::ToolUsed(r.clone())),
+            Some(r) => Step::Break(RunOutcome::ToolUsed(Box::new(r.clone()))),
             None => Step::Continue(()),
         }
     }

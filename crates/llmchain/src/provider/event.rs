@@ -120,12 +120,10 @@ impl StreamEvent<'_> {
                 call_id: call_id.map(own),
                 name: own(name),
             },
-            StreamEvent::ToolCallArguments { index, fragment } => {
-                StreamEvent::ToolCallArguments {
-                    index,
-                    fragment: own(fragment),
-                }
-            }
+            StreamEvent::ToolCallArguments { index, fragment } => StreamEvent::ToolCallArguments {
+                index,
+                fragment: own(fragment),
+            },
             StreamEvent::ToolCallFinished { index } => StreamEvent::ToolCallFinished { index },
             StreamEvent::Usage(u) => StreamEvent::Usage(u),
             StreamEvent::Stop { reason, raw } => StreamEvent::Stop {

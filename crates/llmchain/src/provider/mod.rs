@@ -4,8 +4,8 @@
 //! arbitrary byte chunks ([`Codec::stream_decoder`]) and a non-streaming decoder
 //! ([`Codec::decode_response`]). Decoding never depends on how bytes are chunked.
 
-pub mod assemble;
 mod anthropic;
+pub mod assemble;
 mod assembly;
 mod encoding;
 mod error;
@@ -13,10 +13,10 @@ mod event;
 mod format;
 mod framed;
 pub mod framing;
-pub mod openai_chat;
-pub mod openai_responses;
 mod gemini;
 mod ollama;
+pub mod openai_chat;
+pub mod openai_responses;
 mod outcome;
 pub mod render;
 pub mod wire;

@@ -401,8 +401,9 @@ mod tests {
 
     #[test]
     fn max_tokens_cuts_the_last_call() {
-        let script = ResponseScript::tool_call("c", "w", r#"{"path": "a.txt", "content": "xxxxxxxx"}"#)
-            .with_stop(ScriptStop::MaxTokens);
+        let script =
+            ResponseScript::tool_call("c", "w", r#"{"path": "a.txt", "content": "xxxxxxxx"}"#)
+                .with_stop(ScriptStop::MaxTokens);
         let ant = String::from_utf8(render_stream(Format::Anthropic, &script).unwrap()).unwrap();
         assert!(ant.contains("max_tokens"));
         assert!(!ant.contains("content_block_stop\",\"index\":0"));

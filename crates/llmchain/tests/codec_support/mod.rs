@@ -104,11 +104,9 @@ pub fn read(dir: &str, name: &str) -> Vec<u8> {
 
 // ---- helpers of the Anthropic/Gemini/Ollama tests ----
 
-
-
 use llmchain::conversation::{Conversation, ToolChoice, ToolDefinition};
 use llmchain::message::{ContentPart, Message, ToolCall, ToolResult};
-use llmchain::provider::{Codec, DecodeError, DecodeOutcome, DecoderConfig};
+use llmchain::provider::DecodeError;
 use serde_json::json;
 
 /// The bytes of `tests/fixtures/<format>/<name>`.

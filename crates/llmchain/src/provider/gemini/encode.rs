@@ -427,7 +427,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
 
     let body = Body {
         contents,
-        system_instruction: (!system.is_empty()).then(|| SystemInstruction {
+        system_instruction: (!system.is_empty()).then_some(SystemInstruction {
             parts: [TextOnly { text: system }],
         }),
         tools,
