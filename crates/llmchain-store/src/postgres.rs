@@ -16,7 +16,7 @@ use std::time::Duration;
 use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, ser};
@@ -56,6 +56,19 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .connect(url)
+            .await?;
+        PostgresStore::init(pool).await
+    }
+
+    /// Connects with explicit options (e.g. a `search_path` through
+    /// [`PgConnectOptions::options`]) and brings the schema up to date.
+    pub async fn connect_options(
+        options: PgConnectOptions,
+        max_connections: u32,
+    ) -> StoreResult<PostgresStore> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect_with(options)
             .await?;
         PostgresStore::init(pool).await
     }
