@@ -87,7 +87,9 @@ fn parse_acks(lines: &[String]) -> Acks {
     let mut acks = Acks::default();
     for line in lines {
         // The harness may print "test crash_child ... " before the first ack.
-        let Some(at) = line.find("ACK ") else { continue };
+        let Some(at) = line.find("ACK ") else {
+            continue;
+        };
         let parts: Vec<&str> = line[at..].split_whitespace().collect();
         match parts.as_slice() {
             ["ACK", "open"] => acks.opened = true,
