@@ -26,6 +26,8 @@ enum Command {
     Decode(cmd::decode::DecodeArgs),
     /// Encode a conversation file into a provider request body.
     Encode(cmd::encode::EncodeArgs),
+    /// Stored conversations: list, show, resume, export.
+    Conversations(cmd::conversations::ConversationsArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Encode(args) => cmd::encode::run(args),
+        Command::Conversations(args) => cmd::conversations::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -216,5 +216,8 @@ async fn four_workers_one_killed() {
          ({by_killed} by the killed worker); {unknown} unknown outcomes after the kill",
         started.elapsed()
     );
-    assert!(executed as usize + unknown >= RUNS, "a run neither ran nor failed");
+    assert!(
+        executed as usize + unknown >= RUNS,
+        "a run neither ran nor failed"
+    );
 }

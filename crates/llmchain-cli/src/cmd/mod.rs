@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod conversations;
 pub mod decode;
 pub mod encode;
