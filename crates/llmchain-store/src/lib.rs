@@ -1,1 +1,70 @@
-//! llmchain-store: see the crate README; built in a later issue.
+//! # llmchain-store
+//!
+//! Durable llmchain conversations behind one async [`Store`] trait, with two backends:
+//!
+//! - [`SqliteStore`], the embedded default: a file in the user's data directory
+//!   ([`default_sqlite_path`]) or in memory; WAL with `synchronous=FULL` (see
+//!   [`sqlite`] for the trade-off against `NORMAL`);
+//! - [`PostgresStore`], for several processes on one or more machines: runs are claimed
+//!   by exactly one worker (`FOR UPDATE SKIP LOCKED`) under leases that expire.
+//!
+//! [`AnyStore::open`] picks one from a URL (`sqlite://PATH`, `sqlite::memory:`,
+//! `postgres://…`).
+//!
+//! ## What is stored
+//! - conversations: id, title, metadata, times, and the header of the storage format
+//!   (system prompt, tools, tool choice, parallel tool calls);
+//! - messages, append-only, as the storage-format JSON of
+//!   [`llmchain::message::Message`], numbered 0, 1, 2… per conversation (unique
+//!   `(conversation, seq)`); an append is one row insert and one counter update;
+//! - each tool call's `execution_status`, keyed by `(conversation, call_id)` and updated
+//!   in place, put back onto the calls when a conversation loads;
+//! - runs: a [`RunState`] JSON document (mode, status, failure count, pending interrupts,
+//!   review decisions, anything else) with the lease owner and expiry.
+//!
+//! ## Crash safety
+//! Every write is one transaction, durable when its call returns. A process killed at
+//! any point leaves a database that loads with contiguous sequence numbers; after a
+//! crash, [`Store::recover`] gives calls found `executing` (and calls whose result was
+//! lost) a failed "outcome unknown" result unless their tool is idempotent, in which
+//! case they are marked to run again ([`recovery`]).
+//!
+//! ## Schema
+//! Versioned migrations are embedded ([`schema`]); a database written by a newer
+//! version gives [`StoreError::SchemaTooNew`].
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use llmchain::message::Message;
+//! use llmchain_store::{NewConversation, SqliteStore, Store};
+//!
+//! let store = SqliteStore::in_memory().await?;
+//! let id = store.create_conversation(NewConversation::default()).await?;
+//! assert_eq!(store.append_message(&id, &Message::user("hi")).await?, 0);
+//! let loaded = store.get_conversation(&id).await?.unwrap();
+//! assert_eq!(loaded.conversation.messages.len(), 1);
+//! # Ok::<_, llmchain_store::StoreError>(())
+//! # }).unwrap();
+//! ```
+
+#![deny(missing_docs)]
+
+mod any;
+mod assemble;
+mod error;
+mod model;
+pub mod postgres;
+pub mod recovery;
+pub mod schema;
+pub mod sqlite;
+mod store;
+
+pub use any::AnyStore;
+pub use error::{StoreError, StoreResult};
+pub use model::{
+    ConversationSummary, NewConversation, Run, RunState, RunStatus, StoredConversation,
+};
+pub use postgres::PostgresStore;
+pub use recovery::Recovery;
+pub use sqlite::{Durability, SqliteStore, default_sqlite_path};
+pub use store::Store;

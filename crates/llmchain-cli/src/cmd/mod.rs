@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod conversations;
 pub mod decode;
 pub mod demo;
 pub mod encode;

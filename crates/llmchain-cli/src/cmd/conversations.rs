@@ -1,0 +1,283 @@
+//! `llmchain conversations list | show ID | resume ID | export ID`: stored conversations.
+//!
+//! The database is `--db URL`, else `LLMCHAIN_DATABASE_URL`, else the default SQLite
+//! file (`$XDG_DATA_HOME/llmchain/llmchain.db` or `~/.local/share/llmchain/llmchain.db`).
+//! URLs: `sqlite://PATH`, `sqlite::memory:`, `postgres://USER:PASS@HOST/DB`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use llmchain::message::{ContentType, Message, parts_to_string};
+use llmchain_store::{AnyStore, Store, StoreError, StoredConversation};
+
+use crate::error::{CliError, CliResult};
+
+/// The environment variable naming the database.
+pub const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
+
+/// Arguments of `llmchain conversations`.
+#[derive(Debug, clap::Args)]
+pub struct ConversationsArgs {
+    /// Database URL: sqlite://PATH or postgres://… (default: $LLMCHAIN_DATABASE_URL, else
+    /// the SQLite file in the user's data directory).
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// The `conversations` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// List conversations, most recently updated first.
+    List {
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a conversation's messages, tool calls (with their execution status) and runs.
+    Show {
+        /// The conversation id.
+        id: String,
+    },
+    /// Show what resuming a conversation would do (outstanding tool calls, runs).
+    Resume {
+        /// The conversation id.
+        id: String,
+    },
+    /// Write a conversation as a storage-format conversation file (JSON).
+    Export {
+        /// The conversation id.
+        id: String,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// Runs the command on a current-thread tokio runtime.
+pub fn run(args: ConversationsArgs) -> CliResult {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(run_async(args))
+}
+
+fn store_error(e: StoreError) -> CliError {
+    match e {
+        StoreError::BadUrl(_) | StoreError::ConversationNotFound(_) | StoreError::NoDataDir => {
+            CliError::Usage(e.to_string())
+        }
+        other => CliError::Runtime(other.to_string()),
+    }
+}
+
+/// The database URL from `--db`, else the environment, else `None` (the default file).
+fn database_url(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| {
+        std::env::var(DATABASE_URL_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+    })
+}
+
+async fn run_async(args: ConversationsArgs) -> CliResult {
+    let store = match database_url(args.db) {
+        Some(url) => AnyStore::open(&url).await,
+        None => AnyStore::open_default().await,
+    }
+    .map_err(store_error)?;
+    let mut out = String::new();
+    match args.action {
+        Action::List { limit, json } => {
+            let list = store.list_conversations(limit).await.map_err(store_error)?;
+            for s in &list {
+                if json {
+                    out.push_str(&serde_json::to_string(s).map_err(runtime)?);
+                    out.push('\n');
+                } else {
+                    out.push_str(&format!(
+                        "{}  {}  {:>5} messages  {}\n",
+                        s.id,
+                        time::format_ms(s.updated_at),
+                        s.message_count,
+                        s.title.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+            if list.is_empty() && !json {
+                eprintln!("no conversations");
+            }
+        }
+        Action::Show { id } => {
+            let stored = load(&store, &id).await?;
+            show(&mut out, &stored);
+            let runs = store.list_runs(&id).await.map_err(store_error)?;
+            for run in runs {
+                out.push_str(&format!(
+                    "run {}: {} (mode {:?}, failures {}, pending interrupts {})\n",
+                    run.id,
+                    run.state.status.as_str(),
+                    run.state.mode,
+                    run.state.failure_count,
+                    run.state.pending_interrupts.len()
+                ));
+            }
+        }
+        Action::Resume { id } => {
+            let stored = load(&store, &id).await?;
+            // Read-only: what recovery would find if no tool were idempotent.
+            let plan = llmchain_store::recovery::plan(&stored.conversation, &|_| false);
+            out.push_str(&format!(
+                "conversation {id}: {} messages\n",
+                stored.summary.message_count
+            ));
+            for call in &plan.pending {
+                out.push_str(&format!(
+                    "pending tool call {} ({})\n",
+                    call.call_id.as_deref().unwrap_or("?"),
+                    call.name.as_deref().unwrap_or("?")
+                ));
+            }
+            for r in &plan.unknown_outcome {
+                out.push_str(&format!(
+                    "tool call {} was executing when the process stopped: outcome unknown unless its tool is idempotent\n",
+                    r.tool_call_id
+                ));
+            }
+            for run in store.list_runs(&id).await.map_err(store_error)? {
+                out.push_str(&format!("run {}: {}\n", run.id, run.state.status.as_str()));
+            }
+            print(&out)?;
+            return Err(CliError::Runtime(
+                "resuming a conversation needs the chain (llmchain::chain), which this build does not include yet".into(),
+            ));
+        }
+        Action::Export { id, output } => {
+            let stored = load(&store, &id).await?;
+            let mut json = serde_json::to_string_pretty(&stored.conversation).map_err(runtime)?;
+            json.push('\n');
+            match output {
+                Some(path) => std::fs::write(&path, json).map_err(|e| {
+                    CliError::Runtime(format!("cannot write {}: {e}", path.display()))
+                })?,
+                None => out = json,
+            }
+        }
+    }
+    print(&out)
+}
+
+fn runtime(e: impl std::fmt::Display) -> CliError {
+    CliError::Runtime(e.to_string())
+}
+
+fn print(out: &str) -> CliResult {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| CliError::Runtime(format!("cannot write to stdout: {e}")))
+}
+
+async fn load(store: &AnyStore, id: &str) -> Result<StoredConversation, CliError> {
+    store
+        .get_conversation(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| CliError::Usage(format!("no conversation with id {id:?}")))
+}
+
+fn show(out: &mut String, stored: &StoredConversation) {
+    let s = &stored.summary;
+    let c = &stored.conversation;
+    out.push_str(&format!(
+        "conversation {}{}\ncreated {}, updated {}, {} messages\n",
+        s.id,
+        s.title
+            .as_deref()
+            .map(|t| format!(" — {t}"))
+            .unwrap_or_default(),
+        time::format_ms(s.created_at),
+        time::format_ms(s.updated_at),
+        s.message_count
+    ));
+    if let Some(system) = &c.system {
+        out.push_str(&format!("system: {system}\n"));
+    }
+    if !c.tools.is_empty() {
+        let names: Vec<&str> = c.tools.iter().map(|t| t.name.as_str()).collect();
+        out.push_str(&format!("tools: {}\n", names.join(", ")));
+    }
+    for (seq, m) in c.messages.iter().enumerate() {
+        show_message(out, seq, m);
+    }
+}
+
+fn show_message(out: &mut String, seq: usize, m: &Message) {
+    let text = parts_to_string(&m.content, ContentType::Text).unwrap_or_default();
+    out.push_str(&format!("[{seq}] {}: {text}\n", m.role.as_str()));
+    for call in &m.tool_calls {
+        out.push_str(&format!(
+            "    -> {} {}({}) [{}]\n",
+            call.call_id.as_deref().unwrap_or("?"),
+            call.name.as_deref().unwrap_or("?"),
+            serde_json::Value::Object(call.arguments_as_map()),
+            call.execution_status()
+        ));
+    }
+    for r in &m.tool_results {
+        out.push_str(&format!(
+            "    <- {}{}: {}\n",
+            r.tool_call_id,
+            if r.is_error() { " (error)" } else { "" },
+            r.content_text()
+        ));
+    }
+}
+
+/// Times for humans, in UTC.
+mod time {
+    /// `YYYY-MM-DD HH:MM:SS UTC` from milliseconds since the Unix epoch.
+    ///
+    /// Hand-written (days → civil date, H. Hinnant's algorithm) to avoid a date-time
+    /// dependency for one line of output.
+    pub fn format_ms(ms: i64) -> String {
+        let secs = ms.div_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        format!(
+            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60
+        )
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn formats_known_instants() {
+            assert_eq!(super::format_ms(0), "1970-01-01 00:00:00 UTC");
+            assert_eq!(super::format_ms(951_782_400_000), "2000-02-29 00:00:00 UTC");
+            assert_eq!(
+                super::format_ms(1_798_761_599_000),
+                "2026-12-31 23:59:59 UTC"
+            );
+        }
+    }
+}

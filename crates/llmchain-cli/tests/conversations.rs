@@ -1,0 +1,171 @@
+//! `llmchain conversations …` against a SQLite file written through the store.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use llmchain::conversation::{Conversation, ToolDefinition};
+use llmchain::message::{ExecutionStatus, Message, ToolCall, ToolResult};
+use llmchain_store::{NewConversation, SqliteStore, Store};
+use serde_json::json;
+
+fn llmchain(args: &[&str], env_db: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llmchain"));
+    cmd.args(args).env_remove("LLMCHAIN_DATABASE_URL");
+    if let Some(url) = env_db {
+        cmd.env("LLMCHAIN_DATABASE_URL", url);
+    }
+    cmd.output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// A conversation with a header, a completed call, and a call left executing.
+async fn populate(path: &Path) -> (String, Conversation) {
+    let store = SqliteStore::open(path).await.unwrap();
+    let mut conv = Conversation::new();
+    conv.system = Some("Be brief.".into());
+    conv.tools.push(ToolDefinition {
+        name: "get_weather".into(),
+        description: "Weather by city".into(),
+        ..Default::default()
+    });
+    conv.messages
+        .push(Message::user("Weather in Paris and send it to Bob?"));
+    conv.messages.push(Message::assistant_with_calls(
+        "Checking.",
+        vec![
+            ToolCall::function("call_1", "get_weather", json!({"city": "Paris"})).unwrap(),
+            ToolCall::function("call_2", "send_mail", json!({"to": "bob"})).unwrap(),
+        ],
+    ));
+    conv.messages.push(Message::tool(vec![
+        ToolResult::text("call_1", "18C").with_name("get_weather"),
+    ]));
+    let id = store
+        .create_conversation(NewConversation::from_conversation(conv.clone()).with_title("weather"))
+        .await
+        .unwrap();
+    store
+        .set_tool_status(&id, "call_1", ExecutionStatus::Completed)
+        .await
+        .unwrap();
+    store
+        .set_tool_status(&id, "call_2", ExecutionStatus::Executing)
+        .await
+        .unwrap();
+    store.create_run(&id, &Default::default()).await.unwrap();
+    store.pool().close().await;
+    conv.messages[1].tool_calls[0].set_execution_status("completed");
+    conv.messages[1].tool_calls[1].set_execution_status("executing");
+    (id, conv)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn list_show_export_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.db");
+    let (id, conv) = populate(&path).await;
+    let url = format!("sqlite://{}", path.display());
+
+    let list = llmchain(&["conversations", "--db", &url, "list"], None);
+    assert!(list.status.success(), "{list:?}");
+    let text = stdout(&list);
+    assert!(
+        text.contains(&id) && text.contains("3 messages") && text.contains("weather"),
+        "{text}"
+    );
+
+    // The environment variable works too, and --json gives one object per line.
+    let list = llmchain(&["conversations", "list", "--json"], Some(&url));
+    assert!(list.status.success());
+    let row: serde_json::Value = serde_json::from_str(stdout(&list).trim()).unwrap();
+    assert_eq!(row["id"], json!(id));
+    assert_eq!(row["message_count"], json!(3));
+
+    let show = llmchain(&["conversations", "show", &id, "--db", &url], None);
+    assert!(show.status.success());
+    let text = stdout(&show);
+    for needle in [
+        "system: Be brief.",
+        "tools: get_weather",
+        "[0] user: Weather in Paris",
+        "-> call_1 get_weather({\"city\":\"Paris\"}) [completed]",
+        "-> call_2 send_mail({\"to\":\"bob\"}) [executing]",
+        "<- call_1: 18C",
+        "run ",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+
+    // Export is the storage format's conversation file, statuses included.
+    let export = llmchain(&["conversations", "--db", &url, "export", &id], None);
+    assert!(export.status.success());
+    let exported = Conversation::from_json(&stdout(&export)).unwrap();
+    assert_eq!(exported, conv);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&export)).unwrap();
+    assert_eq!(value["version"], json!(1));
+    let file = dir.path().join("out.json");
+    let export = llmchain(
+        &[
+            "conversations",
+            "--db",
+            &url,
+            "export",
+            &id,
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(export.status.success());
+    let from_file = Conversation::from_json(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(from_file, conv);
+
+    // Resume shows the state, then says the chain is needed (exit 1).
+    let resume = llmchain(&["conversations", "--db", &url, "resume", &id], None);
+    assert_eq!(resume.status.code(), Some(1));
+    assert!(
+        stdout(&resume).contains("call_2 was executing"),
+        "{}",
+        stdout(&resume)
+    );
+    let err = String::from_utf8(resume.stderr).unwrap();
+    assert!(
+        err.contains("needs the chain") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("empty.db").display());
+    for args in [
+        vec!["conversations", "--db", url.as_str(), "show", "nope"],
+        vec!["conversations", "--db", "mysql://x/y", "list"],
+    ] {
+        let out = llmchain(&args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("llmchain: "), "{err}");
+    }
+    let out = llmchain(&["conversations", "list"], Some(&url));
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn default_database_is_in_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        .args(["conversations", "list"])
+        .env_remove("LLMCHAIN_DATABASE_URL")
+        .env("XDG_DATA_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.path().join("llmchain").join("llmchain.db").exists());
+}

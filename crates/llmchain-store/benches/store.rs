@@ -1,0 +1,113 @@
+//! Store hot paths: appending messages with durability on, and loading a conversation.
+//!
+//! `cargo bench -p llmchain-store --bench store`. The PostgreSQL benches run when
+//! `LLMCHAIN_TEST_POSTGRES_URL` is set. Besides criterion's figures, each backend prints
+//! the wall time of literally appending 10,000 messages one call at a time.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use llmchain::message::{Message, ToolCall};
+use llmchain_store::{Durability, NewConversation, PostgresStore, SqliteStore, Store};
+use serde_json::json;
+use tokio::runtime::Runtime;
+
+fn message(i: usize) -> Message {
+    let call = ToolCall::function(
+        format!("call_{i}"),
+        "get_weather",
+        json!({"city": "Paris", "units": "metric", "days": 3}),
+    )
+    .unwrap();
+    Message::assistant_with_calls(format!("Let me check the weather, step {i}."), vec![call])
+}
+
+fn rt() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn bench_store<S: Store>(c: &mut Criterion, label: &str, rt: &Runtime, store: &S) {
+    // Literally 10,000 appends, one call (one transaction) each.
+    let id = rt
+        .block_on(store.create_conversation(NewConversation::default()))
+        .unwrap();
+    let started = Instant::now();
+    for i in 0..10_000 {
+        rt.block_on(store.append_message(&id, &message(i))).unwrap();
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "{label}: 10,000 single appends in {took:?} = {:.0} messages/s",
+        10_000.0 / took.as_secs_f64()
+    );
+
+    let mut g = c.benchmark_group(label);
+    g.measurement_time(Duration::from_secs(4));
+    g.warm_up_time(Duration::from_secs(1));
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    g.bench_function("append_one", |b| {
+        b.iter(|| {
+            i += 1;
+            rt.block_on(store.append_message(&id, &message(i))).unwrap()
+        })
+    });
+    let batch: Vec<Message> = (0..10).map(message).collect();
+    g.throughput(Throughput::Elements(10));
+    g.bench_function("append_batch_of_10", |b| {
+        b.iter(|| rt.block_on(store.append_messages(&id, &batch)).unwrap())
+    });
+
+    let small = rt
+        .block_on(store.create_conversation(NewConversation::default()))
+        .unwrap();
+    let thousand: Vec<Message> = (0..1000).map(message).collect();
+    rt.block_on(store.append_messages(&small, &thousand))
+        .unwrap();
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("load_1000", |b| {
+        b.iter(|| {
+            let c = rt
+                .block_on(store.get_conversation(black_box(&small)))
+                .unwrap();
+            assert_eq!(c.unwrap().conversation.messages.len(), 1000);
+        })
+    });
+    g.finish();
+}
+
+fn sqlite(c: &mut Criterion) {
+    let rt = rt();
+    let dir = tempfile::tempdir().unwrap();
+    let full = rt
+        .block_on(SqliteStore::open_with(
+            dir.path().join("full.db"),
+            Durability::Full,
+        ))
+        .unwrap();
+    bench_store(c, "sqlite_full", &rt, &full);
+    let normal = rt
+        .block_on(SqliteStore::open_with(
+            dir.path().join("normal.db"),
+            Durability::Normal,
+        ))
+        .unwrap();
+    bench_store(c, "sqlite_normal", &rt, &normal);
+}
+
+fn postgres(c: &mut Criterion) {
+    let Ok(url) = std::env::var("LLMCHAIN_TEST_POSTGRES_URL") else {
+        eprintln!("postgres benches skipped: set LLMCHAIN_TEST_POSTGRES_URL");
+        return;
+    };
+    let rt = rt();
+    let store = rt.block_on(PostgresStore::connect(&url)).unwrap();
+    bench_store(c, "postgres", &rt, &store);
+}
+
+criterion_group!(benches, sqlite, postgres);
+criterion_main!(benches);

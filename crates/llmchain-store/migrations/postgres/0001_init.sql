@@ -1,0 +1,40 @@
+-- llmchain-store schema version 1 (PostgreSQL).
+CREATE TABLE conversations (
+    id         TEXT PRIMARY KEY,
+    title      TEXT,
+    metadata   TEXT NOT NULL DEFAULT '{}',
+    header     TEXT NOT NULL,
+    next_seq   BIGINT NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX conversations_updated ON conversations (updated_at);
+
+CREATE TABLE messages (
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    seq             BIGINT NOT NULL,
+    body            TEXT NOT NULL,
+    created_at      BIGINT NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+);
+
+CREATE TABLE tool_calls (
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    call_id         TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    updated_at      BIGINT NOT NULL,
+    PRIMARY KEY (conversation_id, call_id)
+);
+
+CREATE TABLE runs (
+    id               TEXT PRIMARY KEY,
+    conversation_id  TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    status           TEXT NOT NULL,
+    state            TEXT NOT NULL,
+    lease_owner      TEXT,
+    lease_expires_at BIGINT,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+CREATE INDEX runs_claim ON runs (status, created_at);
+CREATE INDEX runs_conversation ON runs (conversation_id);

@@ -1,0 +1,141 @@
+//! [`AnyStore`]: a backend chosen at run time from a URL.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use llmchain::conversation::Conversation;
+use llmchain::message::{ExecutionStatus, Message};
+
+use crate::error::{StoreError, StoreResult};
+use crate::model::{ConversationSummary, NewConversation, Run, RunState, StoredConversation};
+use crate::postgres::PostgresStore;
+use crate::recovery::Recovery;
+use crate::sqlite::SqliteStore;
+use crate::store::Store;
+
+/// Either backend, chosen by [`AnyStore::open`].
+#[derive(Debug, Clone)]
+pub enum AnyStore {
+    /// SQLite.
+    Sqlite(SqliteStore),
+    /// PostgreSQL.
+    Postgres(PostgresStore),
+}
+
+impl AnyStore {
+    /// Opens a store from a URL:
+    /// - `sqlite://PATH` or `sqlite:PATH` (a file, created if missing; `sqlite:///abs/path`
+    ///   and `sqlite://relative/path` both work);
+    /// - `sqlite::memory:` (a private in-memory database);
+    /// - `postgres://…` or `postgresql://…`.
+    pub async fn open(url: &str) -> StoreResult<AnyStore> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(AnyStore::Postgres(PostgresStore::connect(url).await?));
+        }
+        if url == "sqlite::memory:" || url == "sqlite://:memory:" {
+            return Ok(AnyStore::Sqlite(SqliteStore::in_memory().await?));
+        }
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| StoreError::BadUrl(url.into()))?;
+        Ok(AnyStore::Sqlite(SqliteStore::open(path).await?))
+    }
+
+    /// The default SQLite file ([`default_sqlite_path`](crate::default_sqlite_path)).
+    pub async fn open_default() -> StoreResult<AnyStore> {
+        Ok(AnyStore::Sqlite(SqliteStore::open_default().await?))
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            AnyStore::Sqlite($s) => $e.await,
+            AnyStore::Postgres($s) => $e.await,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
+        delegate!(self, s => s.create_conversation(new))
+    }
+    async fn update_header(&self, id: &str, header: &Conversation) -> StoreResult<()> {
+        delegate!(self, s => s.update_header(id, header))
+    }
+    async fn get_conversation(&self, id: &str) -> StoreResult<Option<StoredConversation>> {
+        delegate!(self, s => s.get_conversation(id))
+    }
+    async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
+        delegate!(self, s => s.list_conversations(limit))
+    }
+    async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
+        delegate!(self, s => s.append_message(id, message))
+    }
+    async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
+        delegate!(self, s => s.append_messages(id, messages))
+    }
+    async fn set_tool_status(
+        &self,
+        id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        delegate!(self, s => s.set_tool_status(id, call_id, status))
+    }
+    async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
+        delegate!(self, s => s.tool_statuses(id))
+    }
+    async fn recover(
+        &self,
+        id: &str,
+        is_idempotent: &(dyn Fn(&str) -> bool + Sync),
+    ) -> StoreResult<Recovery> {
+        delegate!(self, s => s.recover(id, is_idempotent))
+    }
+    async fn create_run(&self, conversation_id: &str, state: &RunState) -> StoreResult<Run> {
+        delegate!(self, s => s.create_run(conversation_id, state))
+    }
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
+        delegate!(self, s => s.get_run(run_id))
+    }
+    async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
+        delegate!(self, s => s.list_runs(conversation_id))
+    }
+    async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+        delegate!(self, s => s.claim_run(worker_id, lease))
+    }
+    async fn renew_lease(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        lease: Duration,
+    ) -> StoreResult<Run> {
+        delegate!(self, s => s.renew_lease(run_id, worker_id, lease))
+    }
+    async fn update_run(&self, run_id: &str, worker_id: &str, state: &RunState) -> StoreResult<()> {
+        delegate!(self, s => s.update_run(run_id, worker_id, state))
+    }
+    async fn complete_run(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        state: &RunState,
+    ) -> StoreResult<()> {
+        delegate!(self, s => s.complete_run(run_id, worker_id, state))
+    }
+    async fn set_tool_status_leased(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        delegate!(self, s => s.set_tool_status_leased(run_id, worker_id, call_id, status))
+    }
+    async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
+        delegate!(self, s => s.resume_run(run_id, state))
+    }
+}

@@ -1,0 +1,537 @@
+//! The PostgreSQL backend: several processes, on one machine or many.
+//!
+//! Runs are claimed with `SELECT … FOR UPDATE SKIP LOCKED`, so each claim goes to
+//! exactly one worker; leases are compared with the database's clock, so workers'
+//! clocks need not agree. A worker whose lease expired gets
+//! [`StoreError::LeaseLost`] on its next fenced write.
+//!
+//! Messages and documents are stored as `TEXT` (not `jsonb`, which would reorder object
+//! keys): what is read back is exactly what was written. Connections are plain TCP or
+//! Unix sockets (no TLS is compiled in); put TLS in front (e.g. a local proxy) across
+//! untrusted networks.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use llmchain::conversation::Conversation;
+use llmchain::message::{ExecutionStatus, Message};
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+
+use crate::assemble;
+use crate::error::{StoreError, StoreResult, ser};
+use crate::model::{
+    ConversationSummary, NewConversation, Run, RunState, RunStatus, StoredConversation,
+    duration_ms, new_id, now_ms,
+};
+use crate::recovery::{self, Recovery};
+use crate::schema;
+use crate::store::Store;
+
+/// Conversations in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+/// The database clock in milliseconds since the Unix epoch: leases use it, so the
+/// workers' clocks need not agree.
+macro_rules! db_now {
+    () => {
+        "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+    };
+}
+
+/// Key of the advisory lock that serialises migrations between processes.
+const MIGRATION_LOCK: i64 = 0x6c6c_6d63_6861_696e;
+
+impl PostgresStore {
+    /// Connects (`postgres://USER:PASSWORD@HOST:PORT/DB`) and brings the schema up to date.
+    pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
+        PostgresStore::connect_with(url, 8).await
+    }
+
+    /// [`connect`](Self::connect) with a maximum pool size.
+    pub async fn connect_with(url: &str, max_connections: u32) -> StoreResult<PostgresStore> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(url)
+            .await?;
+        PostgresStore::init(pool).await
+    }
+
+    /// Connects with explicit options (e.g. a `search_path` through
+    /// [`PgConnectOptions::options`]) and brings the schema up to date.
+    pub async fn connect_options(
+        options: PgConnectOptions,
+        max_connections: u32,
+    ) -> StoreResult<PostgresStore> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect_with(options)
+            .await?;
+        PostgresStore::init(pool).await
+    }
+
+    /// The connection pool, for callers that keep their own tables beside ours.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn init(pool: PgPool) -> StoreResult<PostgresStore> {
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(schema::CREATE_VERSION_TABLE)
+            .execute(&mut *tx)
+            .await?;
+        let current: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM llmchain_schema")
+            .fetch_one(&mut *tx)
+            .await?;
+        let current = current.unwrap_or(0);
+        if current > schema::SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found: current,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        for (version, sql) in schema::POSTGRES.iter().filter(|(v, _)| *v > current) {
+            sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO llmchain_schema (version) VALUES ($1)")
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(PostgresStore { pool })
+    }
+}
+async fn append_in(conn: &mut PgConnection, id: &str, messages: &[Message]) -> StoreResult<i64> {
+    let now = now_ms();
+    let n = messages.len() as i64;
+    let first: Option<i64> = sqlx::query_scalar(
+        "UPDATE conversations SET next_seq = next_seq + $1, updated_at = $2 WHERE id = $3 RETURNING next_seq - $4",
+    )
+    .bind(n)
+    .bind(now)
+    .bind(id)
+    .bind(n)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let first = first.ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
+    for (i, message) in messages.iter().enumerate() {
+        let body = ser("message", message)?;
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, seq, body, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(first + i as i64)
+        .bind(body)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(first)
+}
+
+async fn set_status_in(
+    conn: &mut PgConnection,
+    id: &str,
+    call_id: &str,
+    status: ExecutionStatus,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO tool_calls (conversation_id, call_id, status, updated_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (conversation_id, call_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at",
+    )
+    .bind(id)
+    .bind(call_id)
+    .bind(status.as_str())
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+async fn statuses_in(
+    conn: &mut PgConnection,
+    id: &str,
+) -> StoreResult<HashMap<String, ExecutionStatus>> {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT call_id, status FROM tool_calls WHERE conversation_id = $1")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    rows.into_iter()
+        .map(|(call, s)| Ok((call.clone(), assemble::parse_status(id, &call, &s)?)))
+        .collect()
+}
+
+fn summary(id: String, row: &sqlx::postgres::PgRow) -> StoreResult<ConversationSummary> {
+    let metadata: String = row.try_get("metadata")?;
+    Ok(ConversationSummary {
+        metadata: assemble::parse_metadata(&id, &metadata)?,
+        title: row.try_get("title")?,
+        message_count: row.try_get("next_seq")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        id,
+    })
+}
+
+async fn load_in(conn: &mut PgConnection, id: &str) -> StoreResult<Option<StoredConversation>> {
+    let Some(row) = sqlx::query(
+        "SELECT id, title, metadata, header, next_seq, created_at, updated_at FROM conversations WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let summary = summary(id.to_owned(), &row)?;
+    let header: String = row.try_get("header")?;
+    let mut conversation = assemble::parse_header(id, &header)?;
+    let statuses = statuses_in(conn, id).await?;
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, body FROM messages WHERE conversation_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    if rows.len() as i64 != summary.message_count {
+        return Err(StoreError::Corrupt {
+            conversation: id.into(),
+            location: "messages".into(),
+            message: format!(
+                "{} messages stored, {} expected",
+                rows.len(),
+                summary.message_count
+            ),
+        });
+    }
+    conversation.messages = assemble::messages(id, rows, &statuses)?;
+    Ok(Some(StoredConversation {
+        summary,
+        conversation,
+    }))
+}
+
+macro_rules! run_columns {
+    () => {
+        "id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, updated_at"
+    };
+}
+
+/// Conversation, lease owner, lease expiry, status, database time.
+type LeaseRow = (String, Option<String>, Option<i64>, String, i64);
+
+/// Checks, inside a transaction, that `worker` holds a live lease on `run`, and locks the
+/// run's row until the transaction ends (so no other worker can claim it meanwhile).
+async fn check_lease(conn: &mut PgConnection, run: &str, worker: &str) -> StoreResult<String> {
+    let row: Option<LeaseRow> = sqlx::query_as(concat!(
+        "SELECT conversation_id, lease_owner, lease_expires_at, status, ",
+        db_now!(),
+        " FROM runs WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(run)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (conv, owner, expires, status, now) =
+        row.ok_or_else(|| StoreError::RunNotFound(run.into()))?;
+    let live = status == RunStatus::Running.as_str()
+        && owner.as_deref() == Some(worker)
+        && expires.is_some_and(|e| e > now);
+    if live {
+        Ok(conv)
+    } else {
+        Err(StoreError::LeaseLost {
+            run: run.into(),
+            worker: worker.into(),
+        })
+    }
+}
+
+impl Store for PostgresStore {
+    async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
+        let id = new.id.unwrap_or_else(new_id);
+        let header = assemble::header_json(&new.conversation)?;
+        let metadata = ser("metadata", &new.metadata)?;
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 0, $5, $6) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(&new.title)
+        .bind(metadata)
+        .bind(header)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::ConversationExists(id));
+        }
+        if !new.conversation.messages.is_empty() {
+            append_in(&mut tx, &id, &new.conversation.messages).await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn update_header(&self, id: &str, header: &Conversation) -> StoreResult<()> {
+        let header = assemble::header_json(header)?;
+        let done =
+            sqlx::query("UPDATE conversations SET header = $1, updated_at = $2 WHERE id = $3")
+                .bind(header)
+                .bind(now_ms())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::ConversationNotFound(id.into()));
+        }
+        Ok(())
+    }
+
+    async fn get_conversation(&self, id: &str) -> StoreResult<Option<StoredConversation>> {
+        // One snapshot of header, statuses and messages.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?;
+        let out = load_in(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
+        let rows = sqlx::query(
+            "SELECT id, title, metadata, next_seq, created_at, updated_at FROM conversations \
+             ORDER BY updated_at DESC, id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| summary(row.try_get("id")?, row))
+            .collect()
+    }
+
+    async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
+        self.append_messages(id, std::slice::from_ref(message))
+            .await
+    }
+
+    async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        let first = append_in(&mut tx, id, messages).await?;
+        tx.commit().await?;
+        Ok(first)
+    }
+
+    async fn set_tool_status(
+        &self,
+        id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        set_status_in(&mut conn, id, call_id, status).await
+    }
+
+    async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
+        let mut conn = self.pool.acquire().await?;
+        statuses_in(&mut conn, id).await
+    }
+
+    async fn recover(
+        &self,
+        id: &str,
+        is_idempotent: &(dyn Fn(&str) -> bool + Sync),
+    ) -> StoreResult<Recovery> {
+        let mut tx = self.pool.begin().await?;
+        // Serialises recoveries and appends of this conversation.
+        sqlx::query("SELECT id FROM conversations WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let stored = load_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
+        let plan = recovery::plan(&stored.conversation, is_idempotent);
+        if !plan.unknown_outcome.is_empty() {
+            append_in(&mut tx, id, &[Message::tool(plan.unknown_outcome.clone())]).await?;
+            for r in &plan.unknown_outcome {
+                set_status_in(&mut tx, id, &r.tool_call_id, ExecutionStatus::Failed).await?;
+            }
+        }
+        for call in &plan.rerun {
+            if let Some(call_id) = &call.call_id {
+                set_status_in(&mut tx, id, call_id, ExecutionStatus::Identified).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(plan)
+    }
+
+    async fn create_run(&self, conversation_id: &str, state: &RunState) -> StoreResult<Run> {
+        let id = new_id();
+        let now = now_ms();
+        let row: assemble::RunRow = sqlx::query_as(concat!(
+            "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING ",
+            run_columns!(),
+            ""
+        ))
+        .bind(&id)
+        .bind(conversation_id)
+        .bind(state.status.as_str())
+        .bind(ser("run state", state)?)
+        .bind(now)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
+                StoreError::ConversationNotFound(conversation_id.into())
+            }
+            _ => e.into(),
+        })?;
+        assemble::run(row)
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
+        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE id = $1"
+        ))
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(assemble::run).transpose()
+    }
+
+    async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
+        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE conversation_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(assemble::run).collect()
+    }
+
+    async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+            "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = ",
+            db_now!(),
+            " + $2, updated_at = ",
+            db_now!(),
+            " WHERE id = (SELECT id FROM runs WHERE status = 'pending' \
+                OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ",
+            db_now!(),
+            ")) ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
+            run_columns!()
+        ))
+        .bind(worker_id)
+        .bind(duration_ms(lease))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(assemble::run).transpose()
+    }
+
+    async fn renew_lease(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        lease: Duration,
+    ) -> StoreResult<Run> {
+        let mut tx = self.pool.begin().await?;
+        check_lease(&mut tx, run_id, worker_id).await?;
+        let row: assemble::RunRow = sqlx::query_as(concat!(
+            "UPDATE runs SET lease_expires_at = ",
+            db_now!(),
+            " + $1, updated_at = ",
+            db_now!(),
+            " WHERE id = $2 RETURNING ",
+            run_columns!()
+        ))
+        .bind(duration_ms(lease))
+        .bind(run_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        assemble::run(row)
+    }
+
+    async fn update_run(&self, run_id: &str, worker_id: &str, state: &RunState) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        check_lease(&mut tx, run_id, worker_id).await?;
+        sqlx::query("UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3")
+            .bind(ser("run state", state)?)
+            .bind(now_ms())
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn complete_run(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        state: &RunState,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        check_lease(&mut tx, run_id, worker_id).await?;
+        sqlx::query(
+            "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $4",
+        )
+        .bind(state.status.as_str())
+        .bind(ser("run state", state)?)
+        .bind(now_ms())
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_tool_status_leased(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        let conv = check_lease(&mut tx, run_id, worker_id).await?;
+        set_status_in(&mut tx, &conv, call_id, status).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'pending', state = $1, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2 \
+             WHERE id = $3 AND status = 'paused'",
+        )
+        .bind(ser("run state", state)?)
+        .bind(now_ms())
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::RunNotFound(run_id.into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,578 @@
+//! The SQLite backend: the embedded default.
+//!
+//! # Durability: WAL with `synchronous=FULL`
+//!
+//! A write must be durable when its call returns. In WAL mode:
+//! - `synchronous=NORMAL` syncs the WAL only at checkpoints. A *process* crash
+//!   (SIGKILL, panic) loses nothing, since committed frames are in the OS page cache, but
+//!   a *power loss or kernel crash* can lose the last transactions that had returned.
+//! - `synchronous=FULL` syncs the WAL at every commit, so a returned write survives power
+//!   loss too, at the cost of one `fsync` per transaction.
+//!
+//! We default to [`Durability::Full`], because the chain's crash rules (a call marked
+//! `executing` is never re-run blindly) are only sound if a recorded status cannot
+//! silently vanish. [`Durability::Normal`] is available for callers that accept losing the
+//! last writes on power loss (tests, scratch data). To amortise the sync, batch appends
+//! with [`Store::append_messages`]: one transaction, one sync.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use llmchain::conversation::Conversation;
+use llmchain::message::{ExecutionStatus, Message};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{Connection, Row};
+
+use crate::assemble;
+use crate::error::{StoreError, StoreResult, ser};
+use crate::model::{
+    ConversationSummary, NewConversation, Run, RunState, RunStatus, StoredConversation,
+    duration_ms, new_id, now_ms,
+};
+use crate::recovery::{self, Recovery};
+use crate::schema;
+use crate::store::Store;
+
+/// How hard SQLite syncs (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: a returned write survives power loss. The default.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: a returned write survives a process crash, not power loss.
+    Normal,
+}
+
+/// The default database file: `$XDG_DATA_HOME/llmchain/llmchain.db`, else
+/// `~/.local/share/llmchain/llmchain.db`.
+pub fn default_sqlite_path() -> StoreResult<PathBuf> {
+    let base = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .ok_or(StoreError::NoDataDir)?;
+            PathBuf::from(home).join(".local").join("share")
+        }
+    };
+    Ok(base.join("llmchain").join("llmchain.db"))
+}
+
+/// Conversations in SQLite.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+impl SqliteStore {
+    /// Opens (creating it and its directory if needed) a database file with
+    /// [`Durability::Full`], and brings its schema up to date.
+    pub async fn open(path: impl AsRef<Path>) -> StoreResult<SqliteStore> {
+        SqliteStore::open_with(path, Durability::Full).await
+    }
+
+    /// [`open`](Self::open) with a chosen durability.
+    pub async fn open_with(
+        path: impl AsRef<Path>,
+        durability: Durability,
+    ) -> StoreResult<SqliteStore> {
+        let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                context: format!("cannot create {}", dir.display()),
+                source,
+            })?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Normal => SqliteSynchronous::Normal,
+            })
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        SqliteStore::init(pool).await
+    }
+
+    /// Opens the default database file ([`default_sqlite_path`]).
+    pub async fn open_default() -> StoreResult<SqliteStore> {
+        SqliteStore::open(default_sqlite_path()?).await
+    }
+
+    /// A private in-memory database (gone when the store is dropped).
+    pub async fn in_memory() -> StoreResult<SqliteStore> {
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
+        // One connection that never closes: each in-memory connection is its own database.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await?;
+        SqliteStore::init(pool).await
+    }
+
+    /// The connection pool, for callers that keep their own tables beside ours.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    async fn init(pool: SqlitePool) -> StoreResult<SqliteStore> {
+        let mut conn = pool.acquire().await?;
+        let mut tx = conn.begin_with(BEGIN_WRITE).await?;
+        sqlx::query(schema::CREATE_VERSION_TABLE)
+            .execute(&mut *tx)
+            .await?;
+        let current: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM llmchain_schema")
+            .fetch_one(&mut *tx)
+            .await?;
+        let current = current.unwrap_or(0);
+        if current > schema::SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found: current,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        for (version, sql) in schema::SQLITE.iter().filter(|(v, _)| *v > current) {
+            sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO llmchain_schema (version) VALUES (?)")
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        drop(conn);
+        Ok(SqliteStore { pool })
+    }
+}
+
+async fn append_in(
+    conn: &mut SqliteConnection,
+    id: &str,
+    messages: &[Message],
+) -> StoreResult<i64> {
+    let now = now_ms();
+    let n = messages.len() as i64;
+    let first: Option<i64> = sqlx::query_scalar(
+        "UPDATE conversations SET next_seq = next_seq + ?, updated_at = ? WHERE id = ? RETURNING next_seq - ?",
+    )
+    .bind(n)
+    .bind(now)
+    .bind(id)
+    .bind(n)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let first = first.ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
+    for (i, message) in messages.iter().enumerate() {
+        let body = ser("message", message)?;
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, seq, body, created_at) VALUES (?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(first + i as i64)
+        .bind(body)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(first)
+}
+
+async fn set_status_in(
+    conn: &mut SqliteConnection,
+    id: &str,
+    call_id: &str,
+    status: ExecutionStatus,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO tool_calls (conversation_id, call_id, status, updated_at) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (conversation_id, call_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at",
+    )
+    .bind(id)
+    .bind(call_id)
+    .bind(status.as_str())
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+async fn statuses_in(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> StoreResult<HashMap<String, ExecutionStatus>> {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT call_id, status FROM tool_calls WHERE conversation_id = ?")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    rows.into_iter()
+        .map(|(call, s)| Ok((call.clone(), assemble::parse_status(id, &call, &s)?)))
+        .collect()
+}
+
+fn summary(id: String, row: &sqlx::sqlite::SqliteRow) -> StoreResult<ConversationSummary> {
+    let metadata: String = row.try_get("metadata")?;
+    Ok(ConversationSummary {
+        metadata: assemble::parse_metadata(&id, &metadata)?,
+        title: row.try_get("title")?,
+        message_count: row.try_get("next_seq")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        id,
+    })
+}
+
+async fn load_in(conn: &mut SqliteConnection, id: &str) -> StoreResult<Option<StoredConversation>> {
+    let Some(row) = sqlx::query(
+        "SELECT id, title, metadata, header, next_seq, created_at, updated_at FROM conversations WHERE id = ?",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let summary = summary(id.to_owned(), &row)?;
+    let header: String = row.try_get("header")?;
+    let mut conversation = assemble::parse_header(id, &header)?;
+    let statuses = statuses_in(conn, id).await?;
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, body FROM messages WHERE conversation_id = ? ORDER BY seq")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    if rows.len() as i64 != summary.message_count {
+        return Err(StoreError::Corrupt {
+            conversation: id.into(),
+            location: "messages".into(),
+            message: format!(
+                "{} messages stored, {} expected",
+                rows.len(),
+                summary.message_count
+            ),
+        });
+    }
+    conversation.messages = assemble::messages(id, rows, &statuses)?;
+    Ok(Some(StoredConversation {
+        summary,
+        conversation,
+    }))
+}
+
+macro_rules! run_columns {
+    () => {
+        "id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, updated_at"
+    };
+}
+
+/// Checks, inside a write transaction, that `worker` holds a live lease on `run`.
+async fn check_lease(conn: &mut SqliteConnection, run: &str, worker: &str) -> StoreResult<String> {
+    let row: Option<(String, Option<String>, Option<i64>, String)> = sqlx::query_as(
+        "SELECT conversation_id, lease_owner, lease_expires_at, status FROM runs WHERE id = ?",
+    )
+    .bind(run)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (conv, owner, expires, status) = row.ok_or_else(|| StoreError::RunNotFound(run.into()))?;
+    let live = status == RunStatus::Running.as_str()
+        && owner.as_deref() == Some(worker)
+        && expires.is_some_and(|e| e > now_ms());
+    if live {
+        Ok(conv)
+    } else {
+        Err(StoreError::LeaseLost {
+            run: run.into(),
+            worker: worker.into(),
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
+        let id = new.id.unwrap_or_else(new_id);
+        let header = assemble::header_json(&new.conversation)?;
+        let metadata = ser("metadata", &new.metadata)?;
+        let now = now_ms();
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 0, ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(&new.title)
+        .bind(metadata)
+        .bind(header)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::ConversationExists(id));
+        }
+        if !new.conversation.messages.is_empty() {
+            append_in(&mut tx, &id, &new.conversation.messages).await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn update_header(&self, id: &str, header: &Conversation) -> StoreResult<()> {
+        let header = assemble::header_json(header)?;
+        let done = sqlx::query("UPDATE conversations SET header = ?, updated_at = ? WHERE id = ?")
+            .bind(header)
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::ConversationNotFound(id.into()));
+        }
+        Ok(())
+    }
+
+    async fn get_conversation(&self, id: &str) -> StoreResult<Option<StoredConversation>> {
+        // One read transaction: a consistent snapshot of header, statuses and messages.
+        let mut tx = self.pool.begin().await?;
+        let out = load_in(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
+        let rows = sqlx::query(
+            "SELECT id, title, metadata, next_seq, created_at, updated_at FROM conversations \
+             ORDER BY updated_at DESC, id LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| summary(row.try_get("id")?, row))
+            .collect()
+    }
+
+    async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
+        self.append_messages(id, std::slice::from_ref(message))
+            .await
+    }
+
+    async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let first = append_in(&mut tx, id, messages).await?;
+        tx.commit().await?;
+        Ok(first)
+    }
+
+    async fn set_tool_status(
+        &self,
+        id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        set_status_in(&mut conn, id, call_id, status).await
+    }
+
+    async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
+        let mut conn = self.pool.acquire().await?;
+        statuses_in(&mut conn, id).await
+    }
+
+    async fn recover(
+        &self,
+        id: &str,
+        is_idempotent: &(dyn Fn(&str) -> bool + Sync),
+    ) -> StoreResult<Recovery> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let stored = load_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
+        let plan = recovery::plan(&stored.conversation, is_idempotent);
+        if !plan.unknown_outcome.is_empty() {
+            append_in(&mut tx, id, &[Message::tool(plan.unknown_outcome.clone())]).await?;
+            for r in &plan.unknown_outcome {
+                set_status_in(&mut tx, id, &r.tool_call_id, ExecutionStatus::Failed).await?;
+            }
+        }
+        for call in &plan.rerun {
+            if let Some(call_id) = &call.call_id {
+                set_status_in(&mut tx, id, call_id, ExecutionStatus::Identified).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(plan)
+    }
+
+    async fn create_run(&self, conversation_id: &str, state: &RunState) -> StoreResult<Run> {
+        let id = new_id();
+        let now = now_ms();
+        let row: assemble::RunRow = sqlx::query_as(concat!(
+            "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?) RETURNING ",
+            run_columns!(),
+            ""
+        ))
+        .bind(&id)
+        .bind(conversation_id)
+        .bind(state.status.as_str())
+        .bind(ser("run state", state)?)
+        .bind(now)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
+                StoreError::ConversationNotFound(conversation_id.into())
+            }
+            _ => e.into(),
+        })?;
+        assemble::run(row)
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
+        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE id = ?"
+        ))
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(assemble::run).transpose()
+    }
+
+    async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
+        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE conversation_id = ? ORDER BY created_at, id"
+        ))
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(assemble::run).collect()
+    }
+
+    async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+        // SQLite has one writer at a time: BEGIN IMMEDIATE makes select-then-update atomic.
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let now = now_ms();
+        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+            "UPDATE runs SET status = 'running', lease_owner = ?, lease_expires_at = ?, updated_at = ? \
+             WHERE id = (SELECT id FROM runs WHERE status = 'pending' \
+                OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?)) \
+                ORDER BY created_at, id LIMIT 1) \
+             RETURNING ", run_columns!(), ""
+        ))
+        .bind(worker_id)
+        .bind(now.saturating_add(duration_ms(lease)))
+        .bind(now)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        row.map(assemble::run).transpose()
+    }
+
+    async fn renew_lease(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        lease: Duration,
+    ) -> StoreResult<Run> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_lease(&mut tx, run_id, worker_id).await?;
+        let now = now_ms();
+        let row: assemble::RunRow = sqlx::query_as(concat!(
+            "UPDATE runs SET lease_expires_at = ?, updated_at = ? WHERE id = ? RETURNING ",
+            run_columns!(),
+            ""
+        ))
+        .bind(now.saturating_add(duration_ms(lease)))
+        .bind(now)
+        .bind(run_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        assemble::run(row)
+    }
+
+    async fn update_run(&self, run_id: &str, worker_id: &str, state: &RunState) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_lease(&mut tx, run_id, worker_id).await?;
+        sqlx::query("UPDATE runs SET state = ?, updated_at = ? WHERE id = ?")
+            .bind(ser("run state", state)?)
+            .bind(now_ms())
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn complete_run(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        state: &RunState,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_lease(&mut tx, run_id, worker_id).await?;
+        sqlx::query(
+            "UPDATE runs SET status = ?, state = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ?",
+        )
+        .bind(state.status.as_str())
+        .bind(ser("run state", state)?)
+        .bind(now_ms())
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_tool_status_leased(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let conv = check_lease(&mut tx, run_id, worker_id).await?;
+        set_status_in(&mut tx, &conv, call_id, status).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'pending', state = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
+             WHERE id = ? AND status = 'paused'",
+        )
+        .bind(ser("run state", state)?)
+        .bind(now_ms())
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::RunNotFound(run_id.into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! The conformance suite against each backend, schema versioning, and paths.
+
+mod common;
+
+use llmchain_store::{
+    AnyStore, NewConversation, PostgresStore, SqliteStore, Store, StoreError, default_sqlite_path,
+};
+
+#[tokio::test]
+async fn sqlite_in_memory() {
+    let store = SqliteStore::in_memory().await.unwrap();
+    common::conformance(&store).await;
+}
+
+#[tokio::test]
+async fn sqlite_file_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("store.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    common::conformance(&store).await;
+    let ids: Vec<String> = store
+        .list_conversations(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    store.pool().close().await;
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    let loaded = reopened.get_conversation(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(loaded.conversation.messages.len(), 4);
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(reopened.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(reopened.pool())
+        .await
+        .unwrap();
+    assert_eq!(sync, 2, "synchronous=FULL by default");
+}
+
+#[tokio::test]
+async fn sqlite_newer_schema_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    sqlx::query("INSERT INTO llmchain_schema (version) VALUES (99)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    store.pool().close().await;
+    let err = SqliteStore::open(&path).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::SchemaTooNew {
+                found: 99,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade llmchain"), "{err}");
+}
+
+#[tokio::test]
+async fn any_store_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("any.db");
+    let store = AnyStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let id = store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    assert!(path.exists());
+    assert!(store.get_conversation(&id).await.unwrap().is_some());
+    let mem = AnyStore::open("sqlite::memory:").await.unwrap();
+    common::conformance(&mem).await;
+    let bad = AnyStore::open("mysql://x").await.unwrap_err();
+    assert!(matches!(bad, StoreError::BadUrl(_)), "{bad}");
+}
+
+#[test]
+fn default_path_follows_xdg() {
+    // Only reads the environment; both branches checked on the current values.
+    let p = default_sqlite_path().unwrap();
+    assert!(p.ends_with("llmchain/llmchain.db"), "{}", p.display());
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        assert!(p.starts_with(xdg));
+    } else {
+        assert!(p.to_string_lossy().contains(".local/share"));
+    }
+}
+
+#[tokio::test]
+async fn postgres_conformance() {
+    let Some(url) = common::postgres_url("postgres_conformance") else {
+        return;
+    };
+    let (opts, _) = common::pg_schema(&url, "conf").await;
+    let store = PostgresStore::connect_options(opts, 4).await.unwrap();
+    common::conformance(&store).await;
+}
+
+#[tokio::test]
+async fn postgres_newer_schema_is_a_clear_error() {
+    let Some(url) = common::postgres_url("postgres_newer_schema_is_a_clear_error") else {
+        return;
+    };
+    let (opts, _) = common::pg_schema(&url, "ver").await;
+    let store = PostgresStore::connect_options(opts.clone(), 1)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO llmchain_schema (version) VALUES (42)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = PostgresStore::connect_options(opts, 1).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::SchemaTooNew { found: 42, .. }),
+        "{err}"
+    );
+}
