@@ -77,6 +77,9 @@ impl Store for AnyStore {
     async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
         delegate!(self, s => s.append_messages(id, messages))
     }
+    async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
+        delegate!(self, s => s.replace_message(id, seq, message))
+    }
     async fn set_tool_status(
         &self,
         id: &str,

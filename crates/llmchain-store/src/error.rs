@@ -19,6 +19,14 @@ pub enum StoreError {
     /// A conversation with this id already exists.
     #[error("a conversation with id {0:?} already exists")]
     ConversationExists(String),
+    /// No message at this sequence number.
+    #[error("conversation {conversation:?} has no message number {seq}")]
+    MessageNotFound {
+        /// The conversation.
+        conversation: String,
+        /// The sequence number asked for.
+        seq: i64,
+    },
     /// No run with this id.
     #[error("no run with id {0:?}")]
     RunNotFound(String),

@@ -56,6 +56,7 @@ mod model;
 pub mod postgres;
 pub mod recovery;
 pub mod schema;
+pub mod sink;
 pub mod sqlite;
 mod store;
 

@@ -378,6 +378,24 @@ impl Store for SqliteStore {
         Ok(first)
     }
 
+    async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
+        let body = ser("message", message)?;
+        let done =
+            sqlx::query("UPDATE messages SET body = ? WHERE conversation_id = ? AND seq = ?")
+                .bind(body)
+                .bind(id)
+                .bind(seq)
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::MessageNotFound {
+                conversation: id.into(),
+                seq,
+            });
+        }
+        Ok(())
+    }
+
     async fn set_tool_status(
         &self,
         id: &str,

@@ -58,6 +58,17 @@ pub trait Store: Send + Sync {
         messages: &[Message],
     ) -> impl Future<Output = StoreResult<i64>> + Send;
 
+    /// Replaces the message at sequence number `seq` (the one exception to append-only:
+    /// a tool message whose content a message expansion trimmed). Fails with
+    /// [`StoreError::MessageNotFound`](crate::StoreError::MessageNotFound) when there is no
+    /// such message.
+    fn replace_message(
+        &self,
+        id: &str,
+        seq: i64,
+        message: &Message,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
     /// Records a tool call's execution status (updated in place).
     fn set_tool_status(
         &self,

@@ -1,0 +1,193 @@
+//! [`StoreSink`]: a running [`LLMChain`](llmchain::chain::LLMChain) persisted into a
+//! [`Store`] as it goes.
+//!
+//! Every appended message, every `execution_status` transition (before and after each
+//! tool body) and the run state are written before the chain goes on, so a process
+//! killed at any point leaves a conversation that loads and resumes: load it with
+//! [`load_chain_state`], build the chain with
+//! [`LLMChain::from_state`](llmchain::chain::LLMChain::from_state), and run it. Calls
+//! found `executing` are answered "outcome unknown" unless their tool is idempotent
+//! (the chain does this itself; [`Store::recover`] is for applications without a chain).
+
+use std::sync::Arc;
+
+use llmchain::chain::{ChainState, ConversationSink, SinkFuture};
+use llmchain::message::{ExecutionStatus, Message};
+use serde_json::{Map, Value, json};
+
+use crate::error::StoreResult;
+use crate::model::{RunState, RunStatus};
+use crate::store::Store;
+
+/// Persists a chain into a store: one conversation, and optionally one run whose lease
+/// this worker holds.
+#[derive(Debug)]
+pub struct StoreSink<S> {
+    store: Arc<S>,
+    conversation_id: String,
+    run: Option<(String, String)>,
+    mode: String,
+}
+
+impl<S> Clone for StoreSink<S> {
+    fn clone(&self) -> Self {
+        StoreSink {
+            store: self.store.clone(),
+            conversation_id: self.conversation_id.clone(),
+            run: self.run.clone(),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+impl<S: Store + 'static> StoreSink<S> {
+    /// A sink into `conversation_id`. Its messages so far must be the chain's messages
+    /// so far (positions and sequence numbers agree).
+    pub fn new(store: Arc<S>, conversation_id: impl Into<String>) -> Self {
+        StoreSink {
+            store,
+            conversation_id: conversation_id.into(),
+            run: None,
+            mode: String::new(),
+        }
+    }
+
+    /// Also saves the run state into `run_id`, whose lease `worker_id` holds.
+    #[must_use]
+    pub fn with_run(
+        mut self,
+        run_id: impl Into<String>,
+        worker_id: impl Into<String>,
+        mode: impl Into<String>,
+    ) -> Self {
+        self.run = Some((run_id.into(), worker_id.into()));
+        self.mode = mode.into();
+        self
+    }
+
+    /// The conversation id.
+    pub fn conversation_id(&self) -> &str {
+        &self.conversation_id
+    }
+}
+
+/// The store's [`RunState`] of a chain state (the chain's own fields go under `extra.chain`).
+pub fn run_state(chain: &ChainState, mode: &str) -> RunState {
+    let mut extra = Map::new();
+    extra.insert(
+        "chain".into(),
+        json!({
+            "failing_calls": chain.failing_calls,
+            "run_count": chain.run_count,
+            "pending_review": chain.pending_review,
+        }),
+    );
+    RunState {
+        mode: mode.to_owned(),
+        status: if chain.pending_review.is_some() {
+            RunStatus::Paused
+        } else {
+            RunStatus::Running
+        },
+        failure_count: chain.current_failure_count,
+        pending_interrupts: Vec::new(),
+        review_decisions: chain
+            .pending_review
+            .iter()
+            .flat_map(|p| p.calls.iter())
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect(),
+        extra,
+    }
+}
+
+/// Loads a conversation (and a run's state, if given) as a chain state to resume from.
+/// `None` when the conversation does not exist.
+pub async fn load_chain_state<S: Store>(
+    store: &S,
+    conversation_id: &str,
+    run: Option<&RunState>,
+) -> StoreResult<Option<ChainState>> {
+    let Some(stored) = store.get_conversation(conversation_id).await? else {
+        return Ok(None);
+    };
+    let mut state = ChainState {
+        conversation: stored.conversation,
+        ..Default::default()
+    };
+    if let Some(run) = run {
+        state.current_failure_count = run.failure_count;
+        if let Some(chain) = run.extra.get("chain") {
+            if let Some(f) = chain.get("failing_calls") {
+                state.failing_calls = serde_json::from_value(f.clone()).unwrap_or_default();
+            }
+            state.run_count = chain
+                .get("run_count")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0);
+            if let Some(p) = chain.get("pending_review").filter(|p| !p.is_null()) {
+                state.pending_review = serde_json::from_value(p.clone()).ok();
+            }
+        }
+    }
+    Ok(Some(state))
+}
+
+impl<S: Store + 'static> ConversationSink for StoreSink<S> {
+    fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        Box::pin(async move {
+            let seq = self
+                .store
+                .append_message(&self.conversation_id, message)
+                .await
+                .map_err(|e| e.to_string())?;
+            if seq != position as i64 {
+                return Err(format!(
+                    "the store numbered message {position} of conversation {} as {seq}: the chain \
+                     and the stored conversation disagree (was the chain built from the stored messages?)",
+                    self.conversation_id
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        Box::pin(async move {
+            self.store
+                .replace_message(&self.conversation_id, position as i64, message)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn set_tool_status<'a>(&'a self, call_id: &'a str, status: ExecutionStatus) -> SinkFuture<'a> {
+        Box::pin(async move {
+            match &self.run {
+                Some((run, worker)) => self
+                    .store
+                    .set_tool_status_leased(run, worker, call_id, status)
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => self
+                    .store
+                    .set_tool_status(&self.conversation_id, call_id, status)
+                    .await
+                    .map_err(|e| e.to_string()),
+            }
+        })
+    }
+
+    fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        Box::pin(async move {
+            let Some((run, worker)) = &self.run else {
+                return Ok(());
+            };
+            self.store
+                .update_run(run, worker, &run_state(state, &self.mode))
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
