@@ -68,12 +68,17 @@ pub(crate) fn messages(
                 message: format!("expected sequence number {i}: a message is missing"),
             });
         }
-        let mut message: Message =
-            llmchain::storage_format::from_str(&body).map_err(|e| StoreError::Corrupt {
-                conversation: conversation.into(),
-                location: format!("message seq {seq}, {}", e.path),
-                message: e.message,
-            })?;
+        // Fast path: plain serde; only on failure re-parse for the error's JSON path.
+        let mut message: Message = match serde_json::from_str(&body) {
+            Ok(m) => m,
+            Err(_) => {
+                llmchain::storage_format::from_str(&body).map_err(|e| StoreError::Corrupt {
+                    conversation: conversation.into(),
+                    location: format!("message seq {seq}, {}", e.path),
+                    message: e.message,
+                })?
+            }
+        };
         for call in &mut message.tool_calls {
             if let Some(status) = call.call_id.as_deref().and_then(|id| statuses.get(id)) {
                 call.set_execution_status(*status);

@@ -322,8 +322,20 @@ impl Store for PostgresStore {
     }
 
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
-        self.append_messages(id, std::slice::from_ref(message))
-            .await
+        // One statement, so one round trip and one commit: the counter update locks the
+        // conversation row (serialising appends) and the insert takes the old value.
+        let seq: Option<i64> = sqlx::query_scalar(
+            "WITH c AS (UPDATE conversations SET next_seq = next_seq + 1, updated_at = $3 \
+             WHERE id = $1 RETURNING next_seq - 1 AS seq) \
+             INSERT INTO messages (conversation_id, seq, body, created_at) \
+             SELECT $1, seq, $2, $3 FROM c RETURNING seq",
+        )
+        .bind(id)
+        .bind(ser("message", message)?)
+        .bind(now_ms())
+        .fetch_optional(&self.pool)
+        .await?;
+        seq.ok_or_else(|| StoreError::ConversationNotFound(id.into()))
     }
 
     async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {

@@ -160,36 +160,38 @@ impl SqliteStore {
     }
 }
 
+/// Appends in one statement per message (see the trigger in the schema): the insert takes
+/// `next_seq` as its number, the trigger advances it. A single statement outside an
+/// explicit transaction is atomic, so one message costs one round trip and one commit.
 async fn append_in(
     conn: &mut SqliteConnection,
     id: &str,
     messages: &[Message],
 ) -> StoreResult<i64> {
     let now = now_ms();
-    let n = messages.len() as i64;
-    let first: Option<i64> = sqlx::query_scalar(
-        "UPDATE conversations SET next_seq = next_seq + ?, updated_at = ? WHERE id = ? RETURNING next_seq - ?",
-    )
-    .bind(n)
-    .bind(now)
-    .bind(id)
-    .bind(n)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let first = first.ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
-    for (i, message) in messages.iter().enumerate() {
+    let mut first = None;
+    for message in messages {
         let body = ser("message", message)?;
-        sqlx::query(
-            "INSERT INTO messages (conversation_id, seq, body, created_at) VALUES (?, ?, ?, ?)",
+        let seq: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO messages (conversation_id, seq, body, created_at) \
+             SELECT id, next_seq, ?, ? FROM conversations WHERE id = ? RETURNING seq",
         )
-        .bind(id)
-        .bind(first + i as i64)
         .bind(body)
         .bind(now)
-        .execute(&mut *conn)
+        .bind(id)
+        .fetch_optional(&mut *conn)
         .await?;
+        let seq = seq.ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
+        first.get_or_insert(seq);
     }
-    Ok(first)
+    match first {
+        Some(first) => Ok(first),
+        None => sqlx::query_scalar("SELECT next_seq FROM conversations WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or_else(|| StoreError::ConversationNotFound(id.into())),
+    }
 }
 
 async fn set_status_in(

@@ -107,7 +107,16 @@ fn parse_acks(lines: &[String]) -> Acks {
     acks
 }
 
-fn run_child(exe: &Path, db: &Path, generation: usize, kill_after: Duration) -> Vec<String> {
+/// When to kill the child.
+enum KillAt {
+    /// This long after it was spawned (may be while it opens the database).
+    AfterSpawn(Duration),
+    /// This long after its `n`-th acknowledgement (the first is "open"): inside the
+    /// write loop, whatever the machine's load.
+    AfterAcks(usize, Duration),
+}
+
+fn run_child(exe: &Path, db: &Path, generation: usize, kill_at: KillAt) -> Vec<String> {
     let mut child = Command::new(exe)
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env("LLMCHAIN_STORE_CRASH_CHILD", db)
@@ -126,11 +135,28 @@ fn run_child(exe: &Path, db: &Path, generation: usize, kill_after: Duration) -> 
             }
         }
     });
-    std::thread::sleep(kill_after);
+    let mut lines = Vec::new();
+    match kill_at {
+        KillAt::AfterSpawn(d) => std::thread::sleep(d),
+        KillAt::AfterAcks(n, d) => {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut acks = 0;
+            while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                acks += usize::from(line.contains("ACK "));
+                lines.push(line);
+                if acks >= n {
+                    break;
+                }
+            }
+            std::thread::sleep(d);
+        }
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     reader.join().unwrap();
-    rx.into_iter().collect()
+    lines.extend(rx);
+    lines
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -147,9 +173,14 @@ async fn kill_at_random_points() {
     let started = Instant::now();
     let (mut unknown_total, mut rerun_total, mut pending_total, mut mid_open) = (0, 0, 0, 0);
     for generation in 0..KILLS {
-        // Mostly kill while the loop runs; sometimes while the database is being opened.
-        let kill_after = Duration::from_micros(rng.u64(0..80_000));
-        let lines = run_child(&exe, &db, generation, kill_after);
+        // Mostly kill while the loop runs; one time in five from the spawn, which often
+        // lands while the database is being opened.
+        let kill_at = if rng.u8(0..5) == 0 {
+            KillAt::AfterSpawn(Duration::from_micros(rng.u64(0..40_000)))
+        } else {
+            KillAt::AfterAcks(rng.usize(1..10), Duration::from_micros(rng.u64(0..3_000)))
+        };
+        let lines = run_child(&exe, &db, generation, kill_at);
         let acks = parse_acks(&lines);
         if !acks.opened {
             mid_open += 1;

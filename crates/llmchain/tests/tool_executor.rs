@@ -440,3 +440,16 @@ async fn custom_context_reaches_every_body() {
     assert_eq!(r[0].content_text(), "acme:c1");
     assert_eq!(r[1].content_text(), "acme:c2");
 }
+
+#[test]
+fn futures_are_send_so_the_chain_can_spawn_them() {
+    fn is_send<T: Send>(_: &T) {}
+    let t = Tool::builder("t")
+        .handler(|_, _| async { "x" })
+        .build()
+        .unwrap();
+    is_send(&t.execute(json!({}), ToolContext::new("c")));
+    let ex = ToolExecutor::new([t]).unwrap();
+    let mut calls: Vec<ToolCall> = Vec::new();
+    is_send(&ex.execute(&mut calls));
+}

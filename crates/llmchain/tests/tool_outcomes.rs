@@ -198,8 +198,8 @@ async fn schema_validation_lists_every_violation() {
 #[tokio::test]
 async fn parse_args_replaces_the_checks_and_may_rewrite() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
-    #[allow(clippy::type_complexity)]
-    let tool = |parse: fn(Map<String, Value>) -> Result<Map<String, Value>, String>| {
+    type Parse = fn(Map<String, Value>) -> Result<Map<String, Value>, String>;
+    let tool = |parse: Parse| {
         let seen = seen.clone();
         Tool::builder("get_weather")
             .schema(weather_schema())

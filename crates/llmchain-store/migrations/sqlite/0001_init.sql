@@ -18,6 +18,14 @@ CREATE TABLE messages (
     PRIMARY KEY (conversation_id, seq)
 ) WITHOUT ROWID;
 
+-- An append is one statement: the insert takes `next_seq` as its sequence number and this
+-- trigger advances the counter in the same (atomic) statement.
+CREATE TRIGGER messages_advance_seq AFTER INSERT ON messages
+BEGIN
+    UPDATE conversations SET next_seq = NEW.seq + 1, updated_at = NEW.created_at
+    WHERE id = NEW.conversation_id;
+END;
+
 CREATE TABLE tool_calls (
     conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     call_id         TEXT NOT NULL,

@@ -13,7 +13,7 @@ pub const MAX_NAME_LEN: usize = 64;
 /// assert!(validate_name("get_weather").is_ok());
 /// assert_eq!(
 ///     validate_name("get weather").unwrap_err().to_string(),
-///     "invalid tool name \"get weather\": character ' ' at position 4 is not allowed; use only a-z, A-Z, 0-9, '_' and '-'"
+///     "invalid tool name \"get weather\": character ' ' at position 3 is not allowed; use only a-z, A-Z, 0-9, '_' and '-'"
 /// );
 /// ```
 pub fn validate_name(name: &str) -> Result<(), ToolError> {

@@ -1,0 +1,7 @@
+/// No argument.
+#[llmchain::tool]
+async fn no_argument() -> String {
+    String::new()
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+/// Borrowed argument.
+#[llmchain::tool]
+async fn borrowed(args: &str) -> String {
+    args.to_owned()
+}
+
+fn main() {}
