@@ -4,9 +4,11 @@ use std::process::Command;
 
 #[test]
 fn demo_runs_offline_and_shows_every_path() {
+    let dir = tempfile::tempdir().unwrap();
     for wire in ["anthropic", "openai"] {
+        let db = format!("sqlite://{}", dir.path().join("demo.db").display());
         let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
-            .args(["demo", "--delay-ms", "0", "--wire", wire])
+            .args(["demo", "--delay-ms", "0", "--wire", wire, "--db", &db])
             .output()
             .expect("the binary runs");
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -41,7 +43,34 @@ fn demo_runs_offline_and_shows_every_path() {
             stdout.contains("assistant: (17 × 23) + 4 = 395."),
             "{stdout}"
         );
-        assert!(stdout.contains("Conversation stored"), "{stdout}");
+        let stored = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("Conversation "))
+            .unwrap_or_else(|| panic!("no storage line: {stdout}"));
+        let id = stored.split_whitespace().next().unwrap();
+        assert!(stored.contains(&format!("stored in {db}")), "{stored}");
+        // The stored conversation is whole and exports in the storage format.
+        let export = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+            .args(["conversations", "--db", &db, "export", id])
+            .output()
+            .unwrap();
+        assert!(export.status.success());
+        let conv: llmchain::conversation::Conversation =
+            serde_json::from_slice(&export.stdout).unwrap();
+        assert_eq!(conv.messages.len(), 6);
+        assert_eq!(conv.messages[1].tool_calls[0].execution_status(), "failed");
+        assert_eq!(
+            conv.messages[3].tool_calls[0].execution_status(),
+            "completed"
+        );
+        // Nothing is outstanding, so resume has nothing to run.
+        let resume = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+            .args(["conversations", "--db", &db, "resume", id])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&resume.stdout);
+        assert!(resume.status.success(), "{text}");
+        assert!(text.contains("nothing outstanding"), "{text}");
     }
 }
 

@@ -123,18 +123,26 @@ async fn list_show_export_resume() {
     let from_file = Conversation::from_json(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(from_file, conv);
 
-    // Resume shows the state, then says the chain is needed (exit 1).
+    // Resume answers the call that was executing when the process stopped: its tool is
+    // not idempotent, so it is not run again; the outcome is reported unknown.
     let resume = llmchain(&["conversations", "--db", &url, "resume", &id], None);
-    assert_eq!(resume.status.code(), Some(1));
+    let text = stdout(&resume);
+    assert!(resume.status.success(), "{text}");
     assert!(
-        stdout(&resume).contains("call_2 was executing"),
-        "{}",
-        stdout(&resume)
+        text.contains("failed call_2: The outcome of this call to send_mail is unknown"),
+        "{text}"
     );
-    let err = String::from_utf8(resume.stderr).unwrap();
-    assert!(
-        err.contains("needs the chain") && err.lines().count() == 1,
-        "{err}"
+    assert!(text.contains("waiting for the model"), "{text}");
+    // It is stored: a second resume finds nothing to run.
+    let again = llmchain(&["conversations", "--db", &url, "resume", &id], None);
+    let text = stdout(&again);
+    assert!(!text.contains("call_2"), "{text}");
+    let export = llmchain(&["conversations", "--db", &url, "export", &id], None);
+    let exported = Conversation::from_json(&stdout(&export)).unwrap();
+    assert_eq!(exported.messages.len(), 4);
+    assert_eq!(
+        exported.messages[1].tool_calls[1].execution_status(),
+        "failed"
     );
 }
 

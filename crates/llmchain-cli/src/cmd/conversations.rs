@@ -68,12 +68,47 @@ pub fn run(args: ConversationsArgs) -> CliResult {
     runtime.block_on(run_async(args))
 }
 
-fn store_error(e: StoreError) -> CliError {
+pub(crate) fn store_error(e: StoreError) -> CliError {
     match e {
         StoreError::BadUrl(_) | StoreError::ConversationNotFound(_) | StoreError::NoDataDir => {
             CliError::Usage(e.to_string())
         }
         other => CliError::Runtime(other.to_string()),
+    }
+}
+
+/// Opens the store named by `--db`, else `LLMCHAIN_DATABASE_URL`, else the default
+/// SQLite file; also returns where it is, for messages.
+pub(crate) async fn open_store(flag: Option<String>) -> Result<(AnyStore, String), CliError> {
+    match database_url(flag) {
+        Some(url) => {
+            let store = AnyStore::open(&url).await.map_err(store_error)?;
+            Ok((store, redact_url(&url)))
+        }
+        None => {
+            let path = llmchain_store::default_sqlite_path().map_err(store_error)?;
+            let store = AnyStore::open_default().await.map_err(store_error)?;
+            Ok((store, format!("sqlite://{}", path.display())))
+        }
+    }
+}
+
+/// A database URL without its password, for messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -87,11 +122,7 @@ fn database_url(flag: Option<String>) -> Option<String> {
 }
 
 async fn run_async(args: ConversationsArgs) -> CliResult {
-    let store = match database_url(args.db) {
-        Some(url) => AnyStore::open(&url).await,
-        None => AnyStore::open_default().await,
-    }
-    .map_err(store_error)?;
+    let (store, _) = open_store(args.db).await?;
     let mut out = String::new();
     match args.action {
         Action::List { limit, json } => {
@@ -130,33 +161,7 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
             }
         }
         Action::Resume { id } => {
-            let stored = load(&store, &id).await?;
-            // Read-only: what recovery would find if no tool were idempotent.
-            let plan = llmchain_store::recovery::plan(&stored.conversation, &|_| false);
-            out.push_str(&format!(
-                "conversation {id}: {} messages\n",
-                stored.summary.message_count
-            ));
-            for call in &plan.pending {
-                out.push_str(&format!(
-                    "pending tool call {} ({})\n",
-                    call.call_id.as_deref().unwrap_or("?"),
-                    call.name.as_deref().unwrap_or("?")
-                ));
-            }
-            for r in &plan.unknown_outcome {
-                out.push_str(&format!(
-                    "tool call {} was executing when the process stopped: outcome unknown unless its tool is idempotent\n",
-                    r.tool_call_id
-                ));
-            }
-            for run in store.list_runs(&id).await.map_err(store_error)? {
-                out.push_str(&format!("run {}: {}\n", run.id, run.state.status.as_str()));
-            }
-            print(&out)?;
-            return Err(CliError::Runtime(
-                "resuming a conversation needs the chain (llmchain::chain), which this build does not include yet".into(),
-            ));
+            resume(store, &id, &mut out).await?;
         }
         Action::Export { id, output } => {
             let stored = load(&store, &id).await?;
@@ -171,6 +176,61 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
         }
     }
     print(&out)
+}
+
+/// Resumes a stored conversation: outstanding tool calls run with the built-in tools
+/// (calls found `executing` get an "outcome unknown" result unless their tool is
+/// idempotent), the tool message is stored, and what the conversation needs next is
+/// printed. Model calls need a provider: continue with `llmchain run`.
+async fn resume(store: AnyStore, id: &str, out: &mut String) -> CliResult {
+    use std::sync::Arc;
+
+    use llmchain::chain::{LLMChain, RunOutcome, ScriptedModel, Steps};
+    use llmchain::provider::Format;
+    use llmchain_store::sink::{StoreSink, load_chain_state};
+
+    let store = Arc::new(store);
+    let state = load_chain_state(store.as_ref(), id, None)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| CliError::Usage(format!("no conversation with id {id:?}")))?;
+    let before = state.conversation.messages.len();
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+    // Only tools run here; this model is never called (it has no turns).
+    let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
+        .with_sink(Arc::new(StoreSink::new(store.clone(), id)))
+        .with_tool(crate::tools::calculator())
+        .with_tool(crate::tools::clock())
+        .with_tool(crate::tools::read_file(cwd));
+    match Steps::execute_tools(&mut chain).await {
+        Err(e) => return Err(CliError::Runtime(format!("resume failed: {e}"))),
+        Ok(std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(p))) => {
+            let ids: Vec<&str> = p.awaiting().map(|c| c.call_id.as_str()).collect();
+            out.push_str(&format!("waiting for review of: {}\n", ids.join(", ")));
+        }
+        Ok(_) => {}
+    }
+    for m in &chain.messages()[before..] {
+        for r in &m.tool_results {
+            out.push_str(&format!(
+                "{} {}: {}\n",
+                if r.is_error() { "failed" } else { "ran" },
+                r.tool_call_id,
+                r.content_text().lines().next().unwrap_or("")
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "conversation {id}: {} messages; {}\n",
+        chain.messages().len(),
+        if chain.needs_response() {
+            "waiting for the model (continue with `llmchain run`)"
+        } else {
+            "nothing outstanding"
+        }
+    ));
+    Ok(())
 }
 
 fn runtime(e: impl std::fmt::Display) -> CliError {

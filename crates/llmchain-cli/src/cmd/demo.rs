@@ -15,6 +15,9 @@ use llmchain::message::{Message, ToolCall};
 use llmchain::provider::render::ResponseScript;
 use llmchain::provider::{Format, StreamEvent};
 
+use llmchain_store::sink::StoreSink;
+use llmchain_store::{NewConversation, Store};
+
 use crate::error::{CliError, CliResult};
 use crate::tools;
 
@@ -27,6 +30,10 @@ pub struct DemoArgs {
     /// Milliseconds between streamed chunks (0 for none).
     #[arg(long, default_value_t = 2)]
     pub delay_ms: u64,
+    /// Database URL: sqlite://PATH or postgres://… (default: $LLMCHAIN_DATABASE_URL, else
+    /// the default SQLite file in the user's data directory).
+    #[arg(long)]
+    pub db: Option<String>,
 }
 
 const NOTES: &str = "Release notes 0.1\n- Streaming tool calls never garble.\n- Tool errors never crash a loop.\n- Conversations survive a crash.\n";
@@ -75,10 +82,10 @@ pub fn run(args: DemoArgs) -> CliResult {
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(demo(format, Duration::from_millis(args.delay_ms)))
+    rt.block_on(demo(format, Duration::from_millis(args.delay_ms), args.db))
 }
 
-async fn demo(format: Format, delay: Duration) -> CliResult {
+async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult {
     let scratch = tempfile::Builder::new()
         .prefix("llmchain-demo-")
         .tempdir()
@@ -160,7 +167,7 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
             )
         });
 
-    let mut chain = LLMChain::new(Arc::new(model))
+    let chain = LLMChain::new(Arc::new(model))
         .with_system("You are a helpful assistant with a calculator, a clock and a file reader.")
         .with_tool(tools::calculator())
         .with_tool(tools::clock())
@@ -178,6 +185,19 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
             }
         })
         .with_callbacks(callbacks);
+
+    // The conversation is stored as it goes: every message and every tool status.
+    let (store, location) = crate::cmd::conversations::open_store(db).await?;
+    let store = Arc::new(store);
+    let header = chain.conversation().clone();
+    let conversation_id = store
+        .create_conversation(NewConversation::from_conversation(header).with_title("llmchain demo"))
+        .await
+        .map_err(crate::cmd::conversations::store_error)?;
+    let mut chain = chain.with_sink(Arc::new(StoreSink::new(
+        store.clone(),
+        conversation_id.clone(),
+    )));
 
     let question = "Please compute (17 * 23) + 4, tell me the time, and summarise my notes file.";
     println!("user: {question}");
@@ -214,7 +234,8 @@ async fn demo(format: Format, delay: Duration) -> CliResult {
         usage.1,
         format
     );
-    println!("Conversation stored in memory (no database configured).");
+    println!("Conversation {conversation_id} stored in {location}");
+    println!("See it with: llmchain conversations show {conversation_id}");
     Ok(())
 }
 

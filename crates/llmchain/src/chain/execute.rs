@@ -113,8 +113,12 @@ impl LLMChain {
         &mut self,
         position: usize,
     ) -> Result<Option<Vec<PendingCall>>, ChainError> {
-        let calls: Vec<ToolCall> = self.messages()[position]
-            .executable_tool_calls()
+        let targets = self.unanswered_calls(position);
+        let message = &self.messages()[position];
+        let calls: Vec<ToolCall> = targets
+            .iter()
+            .map(|&i| &message.tool_calls[i])
+            .filter(|c| c.is_complete())
             .cloned()
             .collect();
         let mut decided = Vec::with_capacity(calls.len());
@@ -202,8 +206,9 @@ impl LLMChain {
         decisions: Vec<PendingCall>,
     ) -> Result<(), ChainError> {
         let message = self.messages()[position].clone();
-        let mut plans = Vec::with_capacity(message.tool_calls.len());
-        for call in &message.tool_calls {
+        let targets = self.unanswered_calls(position);
+        let mut plans = Vec::with_capacity(targets.len());
+        for call in targets.iter().map(|&i| &message.tool_calls[i]) {
             let id = call.call_id.clone().unwrap_or_default();
             let name = call.name.clone().unwrap_or_default();
             let decision = decisions
@@ -320,7 +325,8 @@ impl LLMChain {
         let mut ran = to_run.into_iter().zip(run_results);
         let mut results = Vec::with_capacity(plans.len());
         let mut updated = message.clone();
-        for (plan, call) in plans.into_iter().zip(updated.tool_calls.iter_mut()) {
+        for (plan, &i) in plans.into_iter().zip(&targets) {
+            let call = &mut updated.tool_calls[i];
             let result = match plan {
                 Plan::Answer(r) => {
                     let status = if r.is_error() {
@@ -353,7 +359,10 @@ impl LLMChain {
         self.state.conversation.messages[position] = updated;
 
         // Callbacks, in call order.
-        let calls = self.messages()[position].tool_calls.clone();
+        let calls: Vec<ToolCall> = targets
+            .iter()
+            .map(|&i| self.messages()[position].tool_calls[i].clone())
+            .collect();
         for (call, r) in calls.iter().zip(&results) {
             if r.is_interrupt() {
                 continue;
