@@ -151,7 +151,7 @@ impl State {
     }
 
     fn slow(&mut self, data: &[u8], on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
-        let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| malformed(FORMAT, &e))?;
+        let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| bad_json(data, &e))?;
         self.chunk(chunk, on_event, true)
     }
 
@@ -397,7 +397,7 @@ impl crate::provider::StreamDecoder for ChatStreamDecoder {
 
 /// Decodes a whole non-streaming Chat Completions body.
 pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutcome, DecodeError> {
-    let chunk: Chunk<'_> = serde_json::from_slice(body).map_err(|e| malformed(FORMAT, &e))?;
+    let chunk: Chunk<'_> = serde_json::from_slice(body).map_err(|e| bad_json(body, &e))?;
     let mut state = State::new(config);
     let mut sink = |_: StreamEvent<'_>| {};
     if chunk.choices.is_none() && chunk.error.as_ref().is_none_or(Value::is_null) {
@@ -409,6 +409,26 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     state.chunk(chunk, &mut sink, false)?;
     state.asm.finish_all(&mut sink);
     Ok(state.end(false))
+}
+
+/// A parse failure: `WrongFormat` when the JSON is valid but typed like another
+/// format's event (`"type": …`), `Malformed` otherwise.
+fn bad_json(data: &[u8], e: &serde_json::Error) -> DecodeError {
+    #[derive(Deserialize)]
+    struct T {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    match serde_json::from_slice::<T>(data) {
+        Ok(t) => wrong_format(
+            FORMAT,
+            format!(
+                "expected a chat completion chunk, found an event of type '{}'",
+                t.kind
+            ),
+        ),
+        Err(_) => malformed(FORMAT, e),
+    }
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
