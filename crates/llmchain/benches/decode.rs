@@ -178,6 +178,22 @@ fn ours(codec: &dyn Codec, body: &[u8], chunk: usize) -> Map<String, Value> {
     }
 }
 
+/// CPU time this thread has run, in ns (Linux `/proc/thread-self/schedstat`): the machine
+/// this runs on is shared, so wall-clock figures are also reported as CPU time.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Mean CPU time per call of `f` over `n` calls, in ms.
+fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
+    let start = thread_cpu_ns()?;
+    for _ in 0..n {
+        f();
+    }
+    Some((thread_cpu_ns()? - start) as f64 / f64::from(n) / 1e6)
+}
+
 fn bench(c: &mut Criterion) {
     let chat = codec(Format::OpenAiChat).unwrap();
     let mut g = c.benchmark_group("decode_openai_chat_1_call_8_byte_fragments");
@@ -195,6 +211,22 @@ fn bench(c: &mut Criterion) {
             body.len() as f64 / 1e6,
             body.len() as f64 / (fragments(&args).len() + 3) as f64
         );
+        let n = if size >= 8 << 20 { 2 } else { 5 };
+        if let (Some(base), Some(our)) = (
+            cpu_ms_per_iter(n, || {
+                black_box(baseline(&body));
+            }),
+            cpu_ms_per_iter(n, || {
+                black_box(ours(chat, &body, 16 << 10));
+            }),
+        ) {
+            eprintln!(
+                "{label}: CPU time per decode: baseline {base:.1} ms ({:.0} MB/s), ours {our:.1} ms ({:.0} MB/s), {:.1}x",
+                body.len() as f64 / base / 1e3,
+                body.len() as f64 / our / 1e3,
+                base / our
+            );
+        }
         g.throughput(Throughput::Bytes(body.len() as u64));
         if size >= 8 << 20 {
             g.sample_size(10);

@@ -45,6 +45,22 @@ fn conversation() -> Conversation {
     conv
 }
 
+/// CPU time this thread has run, in ns (Linux `/proc/thread-self/schedstat`): the machine
+/// this runs on is shared, so wall-clock figures are also reported as CPU time.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Mean CPU time per call of `f` over `n` calls, in ms.
+fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
+    let start = thread_cpu_ns()?;
+    for _ in 0..n {
+        f();
+    }
+    Some((thread_cpu_ns()? - start) as f64 / f64::from(n) / 1e6)
+}
+
 fn bench(c: &mut Criterion) {
     let conv = conversation();
     assert_eq!(conv.messages.len(), 2000);
@@ -58,6 +74,11 @@ fn bench(c: &mut Criterion) {
         let codec = codec(f).unwrap();
         let body = codec.encode(&conv, &opts).unwrap();
         eprintln!("{f}: {} bytes", body.len());
+        if let Some(ms) = cpu_ms_per_iter(50, || {
+            black_box(codec.encode(&conv, &opts).unwrap());
+        }) {
+            eprintln!("{f}: {ms:.3} ms CPU time per encode");
+        }
         g.bench_function(f.as_str(), |b| {
             b.iter(|| codec.encode(black_box(&conv), &opts).unwrap())
         });
