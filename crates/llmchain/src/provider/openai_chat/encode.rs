@@ -59,8 +59,17 @@ pub(crate) fn to_vec<T: Serialize>(v: &T, format: &'static str) -> Result<Vec<u8
     Ok(out)
 }
 
-/// Ids answered by some tool result in the conversation.
+/// Ids answered by some tool result in the conversation. Only consulted for calls that
+/// are not complete, so it stays empty (no hashing) when every call is complete.
 pub(crate) fn answered_ids(conv: &Conversation) -> HashSet<&str> {
+    let any_incomplete = conv.messages.iter().any(|m| {
+        m.tool_calls
+            .iter()
+            .any(|c| !(c.is_complete() && m.status == MessageStatus::Complete))
+    });
+    if !any_incomplete {
+        return HashSet::new();
+    }
     conv.messages
         .iter()
         .flat_map(|m| m.tool_results.iter())
