@@ -38,12 +38,20 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 2,
-            };
-            let _ = e.print();
-            return ExitCode::from(code);
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            }
+            // One line on stderr (the contract), without clap's usage block.
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or("invalid usage");
+            eprintln!("llmchain: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
         }
     };
     let result = match cli.command {

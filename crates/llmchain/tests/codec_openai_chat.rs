@@ -336,3 +336,20 @@ pub fn sample_conversation() -> llmchain::conversation::Conversation {
     }))
     .unwrap()
 }
+
+#[test]
+fn calls_without_ids_get_synthetic_ids_shown_as_null() {
+    let o = decode("vllm_missing_ids.sse");
+    let c = &o.message.tool_calls[0];
+    assert!(c.is_complete());
+    assert!(c.call_id.as_deref().unwrap().starts_with("call_"));
+    assert_eq!(c.metadata["synthetic_call_id"], json!(true));
+    let r = o.report();
+    assert_eq!(r.tool_calls[0].call_id, None);
+    assert_eq!(r.tool_calls[0].arguments["tz"], "UTC");
+    // Deterministic: the same body gives the same id.
+    assert_eq!(
+        decode("vllm_missing_ids.sse").message.tool_calls[0].call_id,
+        c.call_id
+    );
+}

@@ -1,16 +1,60 @@
-//! `llmchain encode` (built with the codecs issue).
+//! `llmchain encode --format F [--model M] CONVERSATION.json`: prints the request body
+//! for a conversation file (the storage format's conversation, SPEC §2).
 
+use std::io::Write;
+
+use llmchain::conversation::Conversation;
+use llmchain::provider::{Format, RequestOptions};
+
+use super::input::{codec_for, read_input};
 use crate::error::{CliError, CliResult};
 
 /// Arguments of `llmchain encode`.
 #[derive(Debug, clap::Args)]
 pub struct EncodeArgs {
-    /// The wire format.
+    /// The wire format: openai_chat (or openai), openai_responses, anthropic, gemini, ollama.
     #[arg(long)]
     pub format: String,
+    /// The model id (a per-format default when omitted).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Ask for a streamed response.
+    #[arg(long)]
+    pub stream: bool,
+    /// The conversation file; `-` reads stdin.
+    pub conversation: String,
+}
+
+fn default_model(format: Format) -> &'static str {
+    match format {
+        Format::OpenAiChat | Format::OpenAiResponses => "gpt-4o",
+        Format::Anthropic => "claude-sonnet-4-5",
+        Format::Gemini => "gemini-2.5-flash",
+        Format::Ollama => "llama3.1",
+    }
 }
 
 /// Runs the command.
-pub fn run(_args: EncodeArgs) -> CliResult {
-    Err(CliError::Runtime("not implemented yet".into()))
+pub fn run(args: EncodeArgs) -> CliResult {
+    let (format, codec) = codec_for(&args.format)?;
+    let bytes = read_input(Some(&args.conversation))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| CliError::Usage(format!("{} is not UTF-8 text: {e}", args.conversation)))?;
+    let conv = Conversation::from_json(text)
+        .map_err(|e| CliError::Usage(format!("invalid conversation {}: {e}", args.conversation)))?;
+    let opts = RequestOptions {
+        model: args
+            .model
+            .unwrap_or_else(|| default_model(format).to_owned()),
+        stream: args.stream,
+        ..RequestOptions::default()
+    };
+    let body = codec
+        .encode(&conv, &opts)
+        .map_err(|e| CliError::Usage(format!("cannot encode for {format}: {e}")))?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&body)
+        .and_then(|()| out.write_all(b"\n"))
+        .map_err(|e| CliError::Runtime(format!("cannot write the body: {e}")))?;
+    Ok(())
 }

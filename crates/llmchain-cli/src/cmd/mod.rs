@@ -4,3 +4,4 @@ pub mod conversations;
 pub mod decode;
 pub mod demo;
 pub mod encode;
+mod input;

@@ -219,10 +219,24 @@ impl Assembler {
 
     /// The outcome: a `Complete` message completes (parses) its calls, reporting the
     /// invalid ones; `Length`/`Cancelled` keep every call incomplete.
+    ///
+    /// A call of a `Complete` message that the wire gave no id (some vLLM streams, old
+    /// servers) gets a synthesised one, derived from its position, name and arguments,
+    /// and `metadata.synthetic_call_id: true`; the decode report shows such ids as null.
     pub fn into_outcome(self, end: End) -> DecodeOutcome {
+        let complete = end.status == MessageStatus::Complete;
         let tool_calls = self
             .calls
             .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                if complete && c.call_id.is_none() {
+                    c.call_id = Some(synthetic_id(i, &c));
+                    c.metadata
+                        .insert(SYNTHETIC_CALL_ID.into(), Value::Bool(true));
+                }
+                c
+            })
             .enumerate()
             .map(|(i, c)| ToolCall {
                 status: ToolCallStatus::Incomplete,
@@ -266,6 +280,24 @@ impl Assembler {
             error: end.error,
         }
     }
+}
+
+/// Metadata key marking a call id the decoder made up (the wire gave none).
+pub const SYNTHETIC_CALL_ID: &str = "synthetic_call_id";
+
+/// `call_` + 16 hex digits of an FNV-1a hash of position, name and arguments.
+fn synthetic_id(pos: usize, c: &CallBuf) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&pos.to_le_bytes());
+    eat(c.name.as_bytes());
+    eat(c.args.as_bytes());
+    format!("call_{h:016x}")
 }
 
 /// How a body ended.

@@ -88,9 +88,12 @@ impl DecodeOutcome {
         let mut incomplete_tool_calls = Vec::new();
         for (pos, c) in m.tool_calls.iter().enumerate() {
             if c.is_complete() && m.status == crate::message::MessageStatus::Complete {
+                let synthetic = c.metadata.get(crate::provider::assemble::SYNTHETIC_CALL_ID)
+                    == Some(&Value::Bool(true));
                 tool_calls.push(ReportToolCall {
                     index: tool_calls.len(),
-                    call_id: c.call_id.clone(),
+                    // A made-up id is not the wire's: the report shows null.
+                    call_id: c.call_id.clone().filter(|_| !synthetic),
                     name: c.name.clone().unwrap_or_default(),
                     arguments: c.arguments_as_map(),
                 });

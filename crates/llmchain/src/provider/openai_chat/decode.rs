@@ -95,6 +95,9 @@ struct State {
     done: bool,
     /// Reused buffer for unescaped fast-path fragments.
     scratch: String,
+    /// The last chunk prefix (`{…,"choices":`) the fast path validated: consecutive
+    /// chunks repeat it byte for byte, so it is compared, not re-validated.
+    known_prefix: Vec<u8>,
 }
 
 impl State {
@@ -107,6 +110,7 @@ impl State {
             error: None,
             done: false,
             scratch: String::new(),
+            known_prefix: Vec::new(),
         }
     }
 
@@ -128,7 +132,7 @@ impl State {
             self.done = true;
             return Ok(());
         }
-        if let Some((wire, frag)) = fast_fragment(trimmed)
+        if let Some((wire, frag)) = fast_fragment(trimmed, &mut self.known_prefix)
             && let Some(pos) = self.open_at(wire)
         {
             let text: &str = match frag {
@@ -151,7 +155,7 @@ impl State {
     }
 
     fn slow(&mut self, data: &[u8], on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
-        let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| malformed(FORMAT, &e))?;
+        let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| bad_json(data, &e))?;
         self.chunk(chunk, on_event, true)
     }
 
@@ -324,7 +328,6 @@ impl State {
 pub struct ChatStreamDecoder {
     framer: SseFramer,
     state: Option<State>,
-    config: DecoderConfig,
     saw_bytes: bool,
     saw_data: bool,
     failed: Option<DecodeError>,
@@ -336,7 +339,6 @@ impl ChatStreamDecoder {
         ChatStreamDecoder {
             framer: SseFramer::new(config.max_line_bytes),
             state: Some(State::new(config)),
-            config,
             saw_bytes: false,
             saw_data: false,
             failed: None,
@@ -389,15 +391,13 @@ impl crate::provider::StreamDecoder for ChatStreamDecoder {
                 "no SSE `data:` event in the body (is it a non-streaming response?)",
             ));
         }
-        self.state = None;
-        let _ = self.config;
         Ok(state.end(true))
     }
 }
 
 /// Decodes a whole non-streaming Chat Completions body.
 pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutcome, DecodeError> {
-    let chunk: Chunk<'_> = serde_json::from_slice(body).map_err(|e| malformed(FORMAT, &e))?;
+    let chunk: Chunk<'_> = serde_json::from_slice(body).map_err(|e| bad_json(body, &e))?;
     let mut state = State::new(config);
     let mut sink = |_: StreamEvent<'_>| {};
     if chunk.choices.is_none() && chunk.error.as_ref().is_none_or(Value::is_null) {
@@ -409,6 +409,26 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     state.chunk(chunk, &mut sink, false)?;
     state.asm.finish_all(&mut sink);
     Ok(state.end(false))
+}
+
+/// A parse failure: `WrongFormat` when the JSON is valid but typed like another
+/// format's event (`"type": …`), `Malformed` otherwise.
+fn bad_json(data: &[u8], e: &serde_json::Error) -> DecodeError {
+    #[derive(Deserialize)]
+    struct T {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    match serde_json::from_slice::<T>(data) {
+        Ok(t) => wrong_format(
+            FORMAT,
+            format!(
+                "expected a chat completion chunk, found an event of type '{}'",
+                t.kind
+            ),
+        ),
+        Err(_) => malformed(FORMAT, e),
+    }
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
@@ -431,17 +451,25 @@ enum Frag<'a> {
 /// [{"index":N,"function":{"arguments":"…"}}]}[,"logprobs":null][,"finish_reason":null]}]
 /// [,"usage":null]}` exactly (no whitespace, no other members) and returns `N` and the
 /// fragment. Anything else returns `None` and takes the full parse.
-fn fast_fragment(data: &[u8]) -> Option<(u64, Frag<'_>)> {
+///
+/// `known_prefix` caches the last validated `{…,"choices":` prefix.
+fn fast_fragment<'d>(data: &'d [u8], known_prefix: &mut Vec<u8>) -> Option<(u64, Frag<'d>)> {
     let mut p = Cursor { b: data, i: 0 };
-    p.eat(b"{")?;
-    loop {
-        let key = p.string_plain()?;
-        p.eat(b":")?;
-        if key == b"choices" {
-            break;
+    if !known_prefix.is_empty() && data.starts_with(known_prefix) {
+        p.i = known_prefix.len();
+    } else {
+        p.eat(b"{")?;
+        loop {
+            let key = p.string_plain()?;
+            p.eat(b":")?;
+            if key == b"choices" {
+                break;
+            }
+            p.scalar()?;
+            p.eat(b",")?;
         }
-        p.scalar()?;
-        p.eat(b",")?;
+        known_prefix.clear();
+        known_prefix.extend_from_slice(&data[..p.i]);
     }
     p.eat(b"[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":")?;
     let wire = p.number_u64()?;
@@ -623,14 +651,25 @@ mod tests {
     #[test]
     fn fast_path_recognises_fragment_chunks() {
         let d = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp_x","choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"function":{"arguments":"{\"ci"}}]},"logprobs":null,"finish_reason":null}]}"#;
-        let (w, f) = fast_fragment(d).unwrap();
+        let (w, f) = fast_fragment(d, &mut Vec::new()).unwrap();
         assert_eq!(w, 2);
         let Frag::Escaped(span) = f else { panic!() };
         let mut s = String::new();
         unescape_into(span, &mut s).unwrap();
         assert_eq!(s, "{\"ci");
         let plain = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"city"}}]}}],"usage":null}"#;
-        assert_eq!(fast_fragment(plain), Some((0, Frag::Plain("city"))));
+        let mut known = Vec::new();
+        assert_eq!(
+            fast_fragment(plain, &mut known),
+            Some((0, Frag::Plain("city")))
+        );
+        assert_eq!(known, b"{\"choices\":");
+        // With a known prefix, the rest is still checked.
+        assert_eq!(
+            fast_fragment(plain, &mut known),
+            Some((0, Frag::Plain("city")))
+        );
+        assert_eq!(fast_fragment(b"{\"choices\":[]}", &mut known), None);
         // Anything else is left to the full parse.
         for other in [
             &br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"arguments":""}}]}}]}"#[..],
@@ -640,7 +679,12 @@ mod tests {
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"finish_reason":"stop"}]}"#,
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a\"}}]}}]}"#,
         ] {
-            assert_eq!(fast_fragment(other), None, "{}", String::from_utf8_lossy(other));
+            assert_eq!(
+                fast_fragment(other, &mut Vec::new()),
+                None,
+                "{}",
+                String::from_utf8_lossy(other)
+            );
         }
     }
 

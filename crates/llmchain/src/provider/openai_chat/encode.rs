@@ -59,8 +59,17 @@ pub(crate) fn to_vec<T: Serialize>(v: &T, format: &'static str) -> Result<Vec<u8
     Ok(out)
 }
 
-/// Ids answered by some tool result in the conversation.
+/// Ids answered by some tool result in the conversation. Only consulted for calls that
+/// are not complete, so it stays empty (no hashing) when every call is complete.
 pub(crate) fn answered_ids(conv: &Conversation) -> HashSet<&str> {
+    let any_incomplete = conv.messages.iter().any(|m| {
+        m.tool_calls
+            .iter()
+            .any(|c| !(c.is_complete() && m.status == MessageStatus::Complete))
+    });
+    if !any_incomplete {
+        return HashSet::new();
+    }
     conv.messages
         .iter()
         .flat_map(|m| m.tool_results.iter())
@@ -129,7 +138,7 @@ fn push_message<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<W
             let mut images: Vec<WirePart<'a>> = Vec::new();
             for r in &m.tool_results {
                 out.push(WireMsg {
-                    content: WireContent::Text(Cow::Owned(result_text(r))),
+                    content: WireContent::Text(result_text(r)),
                     tool_call_id: Some(&r.tool_call_id),
                     ..WireMsg::new("tool")
                 });
@@ -161,21 +170,13 @@ fn push_message<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<W
 
 /// A result's text as OpenAI-style wires see it: text parts joined, other parts noted,
 /// and a failure said in words (no error flag exists).
-pub(crate) fn result_text(r: &ToolResult) -> String {
-    let mut text = String::new();
-    for p in &r.content {
-        match p.r#type {
-            ContentType::Text => text.push_str(&p.content),
-            ContentType::Image | ContentType::ImageUrl => {}
-            ContentType::Thinking => {}
-            _ => {}
-        }
-    }
+pub(crate) fn result_text(r: &ToolResult) -> Cow<'_, str> {
+    let text = joined_text(&r.content);
     if r.is_error() {
         if text.is_empty() {
-            "Error: the tool call failed.".to_owned()
+            Cow::Borrowed("Error: the tool call failed.")
         } else {
-            format!("Error: {text}")
+            Cow::Owned(format!("Error: {text}"))
         }
     } else {
         text
@@ -416,16 +417,38 @@ impl Serialize for ArgumentsText<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.0.arguments {
             None => s.serialize_str("{}"),
-            Some(Arguments::Object(m)) => s.collect_str(&JsonText(m)),
+            Some(Arguments::Object(m)) => serialize_object_as_string(m, s),
             Some(Arguments::Raw(t)) => {
                 if is_object_text(t) {
                     s.serialize_str(t.trim())
                 } else {
-                    s.collect_str(&JsonText(&self.0.arguments_as_map()))
+                    serialize_object_as_string(&self.0.arguments_as_map(), s)
                 }
             }
         }
     }
+}
+
+/// Writes `m` as compact JSON into a reused per-thread buffer, then serialises that text
+/// as a JSON string (one escaping pass, no per-call allocation).
+fn serialize_object_as_string<S: Serializer>(
+    m: &Map<String, Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            serde_json::to_writer(&mut *buf, m).map_err(serde::ser::Error::custom)?;
+            // serde_json writes valid UTF-8.
+            let text = std::str::from_utf8(&buf).map_err(serde::ser::Error::custom)?;
+            s.serialize_str(text)
+        }
+        // Re-entered (cannot happen for JSON maps): fall back to a fresh buffer.
+        Err(_) => s.collect_str(&JsonText(m)),
+    })
 }
 
 /// True when `t` is one valid JSON object.

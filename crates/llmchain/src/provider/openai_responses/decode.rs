@@ -116,7 +116,17 @@ impl State {
         if data == b"[DONE]" {
             return Ok(()); // some proxies add it
         }
-        let ev: Event<'_> = serde_json::from_slice(data).map_err(|e| malformed(FORMAT, &e))?;
+        let ev: Event<'_> = match serde_json::from_slice(data) {
+            Ok(ev) => ev,
+            Err(e) => {
+                return Err(match event_type(data) {
+                    Some(t) if !is_responses_type(&t) => {
+                        wrong_format(FORMAT, format!("unexpected event type '{t}'"))
+                    }
+                    _ => malformed(FORMAT, &e),
+                });
+            }
+        };
         let kind = ev.kind.as_deref().unwrap_or("");
         match kind {
             "response.output_text.delta" | "response.refusal.delta" => {
@@ -185,7 +195,7 @@ impl State {
                 }
                 self.set_error(e, on_event);
             }
-            k if k.starts_with("response.") => {} // other lifecycle events
+            k if is_responses_type(k) => {} // other lifecycle events
             "" => {
                 return Err(wrong_format(
                     FORMAT,
@@ -520,4 +530,18 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     state.response(r, true, &mut sink)?;
     state.ended = true;
     Ok(state.end(&mut sink))
+}
+
+fn is_responses_type(t: &str) -> bool {
+    t.starts_with("response.") || t == "error"
+}
+
+/// The `type` member of an event whose full parse failed, if it has one.
+fn event_type(data: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct T {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    serde_json::from_slice::<T>(data).ok().map(|t| t.kind)
 }

@@ -177,7 +177,7 @@ impl Serialize for Item<'_> {
                 if r.content.iter().any(ContentPart::is_image) {
                     let mut parts = Vec::with_capacity(r.content.len() + 1);
                     if r.is_error() {
-                        parts.push(InputPart::Text(Cow::Owned(result_text(r))));
+                        parts.push(InputPart::Text(result_text(r)));
                         parts.extend(
                             r.content
                                 .iter()

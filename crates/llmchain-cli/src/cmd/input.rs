@@ -1,0 +1,29 @@
+//! Shared input handling for the codec subcommands.
+
+use std::io::Read;
+
+use llmchain::provider::{Codec, Format, codec};
+
+use crate::error::CliError;
+
+/// Reads a file, or stdin for `-` / no path.
+pub fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
+    match path {
+        None | Some("-") => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?;
+            Ok(buf)
+        }
+        Some(p) => std::fs::read(p).map_err(|e| CliError::Usage(format!("cannot read {p}: {e}"))),
+    }
+}
+
+/// The codec for a format name.
+pub fn codec_for(name: &str) -> Result<(Format, &'static dyn Codec), CliError> {
+    let format: Format = name.parse().map_err(|e| CliError::Usage(format!("{e}")))?;
+    let codec = codec(format)
+        .ok_or_else(|| CliError::Usage(format!("format '{format}' has no codec in this build")))?;
+    Ok((format, codec))
+}
