@@ -1,8 +1,8 @@
 //! Gemini codec: fixtures decoded under every chunking, schema rewrite, request encoding.
 
-mod codec_support;
+mod codec_helpers;
 
-use codec_support::*;
+use codec_helpers::*;
 use llmchain::message::{ContentType, MessageStatus, TokenUsage};
 use llmchain::provider::{
     Codec, DecodeError, DecodeOutcome, DecoderConfig, GeminiCodec, RequestOptions, StopReason,
@@ -279,4 +279,18 @@ fn decoded_calls_round_trip_with_signatures() {
     let responses = b["contents"][2]["parts"].as_array().unwrap();
     assert_eq!(responses[0]["functionResponse"]["name"], "get_weather");
     assert_eq!(responses[1]["functionResponse"]["name"], "get_time");
+}
+
+#[test]
+fn registry_and_decode_body() {
+    let reg = llmchain::provider::codec(llmchain::provider::Format::Gemini).unwrap();
+    assert_eq!(reg.format(), llmchain::provider::Format::Gemini);
+    for name in fixtures(F) {
+        let body = fixture(F, &name);
+        let (_, want) = decode_chunked(&GeminiCodec, &body, &[], DecoderConfig::default());
+        for size in [0, 1, 13] {
+            let got = reg.decode_body(&body, size, DecoderConfig::default());
+            assert_eq!(got, want, "{name} at {size}");
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! Ollama codec: NDJSON fixtures decoded under every chunking, and request encoding.
 
-mod codec_support;
+mod codec_helpers;
 
-use codec_support::*;
+use codec_helpers::*;
 use llmchain::message::{ContentType, MessageStatus, TokenUsage};
 use llmchain::provider::{
     Codec, DecodeError, DecodeOutcome, DecoderConfig, OllamaCodec, RequestOptions, StopReason,
@@ -173,5 +173,19 @@ fn encode_snapshot_and_rules() {
         "synthesized_id",
     ] {
         assert!(!text.contains(virtual_field), "{virtual_field} leaked");
+    }
+}
+
+#[test]
+fn registry_and_decode_body() {
+    let reg = llmchain::provider::codec(llmchain::provider::Format::Ollama).unwrap();
+    assert_eq!(reg.format(), llmchain::provider::Format::Ollama);
+    for name in fixtures(F) {
+        let body = fixture(F, &name);
+        let (_, want) = decode_chunked(&OllamaCodec, &body, &[], DecoderConfig::default());
+        for size in [0, 1, 13] {
+            let got = reg.decode_body(&body, size, DecoderConfig::default());
+            assert_eq!(got, want, "{name} at {size}");
+        }
     }
 }

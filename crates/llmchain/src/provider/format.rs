@@ -144,4 +144,35 @@ pub trait Codec: Send + Sync {
         body: &[u8],
         config: DecoderConfig,
     ) -> Result<DecodeOutcome, DecodeError>;
+
+    /// True when `body` is a streamed response rather than one JSON document. The
+    /// default says a body is streamed unless its first non-blank byte opens a JSON
+    /// object or array (right for SSE formats; NDJSON formats override it).
+    fn is_stream_body(&self, body: &[u8]) -> bool {
+        super::wire::looks_like_sse(body)
+    }
+
+    /// Decodes a captured body, streamed or not ([`Codec::is_stream_body`]). A stream
+    /// is fed `chunk_size` bytes at a time (`0` feeds it whole).
+    fn decode_body(
+        &self,
+        body: &[u8],
+        chunk_size: usize,
+        config: DecoderConfig,
+    ) -> Result<DecodeOutcome, DecodeError> {
+        if !self.is_stream_body(body) {
+            return self.decode_response(body, config);
+        }
+        let mut dec = self.stream_decoder(config);
+        let mut sink = |_: StreamEvent<'_>| {};
+        let size = if chunk_size == 0 {
+            body.len().max(1)
+        } else {
+            chunk_size
+        };
+        for chunk in body.chunks(size) {
+            dec.feed(chunk, &mut sink)?;
+        }
+        dec.finish(&mut sink)
+    }
 }

@@ -5,6 +5,7 @@
 //! ([`Codec::decode_response`]). Decoding never depends on how bytes are chunked.
 
 mod anthropic;
+pub mod assemble;
 mod assembly;
 mod encoding;
 mod error;
@@ -14,7 +15,10 @@ mod framed;
 pub mod framing;
 mod gemini;
 mod ollama;
+pub mod openai_chat;
+pub mod openai_responses;
 mod outcome;
+pub mod wire;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
 pub use assembly::{SYNTHESIZED_ID_KEY, THOUGHT_SIGNATURE_KEY};
@@ -26,3 +30,16 @@ pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };
+
+/// The codec of a format, or `None` while that format has no codec in this build.
+///
+/// One line per format: each codec registers itself here.
+pub fn codec(format: Format) -> Option<&'static dyn Codec> {
+    match format {
+        Format::OpenAiChat => Some(&openai_chat::OpenAiChatCodec),
+        Format::OpenAiResponses => Some(&openai_responses::OpenAiResponsesCodec),
+        Format::Anthropic => Some(&AnthropicCodec),
+        Format::Gemini => Some(&GeminiCodec),
+        Format::Ollama => Some(&OllamaCodec),
+    }
+}

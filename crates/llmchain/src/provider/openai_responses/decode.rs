@@ -1,0 +1,547 @@
+//! OpenAI Responses decoders (wire-formats.md §2.2, §2.3).
+//!
+//! Calls are keyed by their output item id (`item_id`, `fc_…`); the `call_id`
+//! (`call_…`) is the id results must answer and becomes the call's `call_id`; the item
+//! id is kept in `metadata.item_id`. Reasoning items become thinking parts carrying
+//! `options.item_id` (and `options.encrypted_content` when given) so they can be
+//! replayed.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::message::{ContentType, MessageStatus, TokenUsage};
+use crate::provider::assemble::{Assembler, End, OnEvent};
+use crate::provider::framing::SseFramer;
+use crate::provider::wire::{ArgsField, WireUsage, malformed, provider_error, wrong_format};
+use crate::provider::{
+    DecodeError, DecodeOutcome, DecoderConfig, ProviderError, StopReason, StreamEvent,
+};
+
+const FORMAT: &str = "openai_responses";
+
+#[derive(Debug, Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    item_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    item: Option<Item<'a>>,
+    #[serde(default, borrow)]
+    response: Option<Response<'a>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+    #[serde(default)]
+    code: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Item<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<ArgsField<'a>>,
+    #[serde(default)]
+    content: Option<Vec<Value>>,
+    #[serde(default)]
+    summary: Option<Vec<Value>>,
+    #[serde(default, borrow)]
+    encrypted_content: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Response<'a> {
+    #[serde(default, borrow)]
+    object: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    status: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    output: Option<Vec<Item<'a>>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    incomplete_details: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug)]
+struct State {
+    asm: Assembler,
+    /// Function-call items by item id: (item id, position).
+    items: Vec<(String, usize)>,
+    /// Reasoning items already turned into parts: (item id, part position).
+    reasoning: Vec<(String, usize)>,
+    status: Option<String>,
+    incomplete_reason: Option<String>,
+    usage: Option<TokenUsage>,
+    error: Option<ProviderError>,
+    ended: bool,
+}
+
+impl State {
+    fn new(config: DecoderConfig) -> Self {
+        State {
+            asm: Assembler::new(config.max_argument_bytes),
+            items: Vec::new(),
+            reasoning: Vec::new(),
+            status: None,
+            incomplete_reason: None,
+            usage: None,
+            error: None,
+            ended: false,
+        }
+    }
+
+    fn item_pos(&self, id: &str) -> Option<usize> {
+        self.items.iter().find(|(i, _)| i == id).map(|(_, p)| *p)
+    }
+
+    fn data(&mut self, data: &[u8], on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
+        let data = data.trim_ascii();
+        if data == b"[DONE]" {
+            return Ok(()); // some proxies add it
+        }
+        let ev: Event<'_> = match serde_json::from_slice(data) {
+            Ok(ev) => ev,
+            Err(e) => {
+                return Err(match event_type(data) {
+                    Some(t) if !is_responses_type(&t) => {
+                        wrong_format(FORMAT, format!("unexpected event type '{t}'"))
+                    }
+                    _ => malformed(FORMAT, &e),
+                });
+            }
+        };
+        let kind = ev.kind.as_deref().unwrap_or("");
+        match kind {
+            "response.output_text.delta" | "response.refusal.delta" => {
+                if let Some(d) = &ev.delta {
+                    self.asm.push_content(ContentType::Text, d, on_event);
+                }
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                if let Some(d) = &ev.delta {
+                    self.reasoning_delta(ev.item_id.as_deref(), d, on_event);
+                }
+            }
+            "response.output_item.added" => {
+                if let Some(item) = ev.item {
+                    self.item(item, false, on_event)?;
+                }
+            }
+            "response.output_item.done" => {
+                if let Some(item) = ev.item {
+                    self.item(item, true, on_event)?;
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                let pos = self.pos_for(ev.item_id.as_deref(), on_event);
+                if let Some(d) = &ev.delta {
+                    self.asm.push_args(pos, d, on_event)?;
+                }
+            }
+            "response.function_call_arguments.done" => {
+                let pos = self.pos_for(ev.item_id.as_deref(), on_event);
+                if let Some(a) = &ev.arguments {
+                    self.asm.replace_args(pos, a)?;
+                }
+                self.asm.finish_call(pos, on_event);
+            }
+            "response.completed" | "response.incomplete" | "response.failed" | "response.done" => {
+                if let Some(r) = ev.response {
+                    self.response(r, false, on_event)?;
+                }
+                if kind == "response.failed" && self.error.is_none() {
+                    self.set_error(
+                        ProviderError {
+                            kind: "response.failed".into(),
+                            message: "the response failed".into(),
+                        },
+                        on_event,
+                    );
+                }
+                self.ended = true;
+            }
+            "error" => {
+                let mut e = match &ev.error {
+                    Some(v) if !v.is_null() => provider_error(v),
+                    _ => ProviderError {
+                        kind: "error".into(),
+                        message: String::new(),
+                    },
+                };
+                if let Some(m) = &ev.message {
+                    e.message = m.to_string();
+                }
+                match &ev.code {
+                    Some(Value::String(c)) if !c.is_empty() => e.kind = c.clone(),
+                    Some(Value::Number(n)) => e.kind = n.to_string(),
+                    _ => {}
+                }
+                self.set_error(e, on_event);
+            }
+            k if is_responses_type(k) => {} // other lifecycle events
+            "" => {
+                return Err(wrong_format(
+                    FORMAT,
+                    "expected a Responses event with a `type`",
+                ));
+            }
+            other => {
+                return Err(wrong_format(
+                    FORMAT,
+                    format!("unexpected event type '{other}'"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn set_error(&mut self, e: ProviderError, on_event: &mut OnEvent<'_>) {
+        on_event(StreamEvent::Error {
+            kind: Cow::Borrowed(&e.kind),
+            message: Cow::Borrowed(&e.message),
+        });
+        self.error = Some(e);
+    }
+
+    /// The call for an item id, created (nameless) when the item was never announced.
+    fn pos_for(&mut self, item_id: Option<&str>, on_event: &mut OnEvent<'_>) -> usize {
+        let id = item_id.unwrap_or("");
+        if let Some(p) = self.item_pos(id) {
+            return p;
+        }
+        let p = self.asm.start_call(None, "", on_event);
+        if !id.is_empty() {
+            self.asm.calls[p]
+                .metadata
+                .insert("item_id".into(), Value::String(id.to_owned()));
+        }
+        self.items.push((id.to_owned(), p));
+        p
+    }
+
+    fn reasoning_delta(&mut self, item_id: Option<&str>, text: &str, on_event: &mut OnEvent<'_>) {
+        let id = item_id.unwrap_or("");
+        if !self.reasoning.iter().any(|(i, _)| i == id) {
+            self.asm.split_content();
+            let p = self.asm.part_for(ContentType::Thinking);
+            if !id.is_empty() {
+                self.asm.content[p]
+                    .options
+                    .insert("item_id".into(), Value::String(id.to_owned()));
+            }
+            self.reasoning.push((id.to_owned(), p));
+        }
+        self.asm.push_content(ContentType::Thinking, text, on_event);
+    }
+
+    fn item(
+        &mut self,
+        item: Item<'_>,
+        done: bool,
+        on_event: &mut OnEvent<'_>,
+    ) -> Result<(), DecodeError> {
+        match item.kind.as_deref() {
+            Some("function_call") => {
+                let item_id = item.id.as_deref().unwrap_or("");
+                let pos = match self.item_pos(item_id) {
+                    Some(p) => {
+                        self.asm.update_call(p, item.call_id.as_deref(), None);
+                        if self.asm.calls[p].name.is_empty() {
+                            self.asm.update_call(p, None, item.name.as_deref());
+                        }
+                        p
+                    }
+                    None => {
+                        let p = self.asm.start_call(
+                            item.call_id.as_deref(),
+                            item.name.as_deref().unwrap_or(""),
+                            on_event,
+                        );
+                        if !item_id.is_empty() {
+                            self.asm.calls[p]
+                                .metadata
+                                .insert("item_id".into(), Value::String(item_id.to_owned()));
+                        }
+                        self.items.push((item_id.to_owned(), p));
+                        p
+                    }
+                };
+                match item.arguments {
+                    Some(ArgsField::Text(t)) if done => self.asm.replace_args(pos, &t)?,
+                    Some(ArgsField::Text(t)) => self.asm.push_args(pos, &t, on_event)?,
+                    Some(ArgsField::Object(o)) => self.asm.set_args_object(pos, o, on_event)?,
+                    Some(ArgsField::Other(t)) => self.asm.replace_args(pos, &t)?,
+                    None => {}
+                }
+                if done {
+                    self.asm.finish_call(pos, on_event);
+                }
+            }
+            Some("reasoning") if done => {
+                let id = item.id.as_deref().unwrap_or("");
+                let known = self
+                    .reasoning
+                    .iter()
+                    .find(|(i, _)| i == id)
+                    .map(|(_, p)| *p);
+                let pos = match known {
+                    Some(p) => p,
+                    None => {
+                        // No deltas were streamed: take the summary text from the item.
+                        self.reasoning_delta(Some(id), "", on_event);
+                        let p = self.reasoning.last().map(|(_, p)| *p).unwrap_or(0);
+                        for s in item.summary.iter().flatten() {
+                            if let Some(t) = s.get("text").and_then(Value::as_str) {
+                                self.asm.push_content(ContentType::Thinking, t, on_event);
+                            }
+                        }
+                        p
+                    }
+                };
+                if let Some(enc) = item.encrypted_content.as_deref()
+                    && let Some(part) = self.asm.content.get_mut(pos)
+                {
+                    part.options
+                        .insert("encrypted_content".into(), Value::String(enc.to_owned()));
+                }
+            }
+            // Text normally streams as deltas; take it from the item only if none came.
+            Some("message")
+                if done
+                    && !self
+                        .asm
+                        .content
+                        .iter()
+                        .any(|p| p.r#type == ContentType::Text) =>
+            {
+                for c in item.content.iter().flatten() {
+                    if let Some(t) = c.get("text").and_then(Value::as_str) {
+                        self.asm.push_content(ContentType::Text, t, on_event);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn response(
+        &mut self,
+        r: Response<'_>,
+        whole: bool,
+        on_event: &mut OnEvent<'_>,
+    ) -> Result<(), DecodeError> {
+        if whole {
+            for item in r.output.into_iter().flatten() {
+                self.item(item, true, on_event)?;
+            }
+        }
+        if let Some(s) = r.status {
+            self.status = Some(s.into_owned());
+        }
+        if let Some(reason) = r
+            .incomplete_details
+            .as_ref()
+            .and_then(|d| d.get("reason"))
+            .and_then(Value::as_str)
+        {
+            self.incomplete_reason = Some(reason.to_owned());
+        }
+        if let Some(e) = r.error.as_ref().filter(|e| !e.is_null()) {
+            self.set_error(provider_error(e), on_event);
+        }
+        if let Some(u) = r.usage {
+            let u = TokenUsage::from(u);
+            on_event(StreamEvent::Usage(u));
+            self.usage = Some(u);
+        }
+        let _ = r.object;
+        Ok(())
+    }
+
+    fn end(mut self, on_event: &mut OnEvent<'_>) -> DecodeOutcome {
+        let has_calls = !self.asm.calls.is_empty();
+        let (status, reason, raw) = match (self.status.as_deref(), &self.error) {
+            (_, Some(_)) | (Some("failed"), _) => (
+                MessageStatus::Cancelled,
+                Some(StopReason::Error),
+                self.status.clone(),
+            ),
+            (Some("completed"), _) => (
+                MessageStatus::Complete,
+                Some(if has_calls {
+                    StopReason::ToolCalls
+                } else {
+                    StopReason::EndTurn
+                }),
+                Some("completed".to_owned()),
+            ),
+            (Some("incomplete"), _) => {
+                let r = self.incomplete_reason.clone();
+                match r.as_deref() {
+                    Some("content_filter") => {
+                        (MessageStatus::Complete, Some(StopReason::ContentFilter), r)
+                    }
+                    _ => (
+                        MessageStatus::Length,
+                        Some(StopReason::MaxTokens),
+                        r.or(Some("incomplete".into())),
+                    ),
+                }
+            }
+            (Some(other), _) if self.ended => (
+                MessageStatus::Cancelled,
+                Some(StopReason::Other),
+                Some(other.to_owned()),
+            ),
+            _ => (MessageStatus::Cancelled, None, None),
+        };
+        if let Some(r) = reason {
+            on_event(StreamEvent::Stop {
+                reason: r,
+                raw: Cow::Borrowed(raw.as_deref().unwrap_or("")),
+            });
+        }
+        if status == MessageStatus::Complete {
+            self.asm.finish_all(on_event);
+        }
+        self.asm.into_outcome(End {
+            status,
+            stop_reason: reason,
+            raw_stop_reason: raw,
+            usage: self.usage,
+            error: self.error,
+        })
+    }
+}
+
+/// The streaming OpenAI Responses decoder.
+#[derive(Debug)]
+pub struct ResponsesStreamDecoder {
+    framer: SseFramer,
+    state: Option<State>,
+    saw_bytes: bool,
+    saw_data: bool,
+    failed: Option<DecodeError>,
+}
+
+impl ResponsesStreamDecoder {
+    /// A decoder with the given limits.
+    pub fn new(config: DecoderConfig) -> Self {
+        ResponsesStreamDecoder {
+            framer: SseFramer::new(config.max_line_bytes),
+            state: Some(State::new(config)),
+            saw_bytes: false,
+            saw_data: false,
+            failed: None,
+        }
+    }
+}
+
+impl crate::provider::StreamDecoder for ResponsesStreamDecoder {
+    fn feed(
+        &mut self,
+        chunk: &[u8],
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<(), DecodeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        self.saw_bytes |= !chunk.is_empty();
+        let Some(state) = self.state.as_mut() else {
+            return Err(wrong_format(FORMAT, "the decoder has already finished"));
+        };
+        let saw_data = &mut self.saw_data;
+        let r = self.framer.feed(chunk, &mut |ev| {
+            *saw_data = true;
+            state.data(ev.data, on_event)
+        });
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn finish(
+        &mut self,
+        on_event: &mut dyn FnMut(StreamEvent<'_>),
+    ) -> Result<DecodeOutcome, DecodeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let Some(mut state) = self.state.take() else {
+            return Err(wrong_format(FORMAT, "the decoder has already finished"));
+        };
+        let saw_data = &mut self.saw_data;
+        self.framer.finish(&mut |ev| {
+            *saw_data = true;
+            state.data(ev.data, on_event)
+        })?;
+        if self.saw_bytes && !self.saw_data {
+            return Err(wrong_format(
+                FORMAT,
+                "no SSE `data:` event in the body (is it a non-streaming response?)",
+            ));
+        }
+        Ok(state.end(on_event))
+    }
+}
+
+/// Decodes a whole non-streaming Responses body.
+pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutcome, DecodeError> {
+    #[derive(Deserialize)]
+    struct Whole<'a> {
+        #[serde(default, borrow)]
+        object: Option<Cow<'a, str>>,
+        #[serde(default)]
+        error: Option<Value>,
+    }
+    let head: Whole<'_> = serde_json::from_slice(body).map_err(|e| malformed(FORMAT, &e))?;
+    let mut state = State::new(config);
+    let mut sink = |_: StreamEvent<'_>| {};
+    if head.object.as_deref() != Some("response") {
+        if let Some(e) = head.error.as_ref().filter(|e| !e.is_null()) {
+            state.set_error(provider_error(e), &mut sink);
+            return Ok(state.end(&mut sink));
+        }
+        return Err(wrong_format(
+            FORMAT,
+            "expected a response object (`\"object\": \"response\"`)",
+        ));
+    }
+    let r: Response<'_> = serde_json::from_slice(body).map_err(|e| malformed(FORMAT, &e))?;
+    state.response(r, true, &mut sink)?;
+    state.ended = true;
+    Ok(state.end(&mut sink))
+}
+
+fn is_responses_type(t: &str) -> bool {
+    t.starts_with("response.") || t == "error"
+}
+
+/// The `type` member of an event whose full parse failed, if it has one.
+fn event_type(data: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct T {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    serde_json::from_slice::<T>(data).ok().map(|t| t.kind)
+}
