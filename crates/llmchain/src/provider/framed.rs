@@ -27,6 +27,7 @@ pub(crate) struct SseDecoder<H> {
     handler: Option<H>,
     raw: Vec<u8>,
     saw_event: bool,
+    raw_overflow: bool,
     ok_events: usize,
     max: usize,
 }
@@ -40,6 +41,7 @@ impl<H: EventHandler> SseDecoder<H> {
             handler: Some(handler),
             raw: Vec::new(),
             saw_event: false,
+            raw_overflow: false,
             ok_events: 0,
             max: config.max_line_bytes,
         }
@@ -79,11 +81,15 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         })?;
         if self.saw_event {
             self.raw = Vec::new();
-        } else {
+        } else if !self.raw_overflow {
+            // Past the cap the copy stops; the error comes only if the body turns out
+            // to hold no event at all, so it does not depend on the chunking.
             if self.raw.len().saturating_add(chunk.len()) > self.max {
-                return Err(DecodeError::LineTooLong { limit: self.max });
+                self.raw_overflow = true;
+                self.raw = Vec::new();
+            } else {
+                self.raw.extend_from_slice(chunk);
             }
-            self.raw.extend_from_slice(chunk);
         }
         Ok(())
     }
@@ -105,6 +111,9 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
             cut_tail(handler.on_data(ev.data, on_event), ok)
         })?;
         if !self.saw_event {
+            if self.raw_overflow {
+                return Err(DecodeError::LineTooLong { limit: self.max });
+            }
             let raw = std::mem::take(&mut self.raw);
             if raw.trim_ascii().is_empty() {
                 return Err(malformed(self.format, "the body is empty"));
