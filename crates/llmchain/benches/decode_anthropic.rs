@@ -53,8 +53,8 @@ fn stream(size: usize) -> Vec<u8> {
 
 #[derive(Deserialize)]
 struct BDelta<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Cow<'a, str>,
+    #[serde(rename = "type", default, borrow)]
+    ty: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     partial_json: Option<Cow<'a, str>>,
 }
@@ -81,7 +81,7 @@ fn baseline(body: &[u8]) -> Map<String, Value> {
         if ev.ty == "content_block_delta"
             && ev.index == Some(0)
             && let Some(d) = ev.delta
-            && d.ty == "input_json_delta"
+            && d.ty.as_deref() == Some("input_json_delta")
             && let Some(p) = d.partial_json
         {
             args.push_str(&p);

@@ -67,7 +67,7 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         chunk: &[u8],
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), DecodeError> {
-        let handler = self.handler.as_mut().ok_or(finished(self.format))?;
+        let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
         let saw = &mut self.saw_event;
         let ok = &mut self.ok_events;
         self.framer.feed(chunk, &mut |ev| {
@@ -98,7 +98,7 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         &mut self,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<DecodeOutcome, DecodeError> {
-        let mut handler = self.handler.take().ok_or(finished(self.format))?;
+        let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
         let saw = &mut self.saw_event;
         let ok = self.ok_events;
         self.framer.finish(&mut |ev| {
@@ -152,7 +152,7 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
         chunk: &[u8],
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), DecodeError> {
-        let handler = self.handler.as_mut().ok_or(finished(self.format))?;
+        let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
         let lines = &mut self.lines;
         let ok = &mut self.ok_lines;
         self.framer.feed(chunk, &mut |line| {
@@ -167,7 +167,7 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
         &mut self,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<DecodeOutcome, DecodeError> {
-        let mut handler = self.handler.take().ok_or(finished(self.format))?;
+        let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
         let lines = &mut self.lines;
         let ok = self.ok_lines;
         self.framer.finish(&mut |line| {
