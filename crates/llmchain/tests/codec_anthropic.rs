@@ -1,8 +1,8 @@
 //! Anthropic codec: fixtures decoded under every chunking, and request encoding.
 
-mod codec_support;
+mod codec_helpers;
 
-use codec_support::*;
+use codec_helpers::*;
 use llmchain::message::{ContentType, MessageStatus, TokenUsage};
 use llmchain::provider::{
     AnthropicCodec, Codec, DecodeError, DecoderConfig, RequestOptions, StopReason,
@@ -308,4 +308,18 @@ fn decoded_message_round_trips_into_a_request() {
     assert_eq!(content[0]["type"], "thinking");
     assert_eq!(content[2]["input"], json!({"city": "Paris"}));
     assert_eq!(content[3]["input"], json!({}));
+}
+
+#[test]
+fn registry_and_decode_body() {
+    let reg = llmchain::provider::codec(llmchain::provider::Format::Anthropic).unwrap();
+    assert_eq!(reg.format(), llmchain::provider::Format::Anthropic);
+    for name in fixtures(F) {
+        let body = fixture(F, &name);
+        let (_, want) = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());
+        for size in [0, 1, 13] {
+            let got = reg.decode_body(&body, size, DecoderConfig::default());
+            assert_eq!(got, want, "{name} at {size}");
+        }
+    }
 }

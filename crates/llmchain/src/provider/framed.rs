@@ -27,6 +27,7 @@ pub(crate) struct SseDecoder<H> {
     handler: Option<H>,
     raw: Vec<u8>,
     saw_event: bool,
+    raw_overflow: bool,
     ok_events: usize,
     max: usize,
 }
@@ -40,6 +41,7 @@ impl<H: EventHandler> SseDecoder<H> {
             handler: Some(handler),
             raw: Vec::new(),
             saw_event: false,
+            raw_overflow: false,
             ok_events: 0,
             max: config.max_line_bytes,
         }
@@ -65,7 +67,7 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         chunk: &[u8],
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), DecodeError> {
-        let handler = self.handler.as_mut().ok_or(finished(self.format))?;
+        let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
         let saw = &mut self.saw_event;
         let ok = &mut self.ok_events;
         self.framer.feed(chunk, &mut |ev| {
@@ -79,11 +81,15 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         })?;
         if self.saw_event {
             self.raw = Vec::new();
-        } else {
+        } else if !self.raw_overflow {
+            // Past the cap the copy stops; the error comes only if the body turns out
+            // to hold no event at all, so it does not depend on the chunking.
             if self.raw.len().saturating_add(chunk.len()) > self.max {
-                return Err(DecodeError::LineTooLong { limit: self.max });
+                self.raw_overflow = true;
+                self.raw = Vec::new();
+            } else {
+                self.raw.extend_from_slice(chunk);
             }
-            self.raw.extend_from_slice(chunk);
         }
         Ok(())
     }
@@ -92,7 +98,7 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         &mut self,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<DecodeOutcome, DecodeError> {
-        let mut handler = self.handler.take().ok_or(finished(self.format))?;
+        let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
         let saw = &mut self.saw_event;
         let ok = self.ok_events;
         self.framer.finish(&mut |ev| {
@@ -105,6 +111,9 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
             cut_tail(handler.on_data(ev.data, on_event), ok)
         })?;
         if !self.saw_event {
+            if self.raw_overflow {
+                return Err(DecodeError::LineTooLong { limit: self.max });
+            }
             let raw = std::mem::take(&mut self.raw);
             if raw.trim_ascii().is_empty() {
                 return Err(malformed(self.format, "the body is empty"));
@@ -143,7 +152,7 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
         chunk: &[u8],
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), DecodeError> {
-        let handler = self.handler.as_mut().ok_or(finished(self.format))?;
+        let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
         let lines = &mut self.lines;
         let ok = &mut self.ok_lines;
         self.framer.feed(chunk, &mut |line| {
@@ -158,7 +167,7 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
         &mut self,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<DecodeOutcome, DecodeError> {
-        let mut handler = self.handler.take().ok_or(finished(self.format))?;
+        let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
         let lines = &mut self.lines;
         let ok = self.ok_lines;
         self.framer.finish(&mut |line| {

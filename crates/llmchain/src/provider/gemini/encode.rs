@@ -186,7 +186,7 @@ fn user_part(p: &ContentPart) -> Option<GPart<'_>> {
         },
         ContentType::ImageUrl | ContentType::FileUrl => GPart {
             file_data: Some(FileData {
-                mime_type: p.media(),
+                mime_type: p.media().or_else(|| mime_from_url(&p.content)),
                 file_uri: &p.content,
             }),
             ..Default::default()
@@ -195,8 +195,24 @@ fn user_part(p: &ContentPart) -> Option<GPart<'_>> {
     })
 }
 
+/// The media type of a URL by its extension (Gemini wants one on `fileData`).
+fn mime_from_url(url: &str) -> Option<&'static str> {
+    let path = url.split(['?', '#']).next().unwrap_or(url);
+    let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        "heic" => "image/heic",
+        "pdf" => "application/pdf",
+        _ => return None,
+    })
+}
+
 fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
     let mut parts = Vec::with_capacity(m.content.len() + m.tool_calls.len());
+    let mut trailing = Vec::new();
     for p in &m.content {
         match p.r#type {
             ContentType::Thinking => {
@@ -215,7 +231,15 @@ fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
                     .get(THOUGHT_SIGNATURE_KEY)
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty());
-                if !p.content.is_empty() || sig.is_some() {
+                if p.content.is_empty() && sig.is_some() {
+                    // Gemini 3 ends a turn with an empty signed text part, after the
+                    // calls: keep it there.
+                    trailing.push(GPart {
+                        text: Some(&p.content),
+                        thought_signature: sig,
+                        ..Default::default()
+                    });
+                } else if !p.content.is_empty() {
                     parts.push(GPart {
                         text: Some(&p.content),
                         thought_signature: sig,
@@ -245,6 +269,7 @@ fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
             ..Default::default()
         });
     }
+    parts.extend(trailing);
     Ok(parts)
 }
 

@@ -299,8 +299,7 @@ mod tests {
             json!({"type": "object", "properties": {
                 "root": {"type": "object", "description": "the head", "properties": {
                     "value": {"type": "string"},
-                    "next": {"type": "object", "properties": {
-                        "value": {"type": "string"}, "next": {"type": "object"}}}}},
+                    "next": {"type": "object"}}},
                 "mode": {"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "string", "enum": ["b"]}]},
                 "opt": {"type": "integer", "nullable": true},
                 "both": {"properties": {"a": {"type": "string"}, "b": {"type": "number"}}, "required": ["a"]},

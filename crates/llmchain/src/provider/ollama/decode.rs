@@ -16,7 +16,8 @@ use crate::provider::assembly::{Assembler, Emit, malformed, short_hash, wrong_fo
 use crate::provider::error::DecodeError;
 use crate::provider::event::StopReason;
 use crate::provider::format::DecoderConfig;
-use crate::provider::framed::EventHandler;
+use crate::provider::format::StreamDecoder;
+use crate::provider::framed::{EventHandler, NdjsonDecoder};
 use crate::provider::outcome::DecodeOutcome;
 
 const FORMAT: &str = "ollama";
@@ -196,21 +197,18 @@ impl EventHandler for Events {
     }
 
     fn decode_whole(&mut self, body: &[u8], emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
-        let mut ev = Events::new(self.config);
         if body.trim_ascii().is_empty() {
             return Err(malformed(FORMAT, "the body is empty"));
         }
         if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+            let mut ev = Events::new(self.config);
             ev.line(body, emit)?;
-        } else {
-            // A captured stream: one object per line.
-            let mut framer =
-                crate::provider::framing::NdjsonFramer::new(self.config.max_line_bytes);
-            let mut cb = |line: &[u8]| ev.line(line, &mut *emit);
-            framer.feed(body, &mut cb)?;
-            framer.finish(&mut cb)?;
+            return ev.finish(emit);
         }
-        ev.finish(emit)
+        // A captured stream: one object per line.
+        let mut d = NdjsonDecoder::new(FORMAT, Events::new(self.config), self.config);
+        d.feed(body, emit)?;
+        d.finish(emit)
     }
 }
 

@@ -33,6 +33,11 @@ impl Codec for OllamaCodec {
         encode::encode(conv, opts)
     }
 
+    /// NDJSON: a body is a stream unless it is one JSON document.
+    fn is_stream_body(&self, body: &[u8]) -> bool {
+        serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err()
+    }
+
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
         Box::new(NdjsonDecoder::new(
             "ollama",
