@@ -489,7 +489,8 @@ impl ToolCall {
     ///
     /// `merge(None, part)` is `part`. The rules (all O(len(part)), never O(accumulated)):
     /// - the index must match (`None` and `Some(0)` differ), else [`MergeError::IndexMismatch`];
-    /// - an exact repeat of an identified call (same `call_id`, every field equal) is ignored;
+    /// - an exact repeat of an identified call (same `call_id`, every field equal) is ignored,
+    ///   unless it is a whitespace-only text fragment (whitespace is always kept);
     /// - the name is appended unless equal (providers that repeat the full name are fine);
     /// - raw text is concatenated, whitespace fragments included; an object replaces raw
     ///   text when the fragment is complete or nothing was accumulated yet; a text
@@ -524,8 +525,15 @@ impl ToolCall {
             });
         }
         // A provider re-sending an identified call whole: ignore the duplicate. Anonymous
-        // fragments are never deduplicated, so two equal whitespace fragments both count.
-        if part.call_id.is_some() && *self == part {
+        // fragments are never deduplicated, and neither is a whitespace-only text
+        // fragment, so two equal whitespace fragments both count even when the provider
+        // repeats the id on every fragment.
+        if part.call_id.is_some()
+            && !part
+                .raw_arguments()
+                .is_some_and(|s| !s.is_empty() && s.trim().is_empty())
+            && *self == part
+        {
             return Ok(());
         }
         let ToolCall {

@@ -8,6 +8,7 @@ mod error;
 mod event;
 mod format;
 mod outcome;
+pub mod preview;
 
 pub use error::{DecodeError, EncodeError};
 pub use event::{StopReason, StreamEvent};
