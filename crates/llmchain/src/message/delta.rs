@@ -95,6 +95,15 @@ impl MessageDelta {
         }
     }
 
+    /// A fragment holding several tool-call fragments, merged in order (some providers
+    /// send several fragments of one call, or of several calls, in one chunk).
+    pub fn tool_call_fragments(calls: Vec<ToolCall>) -> Self {
+        MessageDelta {
+            tool_calls: calls,
+            ..Default::default()
+        }
+    }
+
     /// A fragment that only moves the status (e.g. a finish reason).
     pub fn status_fragment(status: DeltaStatus) -> Self {
         MessageDelta {

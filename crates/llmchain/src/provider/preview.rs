@@ -1153,4 +1153,169 @@ mod tests {
             );
         }
     }
+
+    /// Rebuilds a value from events alone: the same rules a UI would follow.
+    fn rebuild(events: &[PreviewEvent]) -> Option<Value> {
+        let mut stack: Vec<(Value, Option<String>)> = Vec::new();
+        let mut key: Option<String> = None;
+        let mut root = None;
+        let mut strings: std::collections::HashMap<Arc<str>, String> = Default::default();
+        fn put(
+            stack: &mut [(Value, Option<String>)],
+            key: &mut Option<String>,
+            root: &mut Option<Value>,
+            v: Value,
+        ) {
+            match stack.last_mut() {
+                None => *root = Some(v),
+                Some((Value::Array(a), _)) => a.push(v),
+                Some((Value::Object(m), _)) => {
+                    m.insert(key.take().unwrap_or_default(), v);
+                }
+                Some(_) => unreachable!(),
+            }
+        }
+        for e in events {
+            match e {
+                PreviewEvent::ObjectStart { .. } => stack.push((json!({}), key.take())),
+                PreviewEvent::ArrayStart { .. } => stack.push((json!([]), key.take())),
+                PreviewEvent::ObjectEnd { .. } | PreviewEvent::ArrayEnd { .. } => {
+                    let (v, k) = stack.pop().unwrap();
+                    key = k;
+                    put(&mut stack, &mut key, &mut root, v);
+                }
+                PreviewEvent::Key { key: k, .. } => key = Some(k.clone()),
+                PreviewEvent::StringStart { pointer } => {
+                    strings.insert(pointer.clone(), String::new());
+                }
+                PreviewEvent::StringChunk { pointer, chunk } => {
+                    strings.get_mut(pointer).unwrap().push_str(chunk);
+                }
+                PreviewEvent::Scalar { pointer, value } => {
+                    if let Some(s) = strings.remove(pointer) {
+                        // The chunks of a string concatenate to its value.
+                        assert_eq!(Some(s.as_str()), value.as_str());
+                    }
+                    put(&mut stack, &mut key, &mut root, value.clone());
+                }
+                PreviewEvent::Error(_) => return None,
+            }
+        }
+        root
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let text = prop_oneof![
+            any::<String>(),
+            "[a-z\"\\\\/\n\t\u{0}\u{1f} é€😀\u{7f}]{0,10}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            text.clone().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((text.clone(), inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Cuts bytes at arbitrary positions (UTF-8 characters and escapes may be split).
+    fn cut<'a>(bytes: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        let mut k = 0;
+        while at < bytes.len() {
+            let n = sizes[k % sizes.len()].max(1);
+            k += 1;
+            let end = (at + n).min(bytes.len());
+            out.push(&bytes[at..end]);
+            at = end;
+        }
+        out
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// The events of any fragmentation rebuild exactly what serde_json parses from the
+        /// whole text, and so does `preview()` at the end; pointers address the values.
+        #[test]
+        fn any_fragmentation_rebuilds_the_value(
+            v in any_json(),
+            pretty in any::<bool>(),
+            sizes in prop::collection::vec(1usize..12, 1..6),
+        ) {
+            let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
+            let expected: Value = serde_json::from_str(&text).unwrap();
+            let (events, p) = run(&cut(text.as_bytes(), &sizes));
+            prop_assert!(p.is_done(), "{:?}", p.error());
+            prop_assert_eq!(rebuild(&events), Some(expected.clone()));
+            prop_assert_eq!(p.preview(), Some(expected.clone()));
+            for e in &events {
+                if let PreviewEvent::Scalar { pointer, value } = e {
+                    // Keys are unique in generated values, so pointers are unambiguous.
+                    prop_assert_eq!(expected.pointer(pointer), Some(value));
+                }
+            }
+        }
+
+        /// Any text at all: the reader accepts exactly what serde_json accepts, agrees on
+        /// the value, never panics, and reports at most one error, last.
+        #[test]
+        fn agrees_with_serde_json_on_any_text(
+            text in prop_oneof![
+                any::<String>(),
+                "[ \t\n{}\\[\\],:\"a-e0-9.+\\-\\\\u]{0,40}",
+                any_json().prop_map(|v| v.to_string()),
+            ],
+            damage in any::<Option<(prop::sample::Index, u8)>>(),
+            sizes in prop::collection::vec(1usize..9, 1..5),
+        ) {
+            let mut bytes = text.into_bytes();
+            if let Some((i, b)) = damage && !bytes.is_empty() {
+                let i = i.index(bytes.len());
+                bytes[i] = b;
+            }
+            let (events, p) = run(&cut(&bytes, &sizes));
+            let errors = events.iter().filter(|e| matches!(e, PreviewEvent::Error(_))).count();
+            prop_assert!(errors <= 1);
+            if errors == 1 {
+                prop_assert!(matches!(events.last(), Some(PreviewEvent::Error(_))));
+            }
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => {
+                    prop_assert!(p.is_done(), "{:?} for {:?}", p.error(), String::from_utf8_lossy(&bytes));
+                    prop_assert_eq!(rebuild(&events), Some(v.clone()));
+                    prop_assert_eq!(p.preview(), Some(v));
+                }
+                Err(_) => prop_assert!(p.error().is_some(), "accepted {:?}", String::from_utf8_lossy(&bytes)),
+            }
+        }
+
+        /// The preview after every fragment never panics, and only grows towards the
+        /// final value for strings (a prefix of the final text).
+        #[test]
+        fn previews_along_the_way(v in any_json(), sizes in prop::collection::vec(1usize..6, 1..4)) {
+            let text = v.to_string();
+            let mut p = ArgumentPreview::new();
+            let mut out = Vec::new();
+            for f in cut(text.as_bytes(), &sizes) {
+                p.feed_bytes(f, &mut out);
+                let _ = p.preview();
+            }
+            out.extend(p.finish());
+            prop_assert_eq!(p.preview(), Some(v));
+        }
+    }
 }
