@@ -81,8 +81,15 @@ pub(crate) fn parse_object(s: &str) -> Result<Map<String, Value>, &'static str> 
     }
     match serde_json::from_str::<Map<String, Value>>(s) {
         Ok(m) => Ok(m),
-        // A type error means the text was JSON, just not an object.
-        Err(e) if e.classify() == serde_json::error::Category::Data => Err(NOT_AN_OBJECT),
+        // A type error is raised at the first token (`[` of `[1, 2`), before the rest is
+        // read: the text is "JSON, just not an object" only if it is valid JSON at all.
+        // `IgnoredAny` checks the syntax without building a value.
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            match serde_json::from_str::<serde::de::IgnoredAny>(s) {
+                Ok(_) => Err(NOT_AN_OBJECT),
+                Err(_) => Err(INVALID_JSON),
+            }
+        }
         Err(_) => Err(INVALID_JSON),
     }
 }
@@ -688,6 +695,15 @@ mod tests {
         );
         let err = ToolCall::new(complete_attrs("\"just a string\"")).unwrap_err();
         assert_eq!(err.messages_for("arguments"), vec![NOT_AN_OBJECT]);
+        // Found by the fuzzer: a type error is raised at `[` before the rest is read.
+        for text in ["[\u{8}", "[1, 2", "\"open", "[1] x", "tru"] {
+            let err = ToolCall::new(complete_attrs(text)).unwrap_err();
+            assert_eq!(
+                err.messages_for("arguments"),
+                vec![INVALID_JSON],
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
