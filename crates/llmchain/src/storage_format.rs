@@ -95,7 +95,7 @@ mod tests {
             "{\"messages\": [{\"role\": \"user\", \"metadata\": {\"a.b\": [}}]}",
         )
         .unwrap_err();
-        assert_eq!(err.path, "messages[0].metadata[\"a.b\"]");
+        assert_eq!(err.path, "messages[0].metadata[\"a.b\"][0]");
         let err = from_str::<Conversation>("[").unwrap_err();
         assert_eq!(err.path, ".");
         let err = from_str::<Conversation>("{} x").unwrap_err();
