@@ -209,25 +209,52 @@ impl From<ContentPart> for Content {
     }
 }
 
-/// Serde helper: content as a list of parts, also accepting a bare string on input.
+/// Serde helper: content as a list of parts, also accepting a bare string (or `null`)
+/// on input. A hand-written visitor rather than an untagged enum, so an error inside a
+/// part keeps its path (`content[2].type`).
 pub(crate) mod parts_or_text {
-    use super::ContentPart;
-    use serde::{Deserialize, Deserializer};
+    use std::fmt;
 
-    #[derive(Deserialize)]
-    #[serde(untagged, expecting = "content as a string or a list of content parts")]
-    enum Either {
-        Text(String),
-        Parts(Vec<ContentPart>),
+    use super::ContentPart;
+    use serde::Deserialize;
+    use serde::de::{self, Deserializer, SeqAccess, Visitor};
+
+    struct PartsVisitor;
+
+    impl<'de> Visitor<'de> for PartsVisitor {
+        type Value = Vec<ContentPart>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("content as a string or a list of content parts")
+        }
+
+        fn visit_str<E: de::Error>(self, t: &str) -> Result<Self::Value, E> {
+            Ok(if t.is_empty() {
+                Vec::new()
+            } else {
+                vec![ContentPart::text(t)]
+            })
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(PartsVisitor)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            Vec::<ContentPart>::deserialize(de::value::SeqAccessDeserializer::new(seq))
+        }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
-        Ok(match Option::<Either>::deserialize(d)? {
-            None => Vec::new(),
-            Some(Either::Text(t)) if t.is_empty() => Vec::new(),
-            Some(Either::Text(t)) => vec![ContentPart::text(t)],
-            Some(Either::Parts(p)) => p,
-        })
+        d.deserialize_any(PartsVisitor)
     }
 }
 

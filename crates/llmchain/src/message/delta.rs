@@ -72,7 +72,8 @@ pub struct MessageDelta {
     pub usage: Option<TokenUsage>,
     /// Provider metadata; shallow-merged.
     pub metadata: Map<String, Value>,
-    merged_content: Vec<Option<ContentPart>>,
+    /// Accumulated parts with their content index, sorted by index (stable).
+    merged_content: Vec<(usize, ContentPart)>,
     max_argument_bytes: Option<usize>,
 }
 
@@ -90,6 +91,15 @@ impl MessageDelta {
     pub fn tool_call_fragment(call: ToolCall) -> Self {
         MessageDelta {
             tool_calls: vec![call],
+            ..Default::default()
+        }
+    }
+
+    /// A fragment holding several tool-call fragments, merged in order (some providers
+    /// send several fragments of one call, or of several calls, in one chunk).
+    pub fn tool_call_fragments(calls: Vec<ToolCall>) -> Self {
+        MessageDelta {
+            tool_calls: calls,
             ..Default::default()
         }
     }
@@ -119,7 +129,7 @@ impl MessageDelta {
 
     /// The accumulated content parts, by position.
     pub fn merged_content(&self) -> impl Iterator<Item = &ContentPart> {
-        self.merged_content.iter().flatten()
+        self.merged_content.iter().map(|(_, p)| p)
     }
 
     /// Merges a fragment into this accumulator.
@@ -137,11 +147,12 @@ impl MessageDelta {
         if let Some(part) = content {
             self.merge_content(index.unwrap_or(0), part);
         }
+        if index.is_some() {
+            self.index = index;
+        }
         // A fragment may itself be an accumulator (merge of merged deltas).
-        for (i, part) in merged_content.into_iter().enumerate() {
-            if let Some(part) = part {
-                self.merge_content(i, part);
-            }
+        for (i, part) in merged_content {
+            self.merge_content(i, part);
         }
         for call in tool_calls {
             self.merge_tool_call(call)?;
@@ -170,30 +181,33 @@ impl MessageDelta {
         if part.content.is_empty() && part.options.is_empty() {
             return;
         }
-        if self.merged_content.len() <= index {
-            self.merged_content.resize(index + 1, None);
+        // Parts are kept sorted by index (several per index when a provider mixes types
+        // at one position). Streaming almost always continues the last part, so check it
+        // first; otherwise binary-search. No padding: an index from the wire (any `usize`)
+        // costs nothing, so a hostile index cannot make us allocate.
+        if let Some((last_index, last)) = self.merged_content.last_mut() {
+            if *last_index == index && last.r#type == part.r#type {
+                last.merge_part(part);
+                return;
+            }
+            if *last_index < index {
+                self.merged_content.push((index, part));
+                return;
+            }
         }
-        match &mut self.merged_content[index] {
-            slot @ None => *slot = Some(part),
-            Some(existing) if existing.r#type == part.r#type => {
+        let start = self.merged_content.partition_point(|(i, _)| *i < index);
+        let end = self.merged_content.partition_point(|(i, _)| *i <= index);
+        // A provider that mixes part types at one index: keep both rather than drop
+        // text; continue the newest part of the same type at that index.
+        match self.merged_content[start..end]
+            .iter_mut()
+            .rev()
+            .find(|(_, p)| p.r#type == part.r#type)
+        {
+            Some((_, existing)) => {
                 existing.merge_part(part);
             }
-            Some(_) => {
-                // A provider that mixes part types at one index: keep both rather than
-                // drop text. Continue the newest part of that type after `index`.
-                let ty = part.r#type;
-                let tail = self.merged_content[index..]
-                    .iter_mut()
-                    .flatten()
-                    .rev()
-                    .find(|p| p.r#type == ty);
-                match tail {
-                    Some(p) => {
-                        p.merge_part(part);
-                    }
-                    None => self.merged_content.push(Some(part)),
-                }
-            }
+            None => self.merged_content.insert(end, (index, part)),
         }
     }
 
@@ -255,7 +269,7 @@ impl MessageDelta {
         let mut message = Message {
             role: Role::Assistant,
             status,
-            content: self.merged_content.into_iter().flatten().collect(),
+            content: self.merged_content.into_iter().map(|(_, p)| p).collect(),
             tool_calls: self.tool_calls,
             tool_results: Vec::new(),
             name: None,

@@ -81,8 +81,15 @@ pub(crate) fn parse_object(s: &str) -> Result<Map<String, Value>, &'static str> 
     }
     match serde_json::from_str::<Map<String, Value>>(s) {
         Ok(m) => Ok(m),
-        // A type error means the text was JSON, just not an object.
-        Err(e) if e.classify() == serde_json::error::Category::Data => Err(NOT_AN_OBJECT),
+        // A type error is raised at the first token (`[` of `[1, 2`), before the rest is
+        // read: the text is "JSON, just not an object" only if it is valid JSON at all.
+        // `IgnoredAny` checks the syntax without building a value.
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            match serde_json::from_str::<serde::de::IgnoredAny>(s) {
+                Ok(_) => Err(NOT_AN_OBJECT),
+                Err(_) => Err(INVALID_JSON),
+            }
+        }
         Err(_) => Err(INVALID_JSON),
     }
 }
@@ -489,7 +496,8 @@ impl ToolCall {
     ///
     /// `merge(None, part)` is `part`. The rules (all O(len(part)), never O(accumulated)):
     /// - the index must match (`None` and `Some(0)` differ), else [`MergeError::IndexMismatch`];
-    /// - an exact repeat of an identified call (same `call_id`, every field equal) is ignored;
+    /// - an exact repeat of an identified call (same `call_id`, every field equal) is ignored,
+    ///   unless it is a whitespace-only text fragment (whitespace is always kept);
     /// - the name is appended unless equal (providers that repeat the full name are fine);
     /// - raw text is concatenated, whitespace fragments included; an object replaces raw
     ///   text when the fragment is complete or nothing was accumulated yet; a text
@@ -524,8 +532,15 @@ impl ToolCall {
             });
         }
         // A provider re-sending an identified call whole: ignore the duplicate. Anonymous
-        // fragments are never deduplicated, so two equal whitespace fragments both count.
-        if part.call_id.is_some() && *self == part {
+        // fragments are never deduplicated, and neither is a whitespace-only text
+        // fragment, so two equal whitespace fragments both count even when the provider
+        // repeats the id on every fragment.
+        if part.call_id.is_some()
+            && !part
+                .raw_arguments()
+                .is_some_and(|s| !s.is_empty() && s.trim().is_empty())
+            && *self == part
+        {
             return Ok(());
         }
         let ToolCall {
@@ -680,6 +695,15 @@ mod tests {
         );
         let err = ToolCall::new(complete_attrs("\"just a string\"")).unwrap_err();
         assert_eq!(err.messages_for("arguments"), vec![NOT_AN_OBJECT]);
+        // Found by the fuzzer: a type error is raised at `[` before the rest is read.
+        for text in ["[\u{8}", "[1, 2", "\"open", "[1] x", "tru"] {
+            let err = ToolCall::new(complete_attrs(text)).unwrap_err();
+            assert_eq!(
+                err.messages_for("arguments"),
+                vec![INVALID_JSON],
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -304,7 +304,8 @@ struct ResultIn {
         deserialize_with = "super::content_part::parts_or_text::deserialize"
     )]
     content: Vec<ContentPart>,
-    #[serde(default)]
+    /// Present means `Some`, even `null`: a tool's native data may be `null`.
+    #[serde(default, deserialize_with = "present_value")]
     processed_content: Option<Value>,
     #[serde(default)]
     display_text: Option<String>,
@@ -318,6 +319,10 @@ struct ResultIn {
     is_interrupt: bool,
     #[serde(default)]
     options: Map<String, Value>,
+}
+
+fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl<'de> Deserialize<'de> for ToolResult {

@@ -20,6 +20,7 @@ pub mod openai_responses;
 mod outcome;
 pub mod render;
 pub mod wire;
+pub mod preview;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
 pub use assembly::{SYNTHESIZED_ID_KEY, THOUGHT_SIGNATURE_KEY};

@@ -1,0 +1,75 @@
+//! Live argument preview cost: 1 MiB of tool-call arguments fed to `ArgumentPreview` in
+//! 8-byte fragments, collecting every event. Must stay linear (under 20 ms for 1 MiB).
+//! Times are on-CPU time of the benchmark thread, so a busy shared machine does not
+//! inflate them.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use llmchain::provider::preview::ArgumentPreview;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// On-CPU time of this thread in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`), so figures
+/// do not depend on how loaded a shared machine is; `None` where unavailable.
+fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Times `iters` runs of `f` in on-CPU time (wall time when unavailable).
+fn cpu_time(iters: u64, mut f: impl FnMut()) -> Duration {
+    let wall = Instant::now();
+    let start = thread_cpu_ns();
+    for _ in 0..iters {
+        f();
+    }
+    match (start, thread_cpu_ns()) {
+        (Some(a), Some(b)) => Duration::from_nanos(b.saturating_sub(a)),
+        _ => wall.elapsed(),
+    }
+}
+
+fn arguments(size: usize) -> String {
+    // A realistic "write a file" argument: {"path": "...", "content": "<escaped text>"}.
+    let mut s = String::from("{\"path\": \"src/lib.rs\", \"content\": \"");
+    let line = "fn main() { println!(\\\"h\\u00e9llo\\\"); }\\n";
+    while s.len() + line.len() + 2 < size {
+        s.push_str(line);
+    }
+    while s.len() + 2 < size {
+        s.push('x');
+    }
+    s.push_str("\"}");
+    s
+}
+
+fn bench_preview(c: &mut Criterion) {
+    let mut group = c.benchmark_group("preview_8_byte_fragments");
+    for size in [1024usize, 64 * 1024, 1024 * 1024] {
+        let args = arguments(size);
+        let frags: Vec<&[u8]> = args.as_bytes().chunks(8).collect();
+        group.throughput(Throughput::Elements(frags.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(size), &frags, |b, frags| {
+            b.iter_custom(|iters| {
+                cpu_time(iters, || {
+                    let mut p = ArgumentPreview::new();
+                    let mut events = Vec::new();
+                    for f in frags {
+                        p.feed_bytes(f, &mut events);
+                    }
+                    events.extend(p.finish());
+                    assert!(p.is_done());
+                    black_box(events);
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_preview);
+criterion_main!(benches);
