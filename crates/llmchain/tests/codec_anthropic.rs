@@ -29,7 +29,7 @@ fn decode(name: &str) -> llmchain::provider::DecodeOutcome {
 
 #[test]
 fn reports_snapshot() {
-    for name in fixture_names(F) {
+    for name in fixtures(F) {
         let out = decode(&name);
         insta::assert_json_snapshot!(format!("anthropic_decode_{name}"), out.report());
     }
@@ -190,7 +190,7 @@ fn hostile_and_wrong_input() {
 
 #[test]
 fn crlf_framing_gives_the_same_result() {
-    for name in fixture_names(F).into_iter().filter(|n| n.ends_with(".sse")) {
+    for name in fixtures(F).into_iter().filter(|n| n.ends_with(".sse")) {
         let body = fixture(F, &name);
         let crlf: Vec<u8> = String::from_utf8(body.clone())
             .unwrap()
@@ -206,7 +206,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn any_chunking_gives_the_same_result(sizes in proptest::collection::vec(1usize..48, 1..12)) {
-        for name in fixture_names(F) {
+        for name in fixtures(F) {
             let body = fixture(F, &name);
             let whole = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());
             let chunked = decode_chunked(&AnthropicCodec, &body, &sizes, DecoderConfig::default());

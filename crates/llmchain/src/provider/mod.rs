@@ -18,9 +18,9 @@ mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
 mod outcome;
+pub mod preview;
 pub mod render;
 pub mod wire;
-pub mod preview;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
 pub use assembly::{SYNTHESIZED_ID_KEY, THOUGHT_SIGNATURE_KEY};
