@@ -5,6 +5,7 @@
 
 mod cmd;
 mod error;
+mod review;
 mod tools;
 
 use std::process::ExitCode;
@@ -29,6 +30,8 @@ enum Command {
     Encode(cmd::encode::EncodeArgs),
     /// Run an offline agent conversation on the embedded defaults.
     Demo(cmd::demo::DemoArgs),
+    /// Serve the built-in tools over MCP, or list and call MCP servers' tools.
+    Mcp(cmd::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Encode(args) => cmd::encode::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Mcp(args) => cmd::mcp::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
