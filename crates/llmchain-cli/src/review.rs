@@ -64,6 +64,7 @@ impl ToolMeta {
 }
 
 /// Hints of a tool that only reads (the built-in calculator, clock and file reader).
+#[allow(dead_code)] // for `llmchain run`, which wires the built-in tools into the reviewer
 pub const READ_ONLY: ToolHints = ToolHints {
     read_only: true,
     destructive: false,
@@ -94,7 +95,9 @@ pub fn approval_handler(
         tools,
         Box::new(std::io::BufReader::new(std::io::stdin())),
         Box::new(std::io::stderr()),
-        std::env::var("EDITOR").ok().filter(|e| !e.trim().is_empty()),
+        std::env::var("EDITOR")
+            .ok()
+            .filter(|e| !e.trim().is_empty()),
     )
 }
 
@@ -170,7 +173,11 @@ impl TerminalReview {
             out,
             "── tool call: {name} — {}{}",
             meta.display_text,
-            if labels.is_empty() { String::new() } else { format!(" [{}]", labels.join(", ")) }
+            if labels.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", labels.join(", "))
+            }
         )?;
         let mut edited = false;
         loop {
@@ -300,7 +307,11 @@ mod tests {
         ToolCall::function("c1", name, args.to_string()).unwrap()
     }
 
-    fn handler(policy: ApprovalPolicy, answers: &str, editor: Option<&str>) -> (TerminalReview, Arc<Mutex<Vec<u8>>>) {
+    fn handler(
+        policy: ApprovalPolicy,
+        answers: &str,
+        editor: Option<&str>,
+    ) -> (TerminalReview, Arc<Mutex<Vec<u8>>>) {
         #[derive(Clone)]
         struct Shared(Arc<Mutex<Vec<u8>>>);
         impl Write for Shared {
@@ -314,8 +325,20 @@ mod tests {
         }
         let out = Arc::new(Mutex::new(Vec::new()));
         let tools = vec![
-            ("rm".to_owned(), ToolMeta { display_text: "Remove a file".into(), hints: ToolHints::default() }),
-            ("ls".to_owned(), ToolMeta { display_text: "List files".into(), hints: READ_ONLY }),
+            (
+                "rm".to_owned(),
+                ToolMeta {
+                    display_text: "Remove a file".into(),
+                    hints: ToolHints::default(),
+                },
+            ),
+            (
+                "ls".to_owned(),
+                ToolMeta {
+                    display_text: "List files".into(),
+                    hints: READ_ONLY,
+                },
+            ),
         ];
         let h = TerminalReview::with_io(
             policy,
@@ -336,25 +359,46 @@ mod tests {
         let (h, _) = handler(ApprovalPolicy::Always, "", None);
         assert_eq!(h.decide(&call("rm", json!({}))), ReviewDecision::Approve);
         let (h, _) = handler(ApprovalPolicy::Never, "", None);
-        assert!(matches!(h.decide(&call("ls", json!({}))), ReviewDecision::Deny { .. }));
+        assert!(matches!(
+            h.decide(&call("ls", json!({}))),
+            ReviewDecision::Deny { .. }
+        ));
     }
 
     #[test]
     fn ask_auto_approves_read_only_and_asks_otherwise() {
         let (h, out) = handler(ApprovalPolicy::Ask, "a\n", None);
-        assert_eq!(h.decide(&call("ls", json!({"dir": "."}))), ReviewDecision::Approve);
+        assert_eq!(
+            h.decide(&call("ls", json!({"dir": "."}))),
+            ReviewDecision::Approve
+        );
         assert_eq!(text(&out), "", "read-only tools are not asked about");
-        assert_eq!(h.decide(&call("rm", json!({"path": "x"}))), ReviewDecision::Approve);
+        assert_eq!(
+            h.decide(&call("rm", json!({"path": "x"}))),
+            ReviewDecision::Approve
+        );
         let shown = text(&out);
-        assert!(shown.contains("tool call: rm — Remove a file [destructive, open-world]"), "{shown}");
+        assert!(
+            shown.contains("tool call: rm — Remove a file [destructive, open-world]"),
+            "{shown}"
+        );
         assert!(shown.contains("\"path\": \"x\""), "{shown}");
     }
 
     #[test]
     fn ask_edit_by_typed_json_then_approve() {
-        let (h, out) = handler(ApprovalPolicy::Ask, "e\n[1]\ne\n{\"path\": \"y\"}\na\n", None);
+        let (h, out) = handler(
+            ApprovalPolicy::Ask,
+            "e\n[1]\ne\n{\"path\": \"y\"}\na\n",
+            None,
+        );
         let d = h.decide(&call("rm", json!({"path": "x"})));
-        assert_eq!(d, ReviewDecision::Edit { arguments: json!({"path": "y"}).as_object().unwrap().clone() });
+        assert_eq!(
+            d,
+            ReviewDecision::Edit {
+                arguments: json!({"path": "y"}).as_object().unwrap().clone()
+            }
+        );
         assert!(text(&out).contains("edit discarded: the arguments must be a JSON object"));
     }
 
@@ -363,21 +407,40 @@ mod tests {
         // A stand-in editor that rewrites the file.
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("ed.sh");
-        std::fs::write(&script, "#!/bin/sh\necho '{\"path\": \"edited\"}' > \"$1\"\n").unwrap();
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho '{\"path\": \"edited\"}' > \"$1\"\n",
+        )
+        .unwrap();
         let editor = format!("sh {}", script.display());
         let (h, _) = handler(ApprovalPolicy::Ask, "e\na\n", Some(&editor));
         let d = h.decide(&call("rm", json!({"path": "x"})));
-        assert_eq!(d, ReviewDecision::Edit { arguments: json!({"path": "edited"}).as_object().unwrap().clone() });
+        assert_eq!(
+            d,
+            ReviewDecision::Edit {
+                arguments: json!({"path": "edited"}).as_object().unwrap().clone()
+            }
+        );
     }
 
     #[test]
     fn ask_reject_deny_unknown_and_eof() {
         let (h, _) = handler(ApprovalPolicy::Ask, "what\nr\nwrong path\n", None);
-        assert_eq!(h.decide(&call("rm", json!({}))), ReviewDecision::Reject { reason: "wrong path".into() });
+        assert_eq!(
+            h.decide(&call("rm", json!({}))),
+            ReviewDecision::Reject {
+                reason: "wrong path".into()
+            }
+        );
         let (h, _) = handler(ApprovalPolicy::Ask, "d\n\n", None);
-        let ReviewDecision::Deny { reason } = h.decide(&call("other", json!({}))) else { panic!() };
+        let ReviewDecision::Deny { reason } = h.decide(&call("other", json!({}))) else {
+            panic!()
+        };
         assert!(reason.contains("denied"));
         let (h, _) = handler(ApprovalPolicy::Ask, "", None);
-        assert!(matches!(h.decide(&call("rm", json!({}))), ReviewDecision::Deny { .. }));
+        assert!(matches!(
+            h.decide(&call("rm", json!({}))),
+            ReviewDecision::Deny { .. }
+        ));
     }
 }

@@ -136,9 +136,11 @@ fn default_name(spec: &ServerSpec) -> String {
             let pick = match std::path::Path::new(program).file_stem() {
                 Some(p)
                     if script.is_some()
-                        && ["python", "python3", "node", "uv", "uvx", "npx", "deno", "bun"]
-                            .iter()
-                            .any(|i| p.to_string_lossy().starts_with(i)) =>
+                        && [
+                            "python", "python3", "node", "uv", "uvx", "npx", "deno", "bun",
+                        ]
+                        .iter()
+                        .any(|i| p.to_string_lossy().starts_with(i)) =>
                 {
                     script.map(String::as_str).unwrap_or(program)
                 }
@@ -175,7 +177,11 @@ fn service_error_text(e: &ServiceError) -> String {
 impl McpClient {
     /// Starts (stdio) or reaches (HTTP) a server and completes the MCP handshake.
     pub async fn connect(spec: ServerSpec, opts: McpOptions) -> Result<Arc<McpClient>, McpError> {
-        let name = opts.name.as_deref().map(sanitize).unwrap_or_else(|| default_name(&spec));
+        let name = opts
+            .name
+            .as_deref()
+            .map(sanitize)
+            .unwrap_or_else(|| default_name(&spec));
         let conn = start(&spec, &opts).await?;
         Ok(Arc::new(McpClient {
             spec,
@@ -256,7 +262,12 @@ impl McpClient {
     /// Calls tool `remote_name` on the server. Never fails: every failure is an error
     /// (or refusal) output the model can read. Cancelling `ctx` drops the request,
     /// which tells the server (`notifications/cancelled`).
-    pub async fn call(&self, remote_name: &str, args: Map<String, Value>, ctx: &ToolContext) -> ToolOutput {
+    pub async fn call(
+        &self,
+        remote_name: &str,
+        args: Map<String, Value>,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
         let (generation, peer) = match self.peer().await {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(e.to_string()),
@@ -273,7 +284,11 @@ impl McpClient {
             Ok(r) => {
                 let v = match serde_json::to_value(&r) {
                     Ok(v) => v,
-                    Err(e) => return ToolOutput::error(format!("MCP tool {remote_name}: unreadable result: {e}")),
+                    Err(e) => {
+                        return ToolOutput::error(format!(
+                            "MCP tool {remote_name}: unreadable result: {e}"
+                        ));
+                    }
                 };
                 let size = v.to_string().len();
                 if size > self.opts.max_result_bytes {
@@ -342,16 +357,20 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<Conn, McpError> {
                         command: program.clone(),
                         source,
                     })?;
-                ().serve(transport)
-                    .await
-                    .map_err(|e| handshake(format!("{e} (did it exit? run it by hand to see its errors)")))
+                ().serve(transport).await.map_err(|e| {
+                    handshake(format!(
+                        "{e} (did it exit? run it by hand to see its errors)"
+                    ))
+                })
             }
             ServerSpec::Http { url } => {
                 // reqwest is built without a bundled crypto provider; use ring. An
                 // error only means the application installed one already.
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_uri(url.as_str());
-                ().serve(transport).await.map_err(|e| handshake(e.to_string()))
+                ().serve(transport)
+                    .await
+                    .map_err(|e| handshake(e.to_string()))
             }
         }
     };
@@ -447,13 +466,18 @@ pub async fn connect_all(
     opts: &McpOptions,
     reserved: &[&str],
 ) -> Result<Vec<McpTool>, McpError> {
-    let mut taken: std::collections::HashSet<String> = reserved.iter().map(|s| (*s).to_owned()).collect();
+    let mut taken: std::collections::HashSet<String> =
+        reserved.iter().map(|s| (*s).to_owned()).collect();
     let mut out = Vec::new();
     for spec in specs {
         let client = McpClient::connect(spec, opts.clone()).await?;
         for t in client.tools().await? {
             let t = if taken.contains(t.tool.name()) && opts.prefix == Prefix::OnCollision {
-                let n = sanitize(&format!("{}{PREFIX_SEPARATOR}{}", client.name, t.tool.name()));
+                let n = sanitize(&format!(
+                    "{}{PREFIX_SEPARATOR}{}",
+                    client.name,
+                    t.tool.name()
+                ));
                 t.renamed(&n)?
             } else {
                 t
@@ -482,8 +506,17 @@ mod tests {
     fn names() {
         assert_eq!(sanitize("a.b/c"), "a_b_c");
         assert_eq!(sanitize(&"x".repeat(100)).len(), 64);
-        assert_eq!(default_name(&ServerSpec::stdio("python3", ["-u", "/x/srv.py"])), "srv");
-        assert_eq!(default_name(&ServerSpec::stdio("/usr/bin/my-server", ["--x"])), "my-server");
-        assert_eq!(default_name(&ServerSpec::http("http://127.0.0.1:8000/mcp")), "127_0_0_1");
+        assert_eq!(
+            default_name(&ServerSpec::stdio("python3", ["-u", "/x/srv.py"])),
+            "srv"
+        );
+        assert_eq!(
+            default_name(&ServerSpec::stdio("/usr/bin/my-server", ["--x"])),
+            "my-server"
+        );
+        assert_eq!(
+            default_name(&ServerSpec::http("http://127.0.0.1:8000/mcp")),
+            "127_0_0_1"
+        );
     }
 }

@@ -73,9 +73,13 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         assert_eq!(ToolHints::from_annotations(None), ToolHints::default());
-        let h = ToolHints::from_annotations(Some(&json!({"readOnlyHint": true, "destructiveHint": true})));
+        let h = ToolHints::from_annotations(Some(
+            &json!({"readOnlyHint": true, "destructiveHint": true}),
+        ));
         assert!(h.read_only && !h.destructive && h.idempotent);
-        let h = ToolHints::from_annotations(Some(&json!({"destructiveHint": false, "idempotentHint": true, "openWorldHint": false})));
+        let h = ToolHints::from_annotations(Some(
+            &json!({"destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+        ));
         assert!(!h.read_only && !h.destructive && h.idempotent && !h.open_world);
         assert_eq!(h.labels(), vec!["idempotent"]);
     }

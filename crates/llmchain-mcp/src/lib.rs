@@ -56,7 +56,9 @@ mod result;
 mod server;
 mod spec;
 
-pub use client::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT, McpClient, McpOptions, McpTool, Prefix, connect_all};
+pub use client::{
+    DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT, McpClient, McpOptions, McpTool, Prefix, connect_all,
+};
 pub use error::McpError;
 pub use hints::ToolHints;
 pub use result::map_call_result;

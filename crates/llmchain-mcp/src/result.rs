@@ -118,7 +118,9 @@ mod tests {
 
     #[test]
     fn error_and_structured_only() {
-        let r = result(map_call_result(&json!({"content": [{"type": "text", "text": "boom"}], "isError": true})));
+        let r = result(map_call_result(
+            &json!({"content": [{"type": "text", "text": "boom"}], "isError": true}),
+        ));
         assert!(r.is_error() && !r.is_refusal());
         let r = result(map_call_result(&json!({"structuredContent": {"a": 1}})));
         assert_eq!(r.content_text(), r#"{"a":1}"#);

@@ -91,8 +91,9 @@ fn internal(e: impl std::fmt::Display) -> ErrorData {
 
 impl ServerHandler for ToolServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")))
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")),
+        )
     }
 
     async fn list_tools(
@@ -118,7 +119,11 @@ impl ServerHandler for ToolServer {
             let mut known: Vec<&str> = self.order.iter().map(String::as_str).collect();
             known.sort_unstable();
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}; the tools are: {}", request.name, known.join(", ")),
+                format!(
+                    "unknown tool {:?}; the tools are: {}",
+                    request.name,
+                    known.join(", ")
+                ),
                 None,
             ));
         };
@@ -126,7 +131,8 @@ impl ServerHandler for ToolServer {
         let ctx = ToolContext::new(id).with_cancellation(context.ct.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let r = tool.execute(args, ctx).await;
-        let result: CallToolResult = serde_json::from_value(Self::result_json(&r)).map_err(internal)?;
+        let result: CallToolResult =
+            serde_json::from_value(Self::result_json(&r)).map_err(internal)?;
         Ok(CallToolResponse::Complete(result))
     }
 }
@@ -143,7 +149,10 @@ where
     T: rmcp::transport::IntoTransport<RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let running = server.serve(transport).await.map_err(std::io::Error::other)?;
+    let running = server
+        .serve(transport)
+        .await
+        .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
 }

@@ -101,9 +101,18 @@ mod tests {
     #[test]
     fn parses_quoted_commands() {
         let s = ServerSpec::parse_command(r#"python3 "my server.py" --x 1"#).unwrap();
-        assert_eq!(s, ServerSpec::stdio("python3", ["my server.py", "--x", "1"]));
+        assert_eq!(
+            s,
+            ServerSpec::stdio("python3", ["my server.py", "--x", "1"])
+        );
         assert_eq!(s.label(), "python3 my server.py --x 1");
-        assert!(matches!(ServerSpec::parse_command("  "), Err(McpError::BadCommand { .. })));
-        assert!(matches!(ServerSpec::parse_command("a \"b"), Err(McpError::BadCommand { .. })));
+        assert!(matches!(
+            ServerSpec::parse_command("  "),
+            Err(McpError::BadCommand { .. })
+        ));
+        assert!(matches!(
+            ServerSpec::parse_command("a \"b"),
+            Err(McpError::BadCommand { .. })
+        ));
     }
 }

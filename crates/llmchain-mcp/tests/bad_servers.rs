@@ -55,10 +55,18 @@ async fn a_crashed_server_is_restarted_on_the_next_call() {
     let Some(py) = python() else { return };
     let dir = tempfile_dir();
     let marker = dir.join("crashed");
-    let t = work_tool(server(&py, "crash-once", &[marker.to_str().unwrap()]), opts()).await;
+    let t = work_tool(
+        server(&py, "crash-once", &[marker.to_str().unwrap()]),
+        opts(),
+    )
+    .await;
     let r = call(&t, "c1").await;
     assert!(r.is_error() && !r.is_refusal(), "{r:?}");
-    assert!(r.content_text().contains("restarted on the next call"), "{}", r.content_text());
+    assert!(
+        r.content_text().contains("restarted on the next call"),
+        "{}",
+        r.content_text()
+    );
     assert!(marker.exists());
     let r = call(&t, "c2").await;
     assert!(!r.is_error(), "{r:?}");
@@ -78,10 +86,21 @@ async fn a_server_that_always_crashes_gives_errors_not_panics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_server_times_out_and_can_be_cancelled() {
     let Some(py) = python() else { return };
-    let t = work_tool(server(&py, "hang", &[]), McpOptions { timeout: Duration::from_millis(300), ..opts() }).await;
+    let t = work_tool(
+        server(&py, "hang", &[]),
+        McpOptions {
+            timeout: Duration::from_millis(300),
+            ..opts()
+        },
+    )
+    .await;
     let r = call(&t, "c1").await;
     assert!(r.is_error(), "{r:?}");
-    assert!(r.content_text().contains("timed out"), "{}", r.content_text());
+    assert!(
+        r.content_text().contains("timed out"),
+        "{}",
+        r.content_text()
+    );
 
     let t = work_tool(server(&py, "hang", &[]), opts_with_long_timeout()).await;
     let token = CancellationToken::new();
@@ -97,13 +116,23 @@ async fn a_hanging_server_times_out_and_can_be_cancelled() {
 }
 
 fn opts_with_long_timeout() -> McpOptions {
-    McpOptions { timeout: Duration::from_secs(600), ..opts() }
+    McpOptions {
+        timeout: Duration::from_secs(600),
+        ..opts()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_json_rpc_is_an_error_result() {
     let Some(py) = python() else { return };
-    let t = work_tool(server(&py, "malformed", &[]), McpOptions { timeout: Duration::from_millis(800), ..opts() }).await;
+    let t = work_tool(
+        server(&py, "malformed", &[]),
+        McpOptions {
+            timeout: Duration::from_millis(800),
+            ..opts()
+        },
+    )
+    .await;
     let r = call(&t, "c1").await;
     assert!(r.is_error(), "{r:?}");
 }
@@ -111,11 +140,21 @@ async fn malformed_json_rpc_is_an_error_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_result_is_capped_with_a_clear_error() {
     let Some(py) = python() else { return };
-    let t = work_tool(server(&py, "huge", &[]), McpOptions { timeout: Duration::from_secs(30), ..opts() }).await;
+    let t = work_tool(
+        server(&py, "huge", &[]),
+        McpOptions {
+            timeout: Duration::from_secs(30),
+            ..opts()
+        },
+    )
+    .await;
     let r = call(&t, "c1").await;
     assert!(r.is_error(), "{r:?}");
     let text = r.content_text();
-    assert!(text.contains("more than the 1048576 bytes allowed"), "{text}");
+    assert!(
+        text.contains("more than the 1048576 bytes allowed"),
+        "{text}"
+    );
     assert!(text.len() < 1000);
 }
 
@@ -124,12 +163,18 @@ async fn a_server_that_is_not_mcp_fails_the_handshake() {
     let Some(py) = python() else { return };
     let e = McpClient::connect(
         server(&py, "garbage-handshake", &[]),
-        McpOptions { handshake_timeout: Duration::from_secs(3), ..opts() },
+        McpOptions {
+            handshake_timeout: Duration::from_secs(3),
+            ..opts()
+        },
     )
     .await
     .unwrap_err();
     assert!(matches!(e, McpError::Handshake { .. }), "{e:?}");
-    assert!(e.to_string().contains("did not complete the MCP handshake"), "{e}");
+    assert!(
+        e.to_string().contains("did not complete the MCP handshake"),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +183,11 @@ async fn a_server_that_cannot_start_is_a_typed_error() {
         .await
         .unwrap_err();
     assert!(matches!(e, McpError::Spawn { .. }), "{e:?}");
-    assert!(e.to_string().starts_with("MCP server `/nonexistent/mcp-server` could not start"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("MCP server `/nonexistent/mcp-server` could not start"),
+        "{e}"
+    );
 
     let e = McpClient::connect(ServerSpec::stdio("false", Vec::<String>::new()), opts())
         .await

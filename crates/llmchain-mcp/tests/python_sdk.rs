@@ -32,20 +32,35 @@ fn opts() -> McpOptions {
 }
 
 async fn tools(py: &str, opts: McpOptions) -> Vec<McpTool> {
-    let client = McpClient::connect(ServerSpec::stdio(py, [SCRIPT]), opts).await.unwrap();
+    let client = McpClient::connect(ServerSpec::stdio(py, [SCRIPT]), opts)
+        .await
+        .unwrap();
     client.tools().await.unwrap()
 }
 
 fn find<'a>(tools: &'a [McpTool], name: &str) -> &'a McpTool {
-    tools.iter().find(|t| t.tool.name() == name).unwrap_or_else(|| panic!("no tool {name}"))
+    tools
+        .iter()
+        .find(|t| t.tool.name() == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_tools_with_schemas_and_hints() {
-    let Some(py) = python("lists_tools_with_schemas_and_hints") else { return };
+    let Some(py) = python("lists_tools_with_schemas_and_hints") else {
+        return;
+    };
     let tools = tools(&py, opts()).await;
     let names: Vec<&str> = tools.iter().map(|t| t.tool.name()).collect();
-    for n in ["echo", "image", "weather", "delete_thing", "strict_params", "slow", "huge"] {
+    for n in [
+        "echo",
+        "image",
+        "weather",
+        "delete_thing",
+        "strict_params",
+        "slow",
+        "huge",
+    ] {
         assert!(names.contains(&n), "{names:?}");
     }
     let echo = find(&tools, "echo");
@@ -61,7 +76,9 @@ async fn lists_tools_with_schemas_and_hints() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maps_text_image_structured_error_and_refusal() {
-    let Some(py) = python("maps_text_image_structured_error_and_refusal") else { return };
+    let Some(py) = python("maps_text_image_structured_error_and_refusal") else {
+        return;
+    };
     let tools = tools(&py, opts()).await;
     let run = |name: &str, args: serde_json::Value| {
         let t = find(&tools, name).tool.clone();
@@ -81,7 +98,10 @@ async fn maps_text_image_structured_error_and_refusal() {
 
     let r = run("weather", json!({"city": "Paris"})).await;
     assert!(!r.is_error());
-    assert_eq!(r.processed_content, Some(json!({"city": "Paris", "temp_c": 18.5})));
+    assert_eq!(
+        r.processed_content,
+        Some(json!({"city": "Paris", "temp_c": 18.5}))
+    );
 
     let r = run("delete_thing", json!({"name": "x"})).await;
     assert!(r.is_error() && !r.is_refusal(), "{r:?}");
@@ -89,7 +109,11 @@ async fn maps_text_image_structured_error_and_refusal() {
 
     let r = run("strict_params", json!({"count": -1})).await;
     assert!(r.is_refusal(), "{r:?}");
-    assert!(r.content_text().contains("count must be >= 0"), "{}", r.content_text());
+    assert!(
+        r.content_text().contains("count must be >= 0"),
+        "{}",
+        r.content_text()
+    );
 
     // Our own schema check refuses before the server sees it.
     let r = run("strict_params", json!({"count": "many"})).await;
@@ -98,55 +122,118 @@ async fn maps_text_image_structured_error_and_refusal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_calls_time_out_and_cancel_and_the_server_stays_usable() {
-    let Some(py) = python("slow_calls_time_out_and_cancel_and_the_server_stays_usable") else { return };
-    let tools = tools(&py, McpOptions { timeout: Duration::from_millis(500), ..opts() }).await;
+    let Some(py) = python("slow_calls_time_out_and_cancel_and_the_server_stays_usable") else {
+        return;
+    };
+    let tools = tools(
+        &py,
+        McpOptions {
+            timeout: Duration::from_millis(500),
+            ..opts()
+        },
+    )
+    .await;
     let slow = find(&tools, "slow");
-    let r = slow.tool.execute(json!({"seconds": 30}), ToolContext::new("c1")).await;
-    assert!(r.is_error() && r.content_text().contains("timed out"), "{r:?}");
+    let r = slow
+        .tool
+        .execute(json!({"seconds": 30}), ToolContext::new("c1"))
+        .await;
+    assert!(
+        r.is_error() && r.content_text().contains("timed out"),
+        "{r:?}"
+    );
 
     let token = CancellationToken::new();
     token.cancel();
     let r = slow
         .tool
-        .execute(json!({"seconds": 30}), ToolContext::new("c2").with_cancellation(token))
+        .execute(
+            json!({"seconds": 30}),
+            ToolContext::new("c2").with_cancellation(token),
+        )
         .await;
     assert!(r.is_error(), "{r:?}");
 
-    let r = find(&tools, "echo").tool.execute(json!({"text": "still here"}), ToolContext::new("c3")).await;
+    let r = find(&tools, "echo")
+        .tool
+        .execute(json!({"text": "still here"}), ToolContext::new("c3"))
+        .await;
     assert_eq!(r.content_text(), "echo: still here");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_results_are_capped() {
-    let Some(py) = python("huge_results_are_capped") else { return };
-    let tools = tools(&py, McpOptions { max_result_bytes: 100_000, ..opts() }).await;
-    let r = find(&tools, "huge").tool.execute(json!({"megabytes": 2}), ToolContext::new("c1")).await;
+    let Some(py) = python("huge_results_are_capped") else {
+        return;
+    };
+    let tools = tools(
+        &py,
+        McpOptions {
+            max_result_bytes: 100_000,
+            ..opts()
+        },
+    )
+    .await;
+    let r = find(&tools, "huge")
+        .tool
+        .execute(json!({"megabytes": 2}), ToolContext::new("c1"))
+        .await;
     assert!(r.is_error(), "{r:?}");
-    assert!(r.content_text().contains("more than the 100000 bytes allowed"), "{}", r.content_text());
+    assert!(
+        r.content_text()
+            .contains("more than the 100000 bytes allowed"),
+        "{}",
+        r.content_text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn name_collisions_get_the_server_prefix() {
-    let Some(py) = python("name_collisions_get_the_server_prefix") else { return };
+    let Some(py) = python("name_collisions_get_the_server_prefix") else {
+        return;
+    };
     let spec = ServerSpec::stdio(&py, [SCRIPT]);
-    let tools = connect_all([spec.clone()], &opts(), &["echo"]).await.unwrap();
+    let tools = connect_all([spec.clone()], &opts(), &["echo"])
+        .await
+        .unwrap();
     assert!(tools.iter().any(|t| t.tool.name() == "sdk_server__echo"));
     assert!(tools.iter().any(|t| t.tool.name() == "image"));
-    let r = find(&tools, "sdk_server__echo").tool.execute(json!({"text": "x"}), ToolContext::new("c")).await;
+    let r = find(&tools, "sdk_server__echo")
+        .tool
+        .execute(json!({"text": "x"}), ToolContext::new("c"))
+        .await;
     assert_eq!(r.content_text(), "echo: x");
 
-    let e = connect_all([spec.clone()], &McpOptions { prefix: Prefix::Never, ..opts() }, &["echo"])
-        .await
-        .unwrap_err();
+    let e = connect_all(
+        [spec.clone()],
+        &McpOptions {
+            prefix: Prefix::Never,
+            ..opts()
+        },
+        &["echo"],
+    )
+    .await
+    .unwrap_err();
     assert!(e.to_string().contains("already taken"), "{e}");
 
-    let tools = connect_all([spec], &McpOptions { prefix: Prefix::Custom("py".into()), ..opts() }, &[]).await.unwrap();
+    let tools = connect_all(
+        [spec],
+        &McpOptions {
+            prefix: Prefix::Custom("py".into()),
+            ..opts()
+        },
+        &[],
+    )
+    .await
+    .unwrap();
     assert!(tools.iter().all(|t| t.tool.name().starts_with("py__")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamable_http() {
-    let Some(py) = python("streamable_http") else { return };
+    let Some(py) = python("streamable_http") else {
+        return;
+    };
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -170,8 +257,14 @@ async fn streamable_http() {
     }
     let client = client.expect("the HTTP server came up");
     let tools = client.tools().await.unwrap();
-    let r = find(&tools, "weather").tool.execute(json!({"city": "Oslo"}), ToolContext::new("c1")).await;
-    assert_eq!(r.processed_content, Some(json!({"city": "Oslo", "temp_c": 18.5})));
+    let r = find(&tools, "weather")
+        .tool
+        .execute(json!({"city": "Oslo"}), ToolContext::new("c1"))
+        .await;
+    assert_eq!(
+        r.processed_content,
+        Some(json!({"city": "Oslo", "temp_c": 18.5}))
+    );
     assert_eq!(client.name(), "127_0_0_1");
     child.kill().await.unwrap();
 }

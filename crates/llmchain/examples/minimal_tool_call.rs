@@ -29,11 +29,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The model's two turns, as real Anthropic wire bytes through the real decoder.
     let model = ScriptedModel::new(Format::Anthropic)
-        .respond(ResponseScript::tool_call("call_1", "get_weather", r#"{"city": "Paris"}"#))?
+        .respond(ResponseScript::tool_call(
+            "call_1",
+            "get_weather",
+            r#"{"city": "Paris"}"#,
+        ))?
         .respond(ResponseScript::text("It is 18C and sunny in Paris."))?;
 
     let mut chain = LLMChain::new(Arc::new(model)).with_tool(weather);
-    chain.add_message(Message::user("What's the weather in Paris?")).await?;
+    chain
+        .add_message(Message::user("What's the weather in Paris?"))
+        .await?;
     let outcome = chain.run(Mode::while_needs_response()).await?;
 
     for m in chain.messages() {

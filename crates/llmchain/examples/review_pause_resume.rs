@@ -38,13 +38,16 @@ fn review(call: &ToolCall) -> ReviewDecision {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["pause", path] => {
-            let model = ScriptedModel::new(Format::Anthropic).respond(ResponseScript::tool_call(
-                "call_1",
-                "delete_file",
-                r#"{"path": "old.log"}"#,
-            ))?;
+            let model = ScriptedModel::new(Format::Anthropic).respond(
+                ResponseScript::tool_call("call_1", "delete_file", r#"{"path": "old.log"}"#),
+            )?;
             let mut chain = LLMChain::new(Arc::new(model))
                 .with_tool(delete_tool()?)
                 .with_review(review);
@@ -73,10 +76,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or_default();
             let human = match *decision {
                 "approve" => HumanDecision::Approve,
-                _ => HumanDecision::Reject { reason: Some("Keep the log.".into()), as_denial: true },
+                _ => HumanDecision::Reject {
+                    reason: Some("Keep the log.".into()),
+                    as_denial: true,
+                },
             };
             let decisions = ids.into_iter().map(|id| (id, human.clone())).collect();
-            let outcome = chain.resume(decisions, Mode::while_needs_response()).await?;
+            let outcome = chain
+                .resume(decisions, Mode::while_needs_response())
+                .await?;
             for m in chain.messages() {
                 for r in &m.tool_results {
                     println!("tool result: {}", r.content_text());
@@ -84,7 +92,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             println!(
                 "assistant: {}",
-                chain.last_message().and_then(|m| m.text()).unwrap_or_default()
+                chain
+                    .last_message()
+                    .and_then(|m| m.text())
+                    .unwrap_or_default()
             );
             println!("outcome: {outcome:?}");
         }

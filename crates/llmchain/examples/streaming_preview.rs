@@ -54,7 +54,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut chain = LLMChain::new(Arc::new(model))
         .with_tool(write_file)
         .with_callbacks(callbacks);
-    chain.add_message(Message::user("Write me a poem file.")).await?;
+    chain
+        .add_message(Message::user("Write me a poem file."))
+        .await?;
     chain.run(Mode::while_needs_response()).await?;
     println!();
     Ok(())

@@ -33,9 +33,17 @@ async fn main() {
         serde_json::to_string_pretty(tool.parameters_schema()).unwrap_or_default()
     );
 
-    let ok = tool.execute(json!({"a": 2, "b": 40}), ToolContext::new("c1")).await;
-    println!("add(2, 40) = {} (error: {})", ok.content_text(), ok.is_error());
+    let ok = tool
+        .execute(json!({"a": 2, "b": 40}), ToolContext::new("c1"))
+        .await;
+    println!(
+        "add(2, 40) = {} (error: {})",
+        ok.content_text(),
+        ok.is_error()
+    );
 
-    let bad = tool.execute(json!({"a": "two"}), ToolContext::new("c2")).await;
+    let bad = tool
+        .execute(json!({"a": "two"}), ToolContext::new("c2"))
+        .await;
     println!("refused: {} -> {}", bad.is_refusal(), bad.content_text());
 }

@@ -73,7 +73,10 @@ enum McpCommand {
 /// Names taken by `reserved` (e.g. the built-in tools) or by an earlier server get the
 /// server's name as a prefix (`server__tool`). Failures are usage errors naming the
 /// server (a command that cannot start, a handshake that fails).
-pub async fn connect_mcp_tools(servers: &ServerArgs, reserved: &[&str]) -> Result<Vec<McpTool>, CliError> {
+pub async fn connect_mcp_tools(
+    servers: &ServerArgs,
+    reserved: &[&str],
+) -> Result<Vec<McpTool>, CliError> {
     let mut specs = Vec::new();
     for c in &servers.mcp {
         specs.push(ServerSpec::parse_command(c).map_err(|e| CliError::Usage(e.to_string()))?);
