@@ -97,7 +97,7 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("calculator\tCalculate\t[idempotent, open-world]"),
+        text.contains("calculator\tCalculate\t[destructive, idempotent, open-world]"),
         "{text}"
     );
 
@@ -173,7 +173,7 @@ fn approve_ask_in_a_real_terminal_edit_then_approve() {
 
     let screen = wait_for(&session, "[a]pprove  [e]dit  [r]eject  [d]eny >");
     assert!(
-        screen.contains("tool call: calculator — Calculate [idempotent, open-world]"),
+        screen.contains("tool call: calculator — Calculate [destructive, idempotent, open-world]"),
         "{screen}"
     );
     assert!(screen.contains(r#""expression": "2*3""#), "{screen}");
