@@ -5,6 +5,7 @@
 
 mod cmd;
 mod error;
+mod review;
 mod tools;
 
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Stored conversations: list, show, resume, export.
     Conversations(cmd::conversations::ConversationsArgs),
+    /// Serve the built-in tools over MCP, or list and call MCP servers' tools.
+    Mcp(cmd::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Encode(args) => cmd::encode::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Conversations(args) => cmd::conversations::run(args),
+        Command::Mcp(args) => cmd::mcp::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,3 +5,4 @@ pub mod decode;
 pub mod demo;
 pub mod encode;
 mod input;
+pub mod mcp;

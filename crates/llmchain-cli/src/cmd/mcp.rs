@@ -1,0 +1,147 @@
+//! `llmchain mcp`: serve the built-in tools over MCP, and inspect or call the tools of
+//! MCP servers.
+//!
+//! * `llmchain mcp serve [--root DIR]` serves the calculator, the clock and the file
+//!   reader (confined to DIR) to any MCP client over stdio.
+//! * `llmchain mcp list (--mcp "CMD ARGS" | --mcp-http URL)...` prints the tools of
+//!   MCP servers with their hints.
+//! * `llmchain mcp call (--mcp ..|--mcp-http ..) TOOL [JSON] [--approve always|never|ask]`
+//!   calls one tool after review and prints the result as JSON.
+//!
+//! [`connect_mcp_tools`] is what `llmchain run --mcp/--mcp-http` uses.
+
+use std::path::PathBuf;
+
+use llmchain::chain::{ReviewDecision, ReviewHandler};
+use llmchain::message::ToolCall;
+use llmchain::tool::ToolContext;
+use llmchain_mcp::{McpOptions, McpTool, ServerSpec};
+use serde_json::{Value, json};
+
+use crate::error::{CliError, CliResult};
+use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
+use crate::tools;
+
+/// Arguments of `llmchain mcp`.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    command: McpCommand,
+}
+
+/// Which MCP servers to use.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServerArgs {
+    /// An MCP server to start, as "CMD ARGS" (shell quoting); repeatable.
+    #[arg(long = "mcp", value_name = "CMD ARGS")]
+    pub mcp: Vec<String>,
+    /// A streamable-HTTP MCP endpoint; repeatable.
+    #[arg(long = "mcp-http", value_name = "URL")]
+    pub mcp_http: Vec<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum McpCommand {
+    /// Serve the built-in tools (calculator, clock, read_file) over MCP on stdio.
+    Serve {
+        /// The directory `read_file` may read (default: the current directory).
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
+    /// List the tools of MCP servers.
+    List {
+        #[command(flatten)]
+        servers: ServerArgs,
+    },
+    /// Call one tool of an MCP server after review; print the result as JSON.
+    Call {
+        #[command(flatten)]
+        servers: ServerArgs,
+        /// The tool (its llmchain name, as `list` prints it).
+        tool: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Review policy.
+        #[arg(long, value_enum, default_value = "ask")]
+        approve: ApprovalPolicy,
+    },
+}
+
+/// Connects to every `--mcp` command and `--mcp-http` URL and lists their tools.
+///
+/// Names taken by `reserved` (e.g. the built-in tools) or by an earlier server get the
+/// server's name as a prefix (`server__tool`). Failures are usage errors naming the
+/// server (a command that cannot start, a handshake that fails).
+pub async fn connect_mcp_tools(
+    servers: &ServerArgs,
+    reserved: &[&str],
+) -> Result<Vec<McpTool>, CliError> {
+    let mut specs = Vec::new();
+    for c in &servers.mcp {
+        specs.push(ServerSpec::parse_command(c).map_err(|e| CliError::Usage(e.to_string()))?);
+    }
+    specs.extend(servers.mcp_http.iter().map(ServerSpec::http));
+    llmchain_mcp::connect_all(specs, &McpOptions::default(), reserved)
+        .await
+        .map_err(|e| CliError::Runtime(e.to_string()))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))
+}
+
+/// Runs `llmchain mcp`.
+pub fn run(args: McpArgs) -> CliResult {
+    let rt = runtime()?;
+    match args.command {
+        McpCommand::Serve { root } => {
+            let root = match root {
+                Some(r) => r,
+                None => std::env::current_dir()
+                    .map_err(|e| CliError::Runtime(format!("no current directory: {e}")))?,
+            };
+            let tools = vec![tools::calculator(), tools::clock(), tools::read_file(root)];
+            rt.block_on(llmchain_mcp::serve_stdio(tools))
+                .map_err(|e| CliError::Runtime(format!("MCP server: {e}")))
+        }
+        McpCommand::List { servers } => rt.block_on(async {
+            let tools = connect_mcp_tools(&servers, &[]).await?;
+            for t in &tools {
+                let labels = t.hints.labels().join(", ");
+                println!("{}\t{}\t[{labels}]\t{}", t.tool.name(), t.tool.display_text(), t.tool.description());
+            }
+            Ok(())
+        }),
+        McpCommand::Call { servers, tool, args, approve } => rt.block_on(async {
+            let parsed: Value = serde_json::from_str(&args)
+                .map_err(|e| CliError::Usage(format!("the arguments are not JSON: {e}")))?;
+            let tools = connect_mcp_tools(&servers, &[]).await?;
+            let Some(t) = tools.iter().find(|t| t.tool.name() == tool) else {
+                let names: Vec<&str> = tools.iter().map(|t| t.tool.name()).collect();
+                return Err(CliError::Usage(format!("no tool {tool:?}; the tools are: {}", names.join(", "))));
+            };
+            let call = ToolCall::function("cli_1", &tool, parsed.to_string())
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let handler = approval_handler(approve, tools.iter().map(ToolMeta::of_mcp));
+            let arguments = match handler.review(&call).await {
+                ReviewDecision::Approve => Value::Object(call.arguments_as_map()),
+                ReviewDecision::Edit { arguments } => Value::Object(arguments),
+                ReviewDecision::Deny { reason } | ReviewDecision::Reject { reason } => {
+                    println!("{}", json!({"ran": false, "reason": reason}));
+                    return Ok(());
+                }
+                ReviewDecision::Interrupt => return Err(CliError::Runtime("interrupted".into())),
+            };
+            let r = t.tool.execute(arguments, ToolContext::new("cli_1")).await;
+            println!(
+                "{}",
+                json!({"ran": true, "is_error": r.is_error(), "is_refusal": r.is_refusal(), "content": r.content_text(), "processed_content": r.processed_content})
+            );
+            Ok(())
+        }),
+    }
+}

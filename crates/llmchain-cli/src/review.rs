@@ -1,0 +1,446 @@
+//! Reviewing tool calls in the terminal: `--approve always|never|ask`.
+//!
+//! [`approval_handler`] builds a [`ReviewHandler`] for a policy and the tools' hints:
+//!
+//! * `always` approves every call;
+//! * `never` denies every call (the model is told the user allows no tool calls);
+//! * `ask` approves read-only tools on its own and asks about every other call
+//!   (destructive tools are always asked). Each question shows the tool, its display
+//!   text, its hints and the arguments pretty-printed, and takes one answer:
+//!   `a`pprove, `e`dit (in `$EDITOR` on a temp file, or JSON typed in when `$EDITOR`
+//!   is unset), `r`eject (an error + refusal: the call was wrong, the model may correct
+//!   it) or `d`eny (not an error: the user said no).
+//!
+//! Questions are serialised (one at a time) and read from stdin in a blocking thread.
+//! End of input counts as deny.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use llmchain::chain::{ReviewDecision, ReviewFuture, ReviewHandler};
+use llmchain::message::ToolCall;
+use llmchain::tool::Tool;
+use llmchain_mcp::{McpTool, ToolHints};
+use serde_json::{Map, Value};
+
+/// The `--approve` policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ApprovalPolicy {
+    /// Run every call.
+    Always,
+    /// Run no call.
+    Never,
+    /// Ask in the terminal (read-only tools run without asking).
+    #[default]
+    Ask,
+}
+
+/// What the reviewer knows about one tool.
+#[derive(Debug, Clone)]
+pub struct ToolMeta {
+    /// The tool's display text.
+    pub display_text: String,
+    /// The tool's hints (read-only, destructive, ...).
+    pub hints: ToolHints,
+}
+
+impl ToolMeta {
+    /// Meta of an llmchain tool with explicit hints (e.g. built-in read-only tools).
+    pub fn of_tool(tool: &Tool, hints: ToolHints) -> (String, ToolMeta) {
+        (
+            tool.name().to_owned(),
+            ToolMeta {
+                display_text: tool.display_text().to_owned(),
+                hints,
+            },
+        )
+    }
+
+    /// Meta of an MCP tool (its server's annotations).
+    pub fn of_mcp(t: &McpTool) -> (String, ToolMeta) {
+        Self::of_tool(&t.tool, t.hints)
+    }
+}
+
+/// Hints of a tool that only reads (the built-in calculator, clock and file reader).
+#[allow(dead_code)] // for `llmchain run`, which wires the built-in tools into the reviewer
+pub const READ_ONLY: ToolHints = ToolHints {
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+};
+
+type Io = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
+
+/// The review handler of `--approve`. See the module docs.
+#[derive(Clone)]
+pub struct TerminalReview {
+    policy: ApprovalPolicy,
+    tools: Arc<HashMap<String, ToolMeta>>,
+    io: Arc<Mutex<Io>>,
+    editor: Option<String>,
+}
+
+/// Builds the handler for `policy`, knowing these tools (unknown tools get the MCP
+/// default hints: not read-only, destructive). Questions go to stderr, answers come
+/// from stdin; `$EDITOR` is read now.
+pub fn approval_handler(
+    policy: ApprovalPolicy,
+    tools: impl IntoIterator<Item = (String, ToolMeta)>,
+) -> TerminalReview {
+    TerminalReview::with_io(
+        policy,
+        tools,
+        Box::new(std::io::BufReader::new(std::io::stdin())),
+        Box::new(std::io::stderr()),
+        std::env::var("EDITOR")
+            .ok()
+            .filter(|e| !e.trim().is_empty()),
+    )
+}
+
+/// Why the edit step could not produce arguments.
+fn parse_args(text: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(text.trim()) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!("the arguments must be a JSON object, not {other}")),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
+impl TerminalReview {
+    /// The handler with its own input, output and editor command (for tests).
+    pub fn with_io(
+        policy: ApprovalPolicy,
+        tools: impl IntoIterator<Item = (String, ToolMeta)>,
+        input: Box<dyn BufRead + Send>,
+        output: Box<dyn Write + Send>,
+        editor: Option<String>,
+    ) -> Self {
+        TerminalReview {
+            policy,
+            tools: Arc::new(tools.into_iter().collect()),
+            io: Arc::new(Mutex::new((input, output))),
+            editor,
+        }
+    }
+
+    /// Decides about one call, asking if the policy says so (blocking).
+    pub fn decide(&self, call: &ToolCall) -> ReviewDecision {
+        let name = call.name.clone().unwrap_or_default();
+        let meta = self.tools.get(&name).cloned().unwrap_or_else(|| ToolMeta {
+            display_text: llmchain::tool::humanize_tool_name(&name),
+            hints: ToolHints::default(),
+        });
+        match self.policy {
+            ApprovalPolicy::Always => ReviewDecision::Approve,
+            ApprovalPolicy::Never => ReviewDecision::Deny {
+                reason: format!(
+                    "The user does not allow tool calls in this session (--approve never); {name} was not run."
+                ),
+            },
+            ApprovalPolicy::Ask if meta.hints.read_only && !meta.hints.destructive => {
+                ReviewDecision::Approve
+            }
+            ApprovalPolicy::Ask => {
+                let mut guard = match self.io.lock() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                let (input, output) = &mut *guard;
+                self.ask(&name, &meta, call, input.as_mut(), output.as_mut())
+                    .unwrap_or_else(|e| ReviewDecision::Deny {
+                        reason: format!("The call was not reviewed ({e}); it was not run."),
+                    })
+            }
+        }
+    }
+
+    fn ask(
+        &self,
+        name: &str,
+        meta: &ToolMeta,
+        call: &ToolCall,
+        input: &mut dyn BufRead,
+        out: &mut dyn Write,
+    ) -> std::io::Result<ReviewDecision> {
+        let mut args = call.arguments_as_map();
+        let labels = meta.hints.labels();
+        writeln!(out)?;
+        writeln!(
+            out,
+            "── tool call: {name} — {}{}",
+            meta.display_text,
+            if labels.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", labels.join(", "))
+            }
+        )?;
+        let mut edited = false;
+        loop {
+            let pretty = serde_json::to_string_pretty(&Value::Object(args.clone()))
+                .unwrap_or_else(|_| "{}".into());
+            for line in pretty.lines() {
+                writeln!(out, "   {line}")?;
+            }
+            write!(out, "[a]pprove  [e]dit  [r]eject  [d]eny > ")?;
+            out.flush()?;
+            let Some(answer) = read_line(input)? else {
+                writeln!(out)?;
+                return Ok(ReviewDecision::Deny {
+                    reason: "No answer from the user (end of input); the call was not run.".into(),
+                });
+            };
+            match answer.trim().to_ascii_lowercase().as_str() {
+                "a" | "approve" | "y" | "yes" => {
+                    return Ok(if edited {
+                        ReviewDecision::Edit { arguments: args }
+                    } else {
+                        ReviewDecision::Approve
+                    });
+                }
+                "e" | "edit" => match self.edit(&args, input, out)? {
+                    Ok(new) => {
+                        args = new;
+                        edited = true;
+                        writeln!(out, "new arguments:")?;
+                    }
+                    Err(msg) => writeln!(out, "edit discarded: {msg}")?,
+                },
+                "r" | "reject" => {
+                    let reason = ask_reason(input, out)?;
+                    return Ok(ReviewDecision::Reject {
+                        reason: reason.unwrap_or_else(|| {
+                            format!("The user rejected this call of {name}: the arguments are wrong. Correct them and call again.")
+                        }),
+                    });
+                }
+                "d" | "deny" | "n" | "no" => {
+                    let reason = ask_reason(input, out)?;
+                    return Ok(ReviewDecision::Deny {
+                        reason: reason.unwrap_or_else(|| {
+                            format!("The user denied this call of {name}; do not retry it.")
+                        }),
+                    });
+                }
+                other => writeln!(out, "unknown answer {other:?}; type a, e, r or d")?,
+            }
+        }
+    }
+
+    /// Edits the arguments in `$EDITOR` (a temp file) or as one line of JSON.
+    fn edit(
+        &self,
+        args: &Map<String, Value>,
+        input: &mut dyn BufRead,
+        out: &mut dyn Write,
+    ) -> std::io::Result<Result<Map<String, Value>, String>> {
+        let pretty = serde_json::to_string_pretty(&Value::Object(args.clone()))
+            .unwrap_or_else(|_| "{}".into());
+        if let Some(editor) = &self.editor {
+            let mut file = tempfile::Builder::new().suffix(".json").tempfile()?;
+            file.write_all(pretty.as_bytes())?;
+            file.flush()?;
+            let words = match shell_words::split(editor) {
+                Ok(w) if !w.is_empty() => w,
+                _ => return Ok(Err(format!("cannot parse $EDITOR {editor:?}"))),
+            };
+            let status = std::process::Command::new(&words[0])
+                .args(&words[1..])
+                .arg(file.path())
+                .status();
+            return Ok(match status {
+                Ok(s) if s.success() => parse_args(&std::fs::read_to_string(file.path())?),
+                Ok(s) => Err(format!("the editor exited with {s}")),
+                Err(e) => Err(format!("cannot run the editor {editor:?}: {e}")),
+            });
+        }
+        write!(out, "new arguments as JSON on one line > ")?;
+        out.flush()?;
+        Ok(match read_line(input)? {
+            Some(line) => parse_args(&line),
+            None => Err("end of input".into()),
+        })
+    }
+}
+
+fn read_line(input: &mut dyn BufRead) -> std::io::Result<Option<String>> {
+    let mut s = String::new();
+    if input.read_line(&mut s)? == 0 {
+        return Ok(None);
+    }
+    Ok(Some(s))
+}
+
+fn ask_reason(input: &mut dyn BufRead, out: &mut dyn Write) -> std::io::Result<Option<String>> {
+    write!(out, "reason for the model (empty for the default) > ")?;
+    out.flush()?;
+    Ok(read_line(input)?
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty()))
+}
+
+impl ReviewHandler for TerminalReview {
+    fn review<'a>(&'a self, call: &'a ToolCall) -> ReviewFuture<'a> {
+        let this = self.clone();
+        let call = call.clone();
+        Box::pin(async move {
+            match tokio::task::spawn_blocking(move || this.decide(&call)).await {
+                Ok(d) => d,
+                Err(e) => ReviewDecision::Deny {
+                    reason: format!("The review failed ({e}); the call was not run."),
+                },
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall::function("c1", name, args.to_string()).unwrap()
+    }
+
+    fn handler(
+        policy: ApprovalPolicy,
+        answers: &str,
+        editor: Option<&str>,
+    ) -> (TerminalReview, Arc<Mutex<Vec<u8>>>) {
+        #[derive(Clone)]
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let tools = vec![
+            (
+                "rm".to_owned(),
+                ToolMeta {
+                    display_text: "Remove a file".into(),
+                    hints: ToolHints::default(),
+                },
+            ),
+            (
+                "ls".to_owned(),
+                ToolMeta {
+                    display_text: "List files".into(),
+                    hints: READ_ONLY,
+                },
+            ),
+        ];
+        let h = TerminalReview::with_io(
+            policy,
+            tools,
+            Box::new(std::io::Cursor::new(answers.to_owned().into_bytes())),
+            Box::new(Shared(Arc::clone(&out))),
+            editor.map(str::to_owned),
+        );
+        (h, out)
+    }
+
+    fn text(out: &Arc<Mutex<Vec<u8>>>) -> String {
+        String::from_utf8(out.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn always_and_never() {
+        let (h, _) = handler(ApprovalPolicy::Always, "", None);
+        assert_eq!(h.decide(&call("rm", json!({}))), ReviewDecision::Approve);
+        let (h, _) = handler(ApprovalPolicy::Never, "", None);
+        assert!(matches!(
+            h.decide(&call("ls", json!({}))),
+            ReviewDecision::Deny { .. }
+        ));
+    }
+
+    #[test]
+    fn ask_auto_approves_read_only_and_asks_otherwise() {
+        let (h, out) = handler(ApprovalPolicy::Ask, "a\n", None);
+        assert_eq!(
+            h.decide(&call("ls", json!({"dir": "."}))),
+            ReviewDecision::Approve
+        );
+        assert_eq!(text(&out), "", "read-only tools are not asked about");
+        assert_eq!(
+            h.decide(&call("rm", json!({"path": "x"}))),
+            ReviewDecision::Approve
+        );
+        let shown = text(&out);
+        assert!(
+            shown.contains("tool call: rm — Remove a file [destructive, open-world]"),
+            "{shown}"
+        );
+        assert!(shown.contains("\"path\": \"x\""), "{shown}");
+    }
+
+    #[test]
+    fn ask_edit_by_typed_json_then_approve() {
+        let (h, out) = handler(
+            ApprovalPolicy::Ask,
+            "e\n[1]\ne\n{\"path\": \"y\"}\na\n",
+            None,
+        );
+        let d = h.decide(&call("rm", json!({"path": "x"})));
+        assert_eq!(
+            d,
+            ReviewDecision::Edit {
+                arguments: json!({"path": "y"}).as_object().unwrap().clone()
+            }
+        );
+        assert!(text(&out).contains("edit discarded: the arguments must be a JSON object"));
+    }
+
+    #[test]
+    fn ask_edit_in_editor() {
+        // A stand-in editor that rewrites the file.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("ed.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho '{\"path\": \"edited\"}' > \"$1\"\n",
+        )
+        .unwrap();
+        let editor = format!("sh {}", script.display());
+        let (h, _) = handler(ApprovalPolicy::Ask, "e\na\n", Some(&editor));
+        let d = h.decide(&call("rm", json!({"path": "x"})));
+        assert_eq!(
+            d,
+            ReviewDecision::Edit {
+                arguments: json!({"path": "edited"}).as_object().unwrap().clone()
+            }
+        );
+    }
+
+    #[test]
+    fn ask_reject_deny_unknown_and_eof() {
+        let (h, _) = handler(ApprovalPolicy::Ask, "what\nr\nwrong path\n", None);
+        assert_eq!(
+            h.decide(&call("rm", json!({}))),
+            ReviewDecision::Reject {
+                reason: "wrong path".into()
+            }
+        );
+        let (h, _) = handler(ApprovalPolicy::Ask, "d\n\n", None);
+        let ReviewDecision::Deny { reason } = h.decide(&call("other", json!({}))) else {
+            panic!()
+        };
+        assert!(reason.contains("denied"));
+        let (h, _) = handler(ApprovalPolicy::Ask, "", None);
+        assert!(matches!(
+            h.decide(&call("rm", json!({}))),
+            ReviewDecision::Deny { .. }
+        ));
+    }
+}

@@ -1,0 +1,522 @@
+//! [`McpClient`]: one MCP server, its tools as llmchain tools, and calls to them.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmchain::conversation::empty_object_schema;
+use llmchain::tool::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput};
+use rmcp::model::{CallToolRequestParams, ErrorCode};
+use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+
+use crate::result::map_call_result;
+use crate::{McpError, ServerSpec, ToolHints};
+
+/// The default time limit of one tool call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default cap on one serialized call result (1 MiB).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// The separator between a prefix and a tool name: `server__tool`.
+const PREFIX_SEPARATOR: &str = "__";
+
+/// How MCP tool names become llmchain tool names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Prefix {
+    /// Keep the server's names; prefix a tool with the server name (`server__tool`)
+    /// only when its name is already taken ([`connect_all`]).
+    #[default]
+    OnCollision,
+    /// Always `server__tool`.
+    Always,
+    /// Always `PREFIX__tool` with this prefix.
+    Custom(String),
+    /// Never prefix; a collision is an error.
+    Never,
+}
+
+/// Options of an MCP connection.
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// How tool names are prefixed.
+    pub prefix: Prefix,
+    /// The server's short name for prefixes and messages (default: the program's file
+    /// stem, or the URL's host).
+    pub name: Option<String>,
+    /// The time limit of one call (the llmchain tool's timeout).
+    pub timeout: Duration,
+    /// The time limit of starting the server and the MCP handshake.
+    pub handshake_timeout: Duration,
+    /// A result whose JSON is larger than this is replaced by an error. The stdio
+    /// transport also drops any single message over 16 MiB (rmcp's line cap); such a
+    /// call ends with its timeout.
+    pub max_result_bytes: usize,
+    /// Pass the server's stderr through to ours (default: discarded).
+    pub inherit_stderr: bool,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        McpOptions {
+            prefix: Prefix::default(),
+            name: None,
+            timeout: DEFAULT_TIMEOUT,
+            handshake_timeout: Duration::from_secs(30),
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            inherit_stderr: false,
+        }
+    }
+}
+
+type Conn = RunningService<RoleClient, ()>;
+
+/// A connection to one MCP server. Cheap to share (`Arc`); the tools it lists keep it
+/// alive. A stdio server that exits is started again on the next call.
+pub struct McpClient {
+    spec: ServerSpec,
+    opts: McpOptions,
+    name: String,
+    conn: Mutex<Option<(u64, Conn)>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("spec", &self.spec)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One tool of an MCP server: the llmchain tool and the server's hints about it.
+#[derive(Debug, Clone)]
+pub struct McpTool {
+    /// The llmchain tool (its calls go to the server).
+    pub tool: Tool,
+    /// The server's annotations.
+    pub hints: ToolHints,
+    /// The tool's name on the server.
+    pub remote_name: String,
+    /// The server's short name.
+    pub server: String,
+    client: Arc<McpClient>,
+    listing: Value,
+}
+
+impl McpTool {
+    /// The same tool under another llmchain name.
+    pub fn renamed(&self, name: &str) -> Result<McpTool, McpError> {
+        build_tool(&self.client, &self.listing, name)
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    s.chars().take(llmchain::tool::MAX_NAME_LEN).collect()
+}
+
+fn default_name(spec: &ServerSpec) -> String {
+    let raw = match spec {
+        ServerSpec::Stdio { program, args, .. } => {
+            // `python3 server.py` is better named after the script than the interpreter.
+            let script = args.iter().find(|a| !a.starts_with('-'));
+            let pick = match std::path::Path::new(program).file_stem() {
+                Some(p)
+                    if script.is_some()
+                        && [
+                            "python", "python3", "node", "uv", "uvx", "npx", "deno", "bun",
+                        ]
+                        .iter()
+                        .any(|i| p.to_string_lossy().starts_with(i)) =>
+                {
+                    script.map(String::as_str).unwrap_or(program)
+                }
+                _ => program,
+            };
+            std::path::Path::new(pick)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| pick.to_owned())
+        }
+        ServerSpec::Http { url } => url
+            .split("://")
+            .nth(1)
+            .unwrap_or(url)
+            .split(['/', ':'])
+            .next()
+            .unwrap_or("mcp")
+            .to_owned(),
+    };
+    let s = sanitize(&raw);
+    if s.is_empty() { "mcp".to_owned() } else { s }
+}
+
+fn service_error_text(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(d) => match &d.data {
+            Some(data) => format!("{} ({data})", d.message),
+            None => d.message.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+impl McpClient {
+    /// Starts (stdio) or reaches (HTTP) a server and completes the MCP handshake.
+    pub async fn connect(spec: ServerSpec, opts: McpOptions) -> Result<Arc<McpClient>, McpError> {
+        let name = opts
+            .name
+            .as_deref()
+            .map(sanitize)
+            .unwrap_or_else(|| default_name(&spec));
+        let conn = start(&spec, &opts).await?;
+        Ok(Arc::new(McpClient {
+            spec,
+            opts,
+            name,
+            conn: Mutex::new(Some((0, conn))),
+            generation: std::sync::atomic::AtomicU64::new(0),
+        }))
+    }
+
+    /// The server's short name (used for prefixes).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How the server is reached.
+    pub fn spec(&self) -> &ServerSpec {
+        &self.spec
+    }
+
+    /// The live connection, started again if the server went away.
+    async fn peer(&self) -> Result<(u64, Peer<RoleClient>), McpError> {
+        let mut g = self.conn.lock().await;
+        if let Some((generation, c)) = g.as_ref()
+            && !c.is_closed()
+            && !c.peer().is_transport_closed()
+        {
+            return Ok((*generation, c.peer().clone()));
+        }
+        if g.is_some() {
+            tracing::warn!(server = %self.spec.label(), "MCP server connection lost; reconnecting");
+        }
+        *g = None;
+        let c = start(&self.spec, &self.opts).await?;
+        let generation = self
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let p = c.peer().clone();
+        *g = Some((generation, c));
+        Ok((generation, p))
+    }
+
+    async fn invalidate(&self, generation: u64) {
+        let mut g = self.conn.lock().await;
+        if g.as_ref().is_some_and(|(n, _)| *n == generation) {
+            *g = None;
+        }
+    }
+
+    /// Lists the server's tools as llmchain tools, named per [`McpOptions::prefix`].
+    pub async fn tools(self: &Arc<Self>) -> Result<Vec<McpTool>, McpError> {
+        let (_, peer) = self.peer().await?;
+        let list = peer
+            .list_all_tools()
+            .await
+            .map_err(|e| McpError::ListTools {
+                server: self.spec.label(),
+                reason: service_error_text(&e),
+            })?;
+        let mut out = Vec::with_capacity(list.len());
+        for t in list {
+            let listing = serde_json::to_value(&t).map_err(|e| McpError::ListTools {
+                server: self.spec.label(),
+                reason: e.to_string(),
+            })?;
+            let base = sanitize(&t.name);
+            let local = match &self.opts.prefix {
+                Prefix::Always => format!("{}{PREFIX_SEPARATOR}{base}", self.name),
+                Prefix::Custom(p) => format!("{p}{PREFIX_SEPARATOR}{base}"),
+                Prefix::OnCollision | Prefix::Never => base,
+            };
+            out.push(build_tool(self, &listing, &local)?);
+        }
+        Ok(out)
+    }
+
+    /// Calls tool `remote_name` on the server. Never fails: every failure is an error
+    /// (or refusal) output the model can read. Cancelling `ctx` drops the request,
+    /// which tells the server (`notifications/cancelled`).
+    pub async fn call(
+        &self,
+        remote_name: &str,
+        args: Map<String, Value>,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
+        let (generation, peer) = match self.peer().await {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        let mut params = CallToolRequestParams::new(remote_name.to_owned());
+        params.arguments = Some(args);
+        let res = tokio::select! {
+            r = peer.call_tool(params) => r,
+            () = ctx.cancellation_token().cancelled() => {
+                return ToolOutput::error(format!("The call to MCP tool {remote_name} was cancelled."));
+            }
+        };
+        match res {
+            Ok(r) => {
+                let v = match serde_json::to_value(&r) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return ToolOutput::error(format!(
+                            "MCP tool {remote_name}: unreadable result: {e}"
+                        ));
+                    }
+                };
+                let size = v.to_string().len();
+                if size > self.opts.max_result_bytes {
+                    return ToolOutput::error(format!(
+                        "MCP tool {remote_name} returned {size} bytes, more than the {} bytes allowed; \
+                         ask for less (a smaller range, a filter, a page).",
+                        self.opts.max_result_bytes
+                    ));
+                }
+                map_call_result(&v)
+            }
+            Err(ServiceError::McpError(d)) if d.code == ErrorCode::INVALID_PARAMS => {
+                let e = ServiceError::McpError(d);
+                ToolOutput::refusal(format!(
+                    "MCP tool {remote_name} rejected its arguments: {}. Nothing ran; fix the arguments and call it again.",
+                    service_error_text(&e)
+                ))
+            }
+            Err(e @ ServiceError::McpError(_)) => ToolOutput::error(format!(
+                "MCP tool {remote_name} failed: {}",
+                service_error_text(&e)
+            )),
+            Err(e) => {
+                self.invalidate(generation).await;
+                ToolOutput::error(format!(
+                    "MCP server `{}` failed during the call to {remote_name} ({e}); \
+                     the outcome is unknown. The server will be restarted on the next call.",
+                    self.spec.label()
+                ))
+            }
+        }
+    }
+}
+
+async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<Conn, McpError> {
+    let label = spec.label();
+    let handshake = |reason: String| McpError::Handshake {
+        server: label.clone(),
+        reason,
+    };
+    let fut = async {
+        match spec {
+            ServerSpec::Stdio {
+                program,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args).kill_on_drop(true);
+                for (k, v) in env {
+                    cmd.env(k, v);
+                }
+                if let Some(d) = cwd {
+                    cmd.current_dir(d);
+                }
+                let stderr = if opts.inherit_stderr {
+                    Stdio::inherit()
+                } else {
+                    Stdio::null()
+                };
+                let (transport, _) = TokioChildProcess::builder(cmd)
+                    .stderr(stderr)
+                    .spawn()
+                    .map_err(|source| McpError::Spawn {
+                        command: program.clone(),
+                        source,
+                    })?;
+                ().serve(transport).await.map_err(|e| {
+                    handshake(format!(
+                        "{e} (did it exit? run it by hand to see its errors)"
+                    ))
+                })
+            }
+            ServerSpec::Http { url } => {
+                // reqwest is built without a bundled crypto provider; use ring. An
+                // error only means the application installed one already.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                ().serve(transport)
+                    .await
+                    .map_err(|e| handshake(e.to_string()))
+            }
+        }
+    };
+    match tokio::time::timeout(opts.handshake_timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(handshake(format!(
+            "no answer within {:?}",
+            opts.handshake_timeout
+        ))),
+    }
+}
+
+struct Remote {
+    client: Arc<McpClient>,
+    remote: String,
+}
+
+impl ToolHandler for Remote {
+    async fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> ToolOutput {
+        self.client.call(&self.remote, args, &ctx).await
+    }
+}
+
+fn build_tool(client: &Arc<McpClient>, listing: &Value, local: &str) -> Result<McpTool, McpError> {
+    let remote = listing
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let hints = ToolHints::from_annotations(listing.get("annotations"));
+    let description = listing
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let title = listing
+        .get("title")
+        .or_else(|| listing.get("annotations").and_then(|a| a.get("title")))
+        .and_then(Value::as_str);
+    let schema = listing
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or_else(empty_object_schema);
+    let make = |schema: Value| {
+        let mut b = Tool::builder(local)
+            .description(description)
+            .schema(schema)
+            .idempotent(hints.idempotent)
+            .timeout(client.opts.timeout)
+            .handler_impl(Remote {
+                client: Arc::clone(client),
+                remote: remote.clone(),
+            });
+        if let Some(t) = title {
+            b = b.display_text(t);
+        }
+        b.build()
+    };
+    let tool = match make(schema) {
+        Ok(t) => t,
+        // A schema our validator cannot compile: the server checks its own arguments.
+        Err(ToolError::InvalidSchema { reason, .. }) => {
+            tracing::warn!(tool = %remote, %reason, "MCP tool schema does not compile; sending it without local checks");
+            make(serde_json::json!({"type": "object"})).map_err(|e| McpError::BadTool {
+                server: client.spec.label(),
+                name: remote.clone(),
+                reason: e.to_string(),
+            })?
+        }
+        Err(e) => {
+            return Err(McpError::BadTool {
+                server: client.spec.label(),
+                name: remote.clone(),
+                reason: e.to_string(),
+            });
+        }
+    };
+    Ok(McpTool {
+        tool,
+        hints,
+        remote_name: remote,
+        server: client.name.clone(),
+        client: Arc::clone(client),
+        listing: listing.clone(),
+    })
+}
+
+/// Connects to every server and lists their tools, resolving name collisions (with
+/// each other and with `reserved`, e.g. built-in tools) per `opts.prefix`: with
+/// [`Prefix::OnCollision`] a taken name becomes `server__tool`; if that is taken too,
+/// or with [`Prefix::Never`], it is an error.
+pub async fn connect_all(
+    specs: impl IntoIterator<Item = ServerSpec>,
+    opts: &McpOptions,
+    reserved: &[&str],
+) -> Result<Vec<McpTool>, McpError> {
+    let mut taken: std::collections::HashSet<String> =
+        reserved.iter().map(|s| (*s).to_owned()).collect();
+    let mut out = Vec::new();
+    for spec in specs {
+        let client = McpClient::connect(spec, opts.clone()).await?;
+        for t in client.tools().await? {
+            let t = if taken.contains(t.tool.name()) && opts.prefix == Prefix::OnCollision {
+                let n = sanitize(&format!(
+                    "{}{PREFIX_SEPARATOR}{}",
+                    client.name,
+                    t.tool.name()
+                ));
+                t.renamed(&n)?
+            } else {
+                t
+            };
+            if !taken.insert(t.tool.name().to_owned()) {
+                return Err(McpError::BadTool {
+                    server: client.spec.label(),
+                    name: t.remote_name.clone(),
+                    reason: format!(
+                        "the name {} is already taken by another tool; use a prefix (McpOptions::prefix)",
+                        t.tool.name()
+                    ),
+                });
+            }
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(sanitize("a.b/c"), "a_b_c");
+        assert_eq!(sanitize(&"x".repeat(100)).len(), 64);
+        assert_eq!(
+            default_name(&ServerSpec::stdio("python3", ["-u", "/x/srv.py"])),
+            "srv"
+        );
+        assert_eq!(
+            default_name(&ServerSpec::stdio("/usr/bin/my-server", ["--x"])),
+            "my-server"
+        );
+        assert_eq!(
+            default_name(&ServerSpec::http("http://127.0.0.1:8000/mcp")),
+            "127_0_0_1"
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! The client against deliberately bad servers (tests/servers/bad_server.py, raw
+//! JSON-RPC over stdio; needs only a `python3`).
+
+use std::time::Duration;
+
+use llmchain::message::ToolResult;
+use llmchain::tool::{CancellationToken, ToolContext};
+use llmchain_mcp::{McpClient, McpError, McpOptions, McpTool, ServerSpec};
+use serde_json::json;
+
+fn python() -> Option<String> {
+    if let Ok(p) = std::env::var("LLMCHAIN_TEST_MCP_PYTHON") {
+        return Some(p);
+    }
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Some("python3".into())
+    } else {
+        eprintln!("SKIPPED: no python3 (set LLMCHAIN_TEST_MCP_PYTHON)");
+        None
+    }
+}
+
+fn server(py: &str, mode: &str, extra: &[&str]) -> ServerSpec {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/bad_server.py");
+    let mut args = vec![script.to_owned(), mode.to_owned()];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    ServerSpec::stdio(py, args)
+}
+
+fn opts() -> McpOptions {
+    McpOptions {
+        timeout: Duration::from_secs(2),
+        handshake_timeout: Duration::from_secs(10),
+        ..McpOptions::default()
+    }
+}
+
+async fn work_tool(spec: ServerSpec, opts: McpOptions) -> McpTool {
+    let client = McpClient::connect(spec, opts).await.unwrap();
+    let mut tools = client.tools().await.unwrap();
+    assert_eq!(tools.len(), 1);
+    tools.remove(0)
+}
+
+async fn call(t: &McpTool, id: &str) -> ToolResult {
+    t.tool.execute(json!({}), ToolContext::new(id)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_is_restarted_on_the_next_call() {
+    let Some(py) = python() else { return };
+    let dir = tempfile_dir();
+    let marker = dir.join("crashed");
+    let t = work_tool(
+        server(&py, "crash-once", &[marker.to_str().unwrap()]),
+        opts(),
+    )
+    .await;
+    let r = call(&t, "c1").await;
+    assert!(r.is_error() && !r.is_refusal(), "{r:?}");
+    assert!(
+        r.content_text().contains("restarted on the next call"),
+        "{}",
+        r.content_text()
+    );
+    assert!(marker.exists());
+    let r = call(&t, "c2").await;
+    assert!(!r.is_error(), "{r:?}");
+    assert_eq!(r.content_text(), "worked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_always_crashes_gives_errors_not_panics() {
+    let Some(py) = python() else { return };
+    let t = work_tool(server(&py, "crash", &[]), opts()).await;
+    for i in 0..2 {
+        let r = call(&t, &format!("c{i}")).await;
+        assert!(r.is_error(), "{r:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_server_times_out_and_can_be_cancelled() {
+    let Some(py) = python() else { return };
+    let t = work_tool(
+        server(&py, "hang", &[]),
+        McpOptions {
+            timeout: Duration::from_millis(300),
+            ..opts()
+        },
+    )
+    .await;
+    let r = call(&t, "c1").await;
+    assert!(r.is_error(), "{r:?}");
+    assert!(
+        r.content_text().contains("timed out"),
+        "{}",
+        r.content_text()
+    );
+
+    let t = work_tool(server(&py, "hang", &[]), opts_with_long_timeout()).await;
+    let token = CancellationToken::new();
+    let ctx = ToolContext::new("c2").with_cancellation(token.clone());
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        token.cancel();
+    });
+    let r = t.tool.execute(json!({}), ctx).await;
+    canceller.await.unwrap();
+    assert!(r.is_error(), "{r:?}");
+    assert!(r.content_text().contains("cancel"), "{}", r.content_text());
+}
+
+fn opts_with_long_timeout() -> McpOptions {
+    McpOptions {
+        timeout: Duration::from_secs(600),
+        ..opts()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_rpc_is_an_error_result() {
+    let Some(py) = python() else { return };
+    let t = work_tool(
+        server(&py, "malformed", &[]),
+        McpOptions {
+            timeout: Duration::from_millis(800),
+            ..opts()
+        },
+    )
+    .await;
+    let r = call(&t, "c1").await;
+    assert!(r.is_error(), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_result_is_capped_with_a_clear_error() {
+    let Some(py) = python() else { return };
+    let t = work_tool(
+        server(&py, "huge", &[]),
+        McpOptions {
+            timeout: Duration::from_secs(30),
+            ..opts()
+        },
+    )
+    .await;
+    let r = call(&t, "c1").await;
+    assert!(r.is_error(), "{r:?}");
+    let text = r.content_text();
+    assert!(
+        text.contains("more than the 1048576 bytes allowed"),
+        "{text}"
+    );
+    assert!(text.len() < 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_mcp_fails_the_handshake() {
+    let Some(py) = python() else { return };
+    let e = McpClient::connect(
+        server(&py, "garbage-handshake", &[]),
+        McpOptions {
+            handshake_timeout: Duration::from_secs(3),
+            ..opts()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, McpError::Handshake { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("did not complete the MCP handshake"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_is_a_typed_error() {
+    let e = McpClient::connect(ServerSpec::stdio("/nonexistent/mcp-server", ["x"]), opts())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, McpError::Spawn { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("MCP server `/nonexistent/mcp-server` could not start"),
+        "{e}"
+    );
+
+    let e = McpClient::connect(ServerSpec::stdio("false", Vec::<String>::new()), opts())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, McpError::Handshake { .. }), "{e:?}");
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "llmchain-mcp-test-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,74 @@
+"""A deliberately bad MCP server speaking raw JSON-RPC over stdio (no SDK).
+
+usage: bad_server.py MODE [MARKER_FILE]
+
+Every mode completes the handshake and lists one tool, `work`, except
+`garbage-handshake`. On `tools/call`:
+  crash-once   exits mid-call the first time (creates MARKER_FILE), answers afterwards
+  crash        always exits mid-call
+  hang         never answers
+  malformed    writes a line that is not JSON, then a response whose result is not an object
+  huge         answers with ~4 MB of text
+  garbage-handshake  answers everything with a non-JSON line
+"""
+import json
+import os
+import sys
+
+MODE = sys.argv[1]
+MARKER = sys.argv[2] if len(sys.argv) > 2 else None
+
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def result(req, res):
+    send({"jsonrpc": "2.0", "id": req["id"], "result": res})
+
+
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    req = json.loads(line)
+    method = req.get("method")
+    if "id" not in req:
+        continue  # a notification
+    if MODE == "garbage-handshake":
+        sys.stdout.write("this is not json-rpc\n")
+        sys.stdout.flush()
+        continue
+    if method == "initialize":
+        result(req, {
+            "protocolVersion": req["params"].get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "bad", "version": "0"},
+        })
+    elif method == "tools/list":
+        result(req, {"tools": [{
+            "name": "work",
+            "description": "Does some work.",
+            "inputSchema": {"type": "object", "properties": {}},
+        }]})
+    elif method == "tools/call":
+        if MODE == "crash" or (MODE == "crash-once" and not os.path.exists(MARKER)):
+            if MARKER:
+                open(MARKER, "w").close()
+            os._exit(3)
+        if MODE == "hang":
+            continue
+        if MODE == "malformed":
+            sys.stdout.write("{this is not json\n")
+            sys.stdout.flush()
+            result(req, "not an object")
+            continue
+        if MODE == "huge":
+            result(req, {"content": [{"type": "text", "text": "x" * (4 * 1024 * 1024)}]})
+            continue
+        result(req, {"content": [{"type": "text", "text": "worked"}]})
+    elif method == "ping":
+        result(req, {})
+    else:
+        send({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32601, "message": "no such method"}})
