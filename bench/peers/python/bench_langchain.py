@@ -35,7 +35,7 @@ class _Iter(httpx.SyncByteStream):
 LIMIT = 60
 
 
-class Timeout(Exception):
+class Timeout(BaseException):  # not Exception: library code must not swallow it
     pass
 
 

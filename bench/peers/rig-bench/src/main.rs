@@ -176,10 +176,12 @@ fn main() {
     let model = OpenAIConfig::new("sk-bench").connect(Replay(Bytes::new())).chat("gpt-bench");
     // `Model::stream` prepares and encodes the request eagerly and sends nothing until
     // polled, so timing it (and dropping the stream) times rig's request encoding.
+    // Requests are built before timing (`stream` takes the request by value).
+    let mut requests: Vec<CompletionRequest> = (0..20).map(|_| conversation(&c)).collect();
     report(
         "C",
         time(|| {
-            let request = conversation(&c);
+            let request = requests.pop().expect("one request per iteration");
             let t = model.stream(request).expect("encodes");
             drop(t);
         }),
