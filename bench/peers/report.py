@@ -31,7 +31,10 @@ def cell(impl, w):
 
 
 def ratio(impl, w):
+    """Peer time / llmchain time (llmchain's speed-up); for the floor, llmchain / floor."""
     a, b = rows.get(("llmchain", w)), rows.get((impl, w))
+    if impl == "floor":
+        a, b = b, a
     if not a or "seconds" not in a or not b:
         return ""
     if "seconds" in b:
@@ -41,7 +44,7 @@ def ratio(impl, w):
     return ""
 
 
-header = ["workload"] + impls + [f"{i}/llmchain" for i in impls if i != "llmchain"]
+header = ["workload"] + impls + [("llmchain/floor" if i == "floor" else f"{i}/llmchain") for i in impls if i != "llmchain"]
 lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 for w in workloads:
     lines.append("| " + " | ".join([names[w]] + [cell(i, w) for i in impls] +

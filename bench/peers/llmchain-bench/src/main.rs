@@ -103,7 +103,9 @@ fn args_of(body: &[u8]) -> String {
             && data != b"[DONE]"
         {
             let v: Value = serde_json::from_slice(data).expect("chunk");
-            if let Some(a) = v["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str() {
+            if let Some(a) =
+                v["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
+            {
                 out.push_str(a);
             }
         }
@@ -118,7 +120,11 @@ fn main() {
             .expect("json");
     for size in [1usize << 10, 64 << 10, 1 << 20, 8 << 20] {
         let body = std::fs::read(format!("{data}/A_{size}.sse")).expect("A");
-        report("llmchain", &format!("A_{size}"), time(|| decode(&body, &[size])));
+        report(
+            "llmchain",
+            &format!("A_{size}"),
+            time(|| decode(&body, &[size])),
+        );
         let args = args_of(&body);
         assert_eq!(args.len(), size);
         report("floor", &format!("A_{size}"), time(|| floor(&body, &args)));

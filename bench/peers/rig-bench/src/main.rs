@@ -93,7 +93,9 @@ fn report(workload: &str, (seconds, iters): (f64, usize)) {
 }
 
 fn decode(rt: &tokio::runtime::Runtime, body: &Bytes, expect: &[usize]) {
-    let model = OpenAIConfig::new("sk-bench").connect(Replay(body.clone())).chat("gpt-bench");
+    let model = OpenAIConfig::new("sk-bench")
+        .connect(Replay(body.clone()))
+        .chat("gpt-bench");
     let response = rt.block_on(async {
         let mut stream = model.stream(CompletionRequest::new("go")).expect("opens");
         while let Some(item) = stream.next().await {
@@ -130,7 +132,9 @@ fn conversation(c: &serde_json::Value) -> CompletionRequest {
                 )
             })
             .collect();
-        history.push(Message::Assistant(rig_core::message::AssistantMessage::new(calls)));
+        history.push(Message::Assistant(
+            rig_core::message::AssistantMessage::new(calls),
+        ));
         for result in round["results"].as_array().expect("results") {
             let id = ProviderCallId::new(result["id"].as_str().unwrap_or_default()).expect("id");
             history.push(Message::tool_result(
@@ -154,7 +158,9 @@ fn main() {
     let expect: serde_json::Value =
         serde_json::from_slice(&std::fs::read(format!("{data}/expect.json")).expect("expect.json"))
             .expect("json");
-    let rt = tokio::runtime::Builder::new_current_thread().build().expect("rt");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("rt");
     for size in [1usize << 10, 64 << 10, 1 << 20, 8 << 20] {
         if size > max {
             continue;
@@ -173,7 +179,9 @@ fn main() {
 
     let c: serde_json::Value =
         serde_json::from_slice(&std::fs::read(format!("{data}/C.json")).expect("C")).expect("json");
-    let model = OpenAIConfig::new("sk-bench").connect(Replay(Bytes::new())).chat("gpt-bench");
+    let model = OpenAIConfig::new("sk-bench")
+        .connect(Replay(Bytes::new()))
+        .chat("gpt-bench");
     // `Model::stream` prepares and encodes the request eagerly and sends nothing until
     // polled, so timing it (and dropping the stream) times rig's request encoding.
     // Requests are built before timing (`stream` takes the request by value).
