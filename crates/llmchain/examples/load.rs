@@ -80,7 +80,7 @@ fn calculator() -> Tool {
 
 /// One chain: user → tool call → tool result → answer. Returns its latency.
 async fn one_chain(i: usize, delay: Option<Duration>) -> Duration {
-    let format = if i % 2 == 0 {
+    let format = if i.is_multiple_of(2) {
         Format::OpenAiChat
     } else {
         Format::Anthropic

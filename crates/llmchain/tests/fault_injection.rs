@@ -256,9 +256,9 @@ fn transfer_tool(runs: Arc<Mutex<HashMap<String, usize>>>) -> Tool {
 #[tokio::test]
 async fn damaged_turns_through_the_chain_lose_nothing_and_never_run_twice() {
     let mut rng = Rng(0xc4a1_0007);
-    let n = if full() { 400 } else { 20 };
+    let n: usize = if full() { 400 } else { 20 };
     for round in 0..n {
-        let format = if round % 2 == 0 {
+        let format = if round.is_multiple_of(2) {
             Format::OpenAiChat
         } else {
             Format::Anthropic
