@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Writes the benchmark inputs into data/ once; every implementation reads the same bytes.
+
+A_<S>.sse   one tool call whose arguments are S bytes, in 8-byte deltas (OpenAI Chat SSE)
+B.sse       64 calls of 16 KiB arguments each, deltas interleaved round-robin
+C.json      a 2,000-message conversation (500 rounds: user, assistant with 2 calls,
+            2 tool results) as neutral JSON each implementation converts to its own types
+expect.json the argument strings' lengths, for each implementation to check its result
+"""
+import json, os, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+SIZES = [1 << 10, 64 << 10, 1 << 20, 8 << 20]
+DELTA = 8
+
+
+def args_of(size, seed):
+    # A JSON object of exactly `size` bytes: {"content":"xxxx..."}; ASCII with no
+    # escapes, so every 8-byte slice is a valid JSON string fragment.
+    head, tail = '{"content":"', '"}'
+    body_len = size - len(head) - len(tail)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    body = "".join(alphabet[(i * 7 + seed) % len(alphabet)] for i in range(body_len))
+    return head + body + tail
+
+
+def chunk(delta, finish=None):
+    c = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
+         "model": "gpt-bench", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return "data: " + json.dumps(c, separators=(",", ":")) + "\n\n"
+
+
+def open_call(index):
+    return {"index": index, "id": f"call_{index:04d}", "type": "function",
+            "function": {"name": "write_file", "arguments": ""}}
+
+
+def arg_delta(index, piece):
+    return {"index": index, "function": {"arguments": piece}}
+
+
+def stream(calls):
+    """calls: list of argument strings; deltas interleaved round-robin."""
+    out = [chunk({"role": "assistant", "content": None,
+                  "tool_calls": [open_call(i) for i in range(len(calls))]})]
+    pieces = [[a[j:j + DELTA] for j in range(0, len(a), DELTA)] for a in calls]
+    longest = max(len(p) for p in pieces)
+    for j in range(longest):
+        for i, p in enumerate(pieces):
+            if j < len(p):
+                out.append(chunk({"tool_calls": [arg_delta(i, p[j])]}))
+    out.append(chunk({}, "tool_calls"))
+    out.append("data: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+def conversation():
+    rounds = []
+    for r in range(500):
+        calls = [{"id": f"call_{r}_{k}", "name": "read_file",
+                  "arguments": {"path": f"src/module_{r}_{k}.rs", "max_bytes": 4096}}
+                 for k in range(2)]
+        results = [{"id": c["id"], "name": c["name"],
+                    "content": f"// contents of {c['arguments']['path']}\n" + "fn f() {}\n" * 8}
+                   for c in calls]
+        rounds.append({"user": f"Round {r}: read the next two modules and summarise them.",
+                       "calls": calls, "results": results})
+    return {"system": "You are a careful coding assistant.", "rounds": rounds}
+
+
+def main():
+    os.makedirs(DATA, exist_ok=True)
+    expect = {}
+    for s in SIZES:
+        path = os.path.join(DATA, f"A_{s}.sse")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(stream([args_of(s, 0)]))
+        expect[f"A_{s}"] = [s]
+    b = [args_of(16 << 10, i) for i in range(64)]
+    path = os.path.join(DATA, "B.sse")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(stream(b))
+    expect["B"] = [len(a) for a in b]
+    with open(os.path.join(DATA, "C.json"), "w") as f:
+        json.dump(conversation(), f)
+    with open(os.path.join(DATA, "expect.json"), "w") as f:
+        json.dump(expect, f)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
