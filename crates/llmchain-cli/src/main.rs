@@ -29,6 +29,8 @@ enum Command {
     Encode(cmd::encode::EncodeArgs),
     /// Run an offline agent conversation on the embedded defaults.
     Demo(cmd::demo::DemoArgs),
+    /// Run an agent against a provider over HTTP, with the built-in tools.
+    Run(cmd::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Encode(args) => cmd::encode::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Run(args) => cmd::run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,3 +3,4 @@
 pub mod decode;
 pub mod demo;
 pub mod encode;
+pub mod run;

@@ -50,3 +50,6 @@ impl Format {
         }
     }
 }
+
+#[cfg(feature = "http")]
+pub mod http;
