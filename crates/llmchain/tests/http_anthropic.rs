@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http_support::*;
 use llmchain::chain::{ChatModel, HttpErrorKind, ModelError, collect_stream};
-use llmchain::message::{Arguments, Message, ToolCall, ToolCallAttrs, ToolCallStatus, ToolResult};
+use llmchain::message::{Message, ToolCall, ToolCallAttrs, ToolCallStatus, ToolResult};
 use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain::provider::{DecoderConfig, Format};
@@ -145,13 +145,13 @@ async fn encoder_output_passes_anthropics_checks_and_bad_requests_fail_with_its_
     let ok = render_stream(Format::Anthropic, &ResponseScript::text("done")).unwrap();
     let server = Server::start_with(vec![Reply::sse(ok)], Some(validator())).await;
     let m = model(&server, 3);
-    // Raw non-object arguments are sent as an object: accepted.
+    // A call without arguments is sent with an object `input`: accepted.
     let mut conv = ask("List?");
     let raw = ToolCall::new(ToolCallAttrs {
         status: ToolCallStatus::Complete,
         call_id: Some("toolu_01".into()),
         name: Some("list".into()),
-        arguments: Some(Arguments::Raw("[1, 2]".into())),
+        arguments: None,
         ..Default::default()
     })
     .unwrap();

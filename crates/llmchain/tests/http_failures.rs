@@ -54,10 +54,16 @@ fn after(body: &[u8], needle: &str) -> usize {
     body.windows(n.len()).position(|w| w == n).unwrap() + n.len()
 }
 
+/// A cut inside the call: after the event naming it, a few bytes into the next one.
+fn mid_call(body: &[u8]) -> usize {
+    let named = after(body, "get_weather");
+    named + after(&body[named..], "\n\n") + 5
+}
+
 #[tokio::test]
 async fn a_connection_dropped_mid_stream_is_interrupted_and_not_retried() {
     let body = call_body();
-    let cut = after(&body, "Paris");
+    let cut = mid_call(&body);
     let server = Server::start(vec![
         Reply::sse(body.clone()).drop_after(cut),
         Reply::sse(body),
@@ -98,18 +104,28 @@ async fn a_stream_dropped_before_any_event_is_retried() {
 #[tokio::test]
 async fn a_body_ending_without_the_end_marker_is_interrupted() {
     let body = call_body();
-    let cut = after(&body, "Paris");
-    // The server ends the body cleanly, but before `finish_reason` and `[DONE]`.
-    let server = Server::start(vec![Reply::sse(body[..cut].to_vec())]).await;
-    let e = collect_stream(openai(&server, 3).stream(&ask("hi")), |_| {})
-        .await
-        .unwrap_err();
-    match e {
-        ModelError::StreamInterrupted { message, .. } => {
-            assert!(message.contains("end-of-stream marker"), "{message}")
+    let cut = mid_call(&body);
+    let at_event_end = cut - 5;
+    // The server ends the body cleanly, but before `finish_reason` and `[DONE]`: at an
+    // event boundary, and inside an event.
+    let server = Server::start(vec![
+        Reply::sse(body[..at_event_end].to_vec()),
+        Reply::sse(body[..cut].to_vec()),
+    ])
+    .await;
+    let model = openai(&server, 3);
+    for want in ["end-of-stream marker", "ended inside an event"] {
+        let e = collect_stream(model.stream(&ask("hi")), |_| {})
+            .await
+            .unwrap_err();
+        match e {
+            ModelError::StreamInterrupted { message, .. } => {
+                assert!(message.contains(want), "{message}")
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
     }
+    assert_eq!(server.seen().len(), 2);
 }
 
 #[tokio::test]
@@ -163,7 +179,7 @@ async fn the_first_event_arrives_before_the_stream_ends() {
 async fn a_stalled_stream_hits_the_read_timeout() {
     let body = call_body();
     let gate = Arc::new(Notify::new()); // never notified
-    let hold = after(&body, "Paris");
+    let hold = mid_call(&body);
     let server = Server::start(vec![Reply::sse(body).hold_after(hold, gate)]).await;
     let model = HttpModel::new(
         HttpModelConfig::openai("gpt-4.1")
@@ -215,7 +231,7 @@ async fn an_unreachable_server_is_a_connect_error_naming_the_url() {
 #[tokio::test]
 async fn the_chain_keeps_a_cancelled_message_and_never_runs_its_calls() {
     let body = call_body();
-    let cut = after(&body, "Paris");
+    let cut = mid_call(&body);
     let server = Server::start(vec![Reply::sse(body).drop_after(cut)]).await;
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
@@ -290,7 +306,7 @@ async fn the_key_never_appears_in_debug_errors_or_logs() {
     let limited =
         Reply::json(429, &json!({"error": {"message": "slow"}})).header("retry-after", "0");
     let body = call_body();
-    let cut = after(&body, "Paris");
+    let cut = mid_call(&body);
     let server = Server::start(vec![echo, limited, Reply::sse(body).drop_after(cut)]).await;
     let model = openai(&server, 3);
     let mut errors = Vec::new();

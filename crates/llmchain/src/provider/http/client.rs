@@ -428,7 +428,11 @@ impl Run<'_> {
                             self.pending
                                 .push_back(Ok(ModelEvent::Done(Box::new(outcome))));
                         }
-                        Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
+                        // The last event was cut off: the body ended mid-event.
+                        Err(e) => {
+                            self.retry_or_fail(format!("the body ended inside an event ({e})"))
+                                .await
+                        }
                     }
                 }
             },
