@@ -34,6 +34,8 @@ enum Command {
     Conversations(cmd::conversations::ConversationsArgs),
     /// Serve the built-in tools over MCP, or list and call MCP servers' tools.
     Mcp(cmd::mcp::McpArgs),
+    /// Run an agent against a provider over HTTP, with the built-in tools.
+    Run(cmd::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Conversations(args) => cmd::conversations::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
+        Command::Run(args) => cmd::run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

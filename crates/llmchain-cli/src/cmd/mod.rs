@@ -6,3 +6,4 @@ pub mod demo;
 pub mod encode;
 mod input;
 pub mod mcp;
+pub mod run;

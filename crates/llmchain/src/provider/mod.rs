@@ -51,3 +51,6 @@ impl Format {
         }
     }
 }
+
+#[cfg(feature = "http")]
+pub mod http;

@@ -1,0 +1,524 @@
+//! [`HttpModel`]: the request/response loop — send, retry, stream-decode.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures_util::{Stream, StreamExt, stream};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+use super::config::HttpModelConfig;
+use super::error_body::{http_error, redact, reported_headers};
+use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream};
+use crate::conversation::Conversation;
+use crate::message::MessageStatus;
+use crate::provider::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+
+/// Longest error body read from a failed response.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// A [`ChatModel`] over HTTP for any [`Format`].
+///
+/// ```no_run
+/// use llmchain::chain::{ChatModel, collect_stream};
+/// use llmchain::conversation::Conversation;
+/// use llmchain::message::Message;
+/// use llmchain::provider::Format;
+/// use llmchain::provider::http::HttpModel;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = HttpModel::from_env(Format::Anthropic, "claude-sonnet-4-5")?;
+/// let mut conv = Conversation::new();
+/// conv.messages.push(Message::user("Hi"));
+/// let outcome = collect_stream(model.stream(&conv), |_| {}).await?;
+/// println!("{:?}", outcome.message.text());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct HttpModel {
+    config: HttpModelConfig,
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    codec: &'static dyn Codec,
+    decoder_config: DecoderConfig,
+}
+
+impl fmt::Debug for HttpModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpModel")
+            .field("config", &self.config)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+fn config_err(msg: impl Into<String>) -> ModelError {
+    ModelError::Config(msg.into())
+}
+
+impl HttpModel {
+    /// A model from a config (checked with [`HttpModelConfig::validate`]).
+    pub fn new(config: HttpModelConfig) -> Result<Self, ModelError> {
+        config.validate()?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.timeouts.connect)
+            .read_timeout(config.timeouts.read)
+            .build()
+            .map_err(|e| config_err(format!("could not build the HTTP client: {e}")))?;
+        let base = config.normalized_base_url();
+        let model_path = config
+            .model
+            .strip_prefix("models/")
+            .unwrap_or(&config.model);
+        let url = match (config.format, config.stream) {
+            (Format::OpenAiChat, _) => format!("{base}/chat/completions"),
+            (Format::OpenAiResponses, _) => format!("{base}/responses"),
+            (Format::Anthropic, _) => format!("{base}/v1/messages"),
+            (Format::Gemini, true) => {
+                format!("{base}/v1beta/models/{model_path}:streamGenerateContent?alt=sse")
+            }
+            (Format::Gemini, false) => format!("{base}/v1beta/models/{model_path}:generateContent"),
+            (Format::Ollama, _) => format!("{base}/api/chat"),
+        };
+        let headers = build_headers(&config)?;
+        Ok(HttpModel {
+            codec: config.format.codec(),
+            config,
+            client,
+            url,
+            headers,
+            decoder_config: DecoderConfig::default(),
+        })
+    }
+
+    /// A model for `format` configured from the environment
+    /// ([`HttpModelConfig::from_env`]).
+    pub fn from_env(format: Format, model: impl Into<String>) -> Result<Self, ModelError> {
+        Self::new(HttpModelConfig::from_env(format, model)?)
+    }
+
+    /// The config.
+    pub fn config(&self) -> &HttpModelConfig {
+        &self.config
+    }
+
+    /// The URL requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Encodes the request body for `conversation`.
+    pub fn encode(&self, conversation: &Conversation) -> Result<Vec<u8>, ModelError> {
+        let opts = RequestOptions {
+            model: self.config.model.clone(),
+            stream: self.config.stream,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+            extra: Default::default(),
+        };
+        Ok(self.codec.encode(conversation, &opts)?)
+    }
+
+    fn secret(&self) -> Option<&str> {
+        self.config.api_key.as_ref().map(|k| k.expose_secret())
+    }
+
+    /// One HTTP exchange up to a successful response's headers, retrying retryable
+    /// failures. `attempt` counts attempts made so far (shared with stream retries).
+    async fn send(
+        &self,
+        body: &bytes::Bytes,
+        attempt: &mut u32,
+        started: Instant,
+    ) -> Result<reqwest::Response, ModelError> {
+        loop {
+            *attempt += 1;
+            tracing::debug!(
+                provider = %self.config.provider,
+                model = %self.config.model,
+                url = %self.url,
+                attempt = *attempt,
+                "sending model request"
+            );
+            let result = self
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .body(body.clone())
+                .send()
+                .await;
+            let error = match result {
+                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let headers = resp.headers().clone();
+                    let body = read_limited(resp, MAX_ERROR_BODY).await;
+                    http_error(
+                        &self.config.provider,
+                        status,
+                        &headers,
+                        &body,
+                        self.secret(),
+                    )
+                }
+                Err(e) => self.transport_error(&e),
+            };
+            let Some(delay) = self.retry_delay(&error, *attempt, started) else {
+                return Err(error);
+            };
+            tracing::warn!(
+                provider = %self.config.provider,
+                model = %self.config.model,
+                attempt = *attempt,
+                delay_ms = delay.as_millis() as u64,
+                error = %error,
+                "retrying model request"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// The wait before another attempt after `error`, or `None` to give up.
+    fn retry_delay(&self, error: &ModelError, attempt: u32, started: Instant) -> Option<Duration> {
+        let policy = &self.config.retry;
+        let retryable = match error {
+            ModelError::Http { kind, .. } => kind.is_retryable(),
+            ModelError::Connect { .. }
+            | ModelError::Timeout { .. }
+            | ModelError::StreamInterrupted { .. } => true,
+            _ => false,
+        };
+        if !retryable || attempt >= policy.max_attempts {
+            return None;
+        }
+        let backoff = policy.backoff(attempt);
+        let delay = match error {
+            ModelError::Http {
+                retry_after: Some(ra),
+                ..
+            } => (*ra).max(backoff.min(Duration::from_millis(50))),
+            _ => backoff,
+        };
+        (started.elapsed() + delay <= policy.total_deadline).then_some(delay)
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> ModelError {
+        let provider = self.config.provider.clone();
+        if e.is_timeout() {
+            return ModelError::Timeout {
+                provider,
+                after: self.config.timeouts.read,
+            };
+        }
+        let message = redact(error_chain(e), self.secret());
+        if e.is_connect() {
+            ModelError::Connect {
+                provider,
+                url: self.url.clone(),
+                message,
+            }
+        } else {
+            ModelError::Connect {
+                provider,
+                url: self.url.clone(),
+                message: format!("request failed: {message}"),
+            }
+        }
+    }
+
+    fn interrupted(&self, message: String) -> ModelError {
+        ModelError::StreamInterrupted {
+            provider: self.config.provider.clone(),
+            message: redact(message, self.secret()),
+        }
+    }
+}
+
+/// `e` and its sources, joined (reqwest's own `Display` is terse).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        src = s.source();
+    }
+    out
+}
+
+/// Reads at most `limit` bytes of a body (errors end the read).
+async fn read_limited(resp: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut body = resp.bytes_stream();
+    while let Some(Ok(chunk)) = body.next().await {
+        let take = chunk.len().min(limit - out.len());
+        out.extend_from_slice(&chunk[..take]);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    out
+}
+
+fn build_headers(config: &HttpModelConfig) -> Result<HeaderMap, ModelError> {
+    let mut h = HeaderMap::new();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let secret = |v: String| {
+        let mut v = HeaderValue::from_str(&v)
+            .map_err(|_| config_err("the API key contains characters a header cannot hold"))?;
+        v.set_sensitive(true);
+        Ok::<_, ModelError>(v)
+    };
+    let key = config
+        .api_key
+        .as_ref()
+        .map(|k| k.expose_secret().to_owned());
+    match config.format {
+        Format::OpenAiChat | Format::OpenAiResponses | Format::Ollama => {
+            if let Some(k) = key {
+                h.insert(
+                    reqwest::header::AUTHORIZATION,
+                    secret(format!("Bearer {k}"))?,
+                );
+            }
+        }
+        Format::Anthropic => {
+            if let Some(k) = key {
+                h.insert("x-api-key", secret(k)?);
+            }
+            h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+        }
+        Format::Gemini => {
+            if let Some(k) = key {
+                h.insert("x-goog-api-key", secret(k)?);
+            }
+        }
+    }
+    if config.stream {
+        let accept = if config.format == Format::Ollama {
+            "application/x-ndjson"
+        } else {
+            "text/event-stream"
+        };
+        h.insert(reqwest::header::ACCEPT, HeaderValue::from_static(accept));
+    }
+    for (name, value) in &config.headers {
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| config_err(format!("invalid header name {name:?}")))?;
+        let v = HeaderValue::from_str(value)
+            .map_err(|_| config_err(format!("invalid value for header {name:?}")))?;
+        h.insert(n, v);
+    }
+    Ok(h)
+}
+
+type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+enum Phase {
+    Send,
+    Streaming {
+        body: ByteStream,
+        decoder: Box<dyn StreamDecoder>,
+    },
+    Finished,
+}
+
+struct Run<'a> {
+    model: &'a HttpModel,
+    body: bytes::Bytes,
+    attempt: u32,
+    started: Instant,
+    phase: Phase,
+    pending: VecDeque<Result<ModelEvent, ModelError>>,
+    /// A decoded event reached the caller: from then on no retry.
+    emitted: bool,
+}
+
+impl Run<'_> {
+    /// Advances the run until something is pending or it is over.
+    async fn step(&mut self) {
+        let model = self.model;
+        match std::mem::replace(&mut self.phase, Phase::Finished) {
+            Phase::Finished => {}
+            Phase::Send => {
+                let resp = match model
+                    .send(&self.body, &mut self.attempt, self.started)
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.pending.push_back(Err(e));
+                        return;
+                    }
+                };
+                let headers = reported_headers(resp.headers());
+                if !headers.is_empty() {
+                    self.pending.push_back(Ok(ModelEvent::Headers(headers)));
+                }
+                let is_stream = model.config.stream && {
+                    // A server may answer a streaming request with one JSON document
+                    // (e.g. a cached error); decode by what came.
+                    let ct = resp
+                        .headers()
+                        .get(CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("");
+                    !ct.starts_with("application/json") || model.config.format == Format::Ollama
+                };
+                if is_stream {
+                    self.phase = Phase::Streaming {
+                        body: Box::pin(resp.bytes_stream()),
+                        decoder: model.codec.stream_decoder(model.decoder_config),
+                    };
+                } else {
+                    self.whole_body(resp).await;
+                }
+            }
+            Phase::Streaming {
+                mut body,
+                mut decoder,
+            } => match body.next().await {
+                Some(Ok(chunk)) => {
+                    let mut events = Vec::new();
+                    let fed = decoder.feed(&chunk, &mut |e| {
+                        events.push(Ok(ModelEvent::Event(e.into_owned())))
+                    });
+                    self.emitted |= !events.is_empty();
+                    self.pending.extend(events);
+                    match fed {
+                        Ok(()) => self.phase = Phase::Streaming { body, decoder },
+                        Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
+                    }
+                }
+                Some(Err(e)) => {
+                    let message = if e.is_timeout() {
+                        format!(
+                            "no data for {:?} (read timeout)",
+                            model.config.timeouts.read
+                        )
+                    } else {
+                        error_chain(&e)
+                    };
+                    drop(decoder);
+                    self.retry_or_fail(message).await;
+                }
+                None => {
+                    let mut events = Vec::new();
+                    let finished =
+                        decoder.finish(&mut |e| events.push(Ok(ModelEvent::Event(e.into_owned()))));
+                    match finished {
+                        Ok(outcome)
+                            if outcome.message.status == MessageStatus::Cancelled
+                                && outcome.error.is_none() =>
+                        {
+                            self.emitted |= !events.is_empty();
+                            self.pending.extend(events);
+                            self.retry_or_fail(
+                                "the body ended before the provider's end-of-stream marker".into(),
+                            )
+                            .await;
+                        }
+                        Ok(outcome) => {
+                            self.pending.extend(events);
+                            self.pending
+                                .push_back(Ok(ModelEvent::Done(Box::new(outcome))));
+                        }
+                        // The last event was cut off: the body ended mid-event.
+                        Err(e) => {
+                            self.retry_or_fail(format!("the body ended inside an event ({e})"))
+                                .await
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    /// After a stream broke: retry when nothing was shown yet, else fail.
+    async fn retry_or_fail(&mut self, message: String) {
+        let error = self.model.interrupted(message);
+        if !self.emitted
+            && let Some(delay) = self.model.retry_delay(&error, self.attempt, self.started)
+        {
+            tracing::warn!(
+                provider = %self.model.config.provider,
+                attempt = self.attempt,
+                error = %error,
+                "stream broke before any event; retrying"
+            );
+            tokio::time::sleep(delay).await;
+            self.phase = Phase::Send;
+            return;
+        }
+        self.pending.push_back(Err(error));
+    }
+
+    async fn whole_body(&mut self, resp: reqwest::Response) {
+        let model = self.model;
+        match resp.bytes().await {
+            Ok(bytes) => match model.codec.decode_response(&bytes, model.decoder_config) {
+                Ok(outcome) => self
+                    .pending
+                    .push_back(Ok(ModelEvent::Done(Box::new(outcome)))),
+                Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
+            },
+            Err(e) => {
+                let err = if e.is_timeout() {
+                    ModelError::Timeout {
+                        provider: model.config.provider.clone(),
+                        after: model.config.timeouts.read,
+                    }
+                } else {
+                    model.interrupted(error_chain(&e))
+                };
+                self.pending.push_back(Err(err));
+            }
+        }
+    }
+}
+
+impl ChatModel for HttpModel {
+    fn model_name(&self) -> &str {
+        &self.config.model
+    }
+
+    fn provider_name(&self) -> &str {
+        &self.config.provider
+    }
+
+    fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
+        let body = match self.encode(conversation) {
+            Ok(b) => b,
+            Err(e) => return Box::pin(stream::once(async move { Err(e) })),
+        };
+        let run = Run {
+            model: self,
+            body: bytes::Bytes::from(body),
+            attempt: 0,
+            started: Instant::now(),
+            phase: Phase::Send,
+            pending: VecDeque::new(),
+            emitted: false,
+        };
+        Box::pin(stream::unfold(run, |mut run| async move {
+            loop {
+                if let Some(item) = run.pending.pop_front() {
+                    if item.is_err() {
+                        run.pending.clear();
+                        run.phase = Phase::Finished;
+                    }
+                    return Some((item, run));
+                }
+                if matches!(run.phase, Phase::Finished) {
+                    return None;
+                }
+                run.step().await;
+            }
+        }))
+    }
+}

@@ -1,0 +1,237 @@
+//! Reading an HTTP error response: the provider's own message, `Retry-After`, and the
+//! response headers passed to callbacks.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::HeaderMap;
+use serde_json::{Map, Value};
+
+use crate::chain::{HttpErrorKind, ModelError};
+
+/// Longest error message kept from a body that is not JSON.
+const MAX_RAW_MESSAGE: usize = 500;
+
+/// The provider's message from an error body:
+/// OpenAI / compatible `{"error":{"message":…}}`, Anthropic
+/// `{"type":"error","error":{"type":…,"message":…}}`, Gemini
+/// `{"error":{"code":…,"message":…,"status":…}}` (also wrapped in an array), Ollama
+/// `{"error":"…"}`, Mistral `{"message":…}` / `{"detail":…}`. Anything else: the body
+/// text (shortened), or the status's reason phrase when the body is empty.
+pub fn provider_message(status: u16, body: &[u8]) -> (String, Option<String>) {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        let v = match v {
+            Value::Array(mut a) if !a.is_empty() => a.swap_remove(0),
+            v => v,
+        };
+        if let Some((m, t)) = message_of(&v) {
+            return (m, t);
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        let reason = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("error");
+        return (reason.to_owned(), None);
+    }
+    let mut end = text.len().min(MAX_RAW_MESSAGE);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_owned(), None)
+}
+
+fn message_of(v: &Value) -> Option<(String, Option<String>)> {
+    let obj = v.as_object()?;
+    let kind = |o: &Map<String, Value>| {
+        o.get("type")
+            .or_else(|| o.get("status"))
+            .or_else(|| o.get("code"))
+            .and_then(|t| match t {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+    };
+    match obj.get("error") {
+        Some(Value::Object(e)) => {
+            if let Some(Value::String(m)) = e.get("message") {
+                return Some((m.clone(), kind(e)));
+            }
+        }
+        Some(Value::String(m)) => return Some((m.clone(), None)),
+        _ => {}
+    }
+    for key in ["message", "detail"] {
+        match obj.get(key) {
+            Some(Value::String(m)) => return Some((m.clone(), kind(obj))),
+            Some(d @ (Value::Array(_) | Value::Object(_))) => {
+                return Some((d.to_string(), kind(obj)));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `Retry-After` as seconds or an HTTP date, or OpenAI's `retry-after-ms`.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// The typed error of an HTTP error response. An `overloaded` error type (Anthropic
+/// sends it with 529, some gateways with other codes) makes the kind `Overloaded`.
+/// `secret` (the key) is cut out of the message should a provider echo it.
+pub fn http_error(
+    provider: &str,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    secret: Option<&str>,
+) -> ModelError {
+    let (message, kind_text) = provider_message(status, body);
+    let mut kind = HttpErrorKind::from_status(status);
+    if kind_text
+        .as_deref()
+        .is_some_and(|k| k.to_ascii_lowercase().contains("overloaded"))
+    {
+        kind = HttpErrorKind::Overloaded;
+    }
+    ModelError::Http {
+        provider: provider.to_owned(),
+        status,
+        kind,
+        message: redact(message, secret),
+        retry_after: retry_after(headers),
+    }
+}
+
+/// Replaces every occurrence of `secret` in `text` with `[redacted]`.
+pub fn redact(text: String, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[redacted]"),
+        _ => text,
+    }
+}
+
+/// The headers reported to callbacks: rate limits, request ids, processing times and
+/// `retry-after`. Values that are not visible ASCII are skipped.
+pub fn reported_headers(headers: &HeaderMap) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (name, value) in headers {
+        let n = name.as_str();
+        let keep = n.contains("ratelimit")
+            || n.contains("request-id")
+            || n.starts_with("retry-after")
+            || n.starts_with("openai-")
+            || n.starts_with("anthropic-")
+            || n == "x-goog-request-id"
+            || n == "cf-ray";
+        if !keep {
+            continue;
+        }
+        if let Ok(v) = value.to_str() {
+            out.insert(n.to_owned(), Value::String(v.to_owned()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_per_provider() {
+        let cases: [(&str, &str); 6] = [
+            (
+                r#"{"error":{"message":"Invalid model","type":"invalid_request_error","param":null,"code":null}}"#,
+                "Invalid model",
+            ),
+            (
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                "Overloaded",
+            ),
+            (
+                r#"[{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}]"#,
+                "API key not valid.",
+            ),
+            (
+                r#"{"error":"model \"x\" not found, try pulling it first"}"#,
+                "model \"x\" not found, try pulling it first",
+            ),
+            (
+                r#"{"object":"error","message":"Tool call id was call_1 but must be a-z, A-Z, 0-9, with a length of 9.","type":"invalid_request_message_error"}"#,
+                "Tool call id was call_1 but must be a-z, A-Z, 0-9, with a length of 9.",
+            ),
+            ("upstream connect error", "upstream connect error"),
+        ];
+        for (body, want) in cases {
+            assert_eq!(provider_message(400, body.as_bytes()).0, want, "{body}");
+        }
+        assert_eq!(provider_message(502, b"").0, "Bad Gateway");
+    }
+
+    #[test]
+    fn overloaded_type_and_retry_after() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", "3".parse().unwrap());
+        let e = http_error(
+            "anthropic",
+            529,
+            &h,
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            None,
+        );
+        match e {
+            ModelError::Http {
+                kind, retry_after, ..
+            } => {
+                assert_eq!(kind, HttpErrorKind::Overloaded);
+                assert_eq!(retry_after, Some(Duration::from_secs(3)));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut h = HeaderMap::new();
+        let later = SystemTime::now() + Duration::from_secs(30);
+        h.insert(
+            "retry-after",
+            httpdate::fmt_http_date(later).parse().unwrap(),
+        );
+        let d = retry_after(&h).unwrap();
+        assert!(
+            d <= Duration::from_secs(30) && d >= Duration::from_secs(25),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn echoed_key_is_redacted() {
+        let e = http_error(
+            "openai",
+            401,
+            &HeaderMap::new(),
+            br#"{"error":{"message":"Incorrect API key provided: sk-abc123secret."}}"#,
+            Some("sk-abc123secret"),
+        );
+        assert!(!e.to_string().contains("sk-abc123secret"), "{e}");
+    }
+}

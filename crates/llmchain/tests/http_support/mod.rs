@@ -1,0 +1,290 @@
+//! A local HTTP server for the HTTP client tests: it records every request and answers
+//! with scripted replies, chunked at random boundaries, slowly, or cut off; an optional
+//! validator rejects malformed requests the way the real API does.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use futures_util::StreamExt;
+use llmchain::conversation::Conversation;
+use llmchain::message::{Arguments, Message, ToolCall, ToolCallAttrs, ToolCallStatus, ToolResult};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// A request the server saw.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// One scripted reply.
+#[derive(Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Random chunk sizes in `1..=max_chunk` from this seed.
+    pub seed: u64,
+    pub max_chunk: usize,
+    /// Sleep between chunks.
+    pub delay: Option<Duration>,
+    /// Drop the connection after this many body bytes.
+    pub drop_after: Option<usize>,
+    /// Send this many bytes, then wait for the notify before the rest.
+    pub hold_after: Option<(usize, Arc<Notify>)>,
+}
+
+impl Reply {
+    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Reply {
+            status,
+            headers: vec![("content-type".into(), content_type.into())],
+            body: body.into(),
+            seed: 7,
+            max_chunk: 40,
+            delay: None,
+            drop_after: None,
+            hold_after: None,
+        }
+    }
+    pub fn sse(body: impl Into<Vec<u8>>) -> Self {
+        Self::new(200, "text/event-stream", body)
+    }
+    pub fn ndjson(body: impl Into<Vec<u8>>) -> Self {
+        Self::new(200, "application/x-ndjson", body)
+    }
+    pub fn json(status: u16, body: &Value) -> Self {
+        Self::new(
+            status,
+            "application/json",
+            serde_json::to_vec(body).unwrap(),
+        )
+    }
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = Some(d);
+        self
+    }
+    pub fn drop_after(mut self, n: usize) -> Self {
+        self.drop_after = Some(n);
+        self
+    }
+    pub fn hold_after(mut self, n: usize, gate: Arc<Notify>) -> Self {
+        self.hold_after = Some((n, gate));
+        self
+    }
+}
+
+/// Checks a request; `Some(reply)` rejects it.
+pub type Validator = Arc<dyn Fn(&Seen) -> Option<Reply> + Send + Sync>;
+
+#[derive(Clone)]
+struct State {
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    validator: Option<Validator>,
+}
+
+/// A running server on 127.0.0.1.
+pub struct Server {
+    pub base: String,
+    state: State,
+}
+
+impl Server {
+    pub async fn start(replies: Vec<Reply>) -> Server {
+        Self::start_with(replies, None).await
+    }
+
+    pub async fn start_with(replies: Vec<Reply>, validator: Option<Validator>) -> Server {
+        let state = State {
+            replies: Arc::new(Mutex::new(replies.into())),
+            seen: Arc::new(Mutex::new(Vec::new())),
+            validator,
+        };
+        let st = state.clone();
+        let app = Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let st = st.clone();
+                async move { handle(st, method, uri, headers, body) }
+            },
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Server {
+            base: format!("http://{addr}"),
+            state,
+        }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    pub fn push(&self, reply: Reply) {
+        self.state.replies.lock().unwrap().push_back(reply);
+    }
+}
+
+fn handle(st: State, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let seen = Seen {
+        method: method.to_string(),
+        uri: uri.to_string(),
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    st.seen.lock().unwrap().push(seen.clone());
+    let reply = match st.validator.as_ref().and_then(|v| v(&seen)) {
+        Some(r) => r,
+        None => st.replies.lock().unwrap().pop_front().unwrap_or_else(|| {
+            Reply::json(500, &json!({"error": {"message": "no scripted reply"}}))
+        }),
+    };
+    respond(reply)
+}
+
+fn chunks(body: &[u8], seed: u64, max: usize) -> Vec<Vec<u8>> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+        | 1;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < body.len() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let n = 1 + (x as usize % max.max(1));
+        let end = (pos + n).min(body.len());
+        out.push(body[pos..end].to_vec());
+        pos = end;
+    }
+    out
+}
+
+fn respond(reply: Reply) -> Response {
+    let mut builder = Response::builder().status(StatusCode::from_u16(reply.status).unwrap());
+    for (k, v) in &reply.headers {
+        builder = builder.header(k, v);
+    }
+    let limit = reply
+        .drop_after
+        .unwrap_or(reply.body.len())
+        .min(reply.body.len());
+    let mut pieces = chunks(&reply.body[..limit], reply.seed, reply.max_chunk);
+    let hold = reply.hold_after.clone();
+    // Split so the held prefix ends exactly at `hold_after` bytes.
+    let mut items: Vec<Item> = Vec::new();
+    let mut sent = 0;
+    for p in pieces.drain(..) {
+        if let Some((n, gate)) = &hold
+            && sent < *n
+            && sent + p.len() >= *n
+        {
+            let cut = n - sent;
+            items.push(Item::Bytes(p[..cut].to_vec()));
+            items.push(Item::Wait(gate.clone()));
+            if cut < p.len() {
+                items.push(Item::Bytes(p[cut..].to_vec()));
+            }
+        } else {
+            items.push(Item::Bytes(p.clone()));
+        }
+        sent += p.len();
+    }
+    if reply.drop_after.is_some() {
+        items.push(Item::Fail);
+    }
+    let delay = reply.delay;
+    let stream = futures_util::stream::iter(items).then(move |item| async move {
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        match item {
+            Item::Bytes(b) => Ok(Bytes::from(b)),
+            Item::Wait(gate) => {
+                gate.notified().await;
+                Ok(Bytes::new())
+            }
+            Item::Fail => Err(std::io::Error::other(
+                "connection dropped by the test server",
+            )),
+        }
+    });
+    builder.body(Body::from_stream(stream)).unwrap()
+}
+
+enum Item {
+    Bytes(Vec<u8>),
+    Wait(Arc<Notify>),
+    Fail,
+}
+
+/// A conversation: a user question.
+pub fn ask(text: &str) -> Conversation {
+    let mut c = Conversation::new();
+    c.messages.push(Message::user(text));
+    c
+}
+
+/// A completed call.
+pub fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    let Value::Object(m) = args else {
+        panic!("args")
+    };
+    ToolCall::new(ToolCallAttrs {
+        status: ToolCallStatus::Complete,
+        call_id: Some(id.into()),
+        name: Some(name.into()),
+        arguments: Some(Arguments::Object(m)),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// user → assistant call → tool result (for `result_id`).
+pub fn with_tool_round(call_id: &str, result_id: &str) -> Conversation {
+    let mut c = ask("Weather in Paris?");
+    c.messages.push(Message::assistant_with_calls(
+        "",
+        vec![call(call_id, "get_weather", json!({"city": "Paris"}))],
+    ));
+    c.messages.push(Message::tool(vec![
+        ToolResult::text(result_id, "11 degrees").with_name("get_weather"),
+    ]));
+    c
+}
+
+/// Fixture bytes.
+pub fn fixture(path: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/tests/fixtures/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
