@@ -288,7 +288,23 @@ impl ToolExecutor {
         let ctx = ToolContext::new(id)
             .with_custom_arc(self.custom.clone())
             .with_cancellation(cancel.child_token());
-        let result = tool.execute(args, ctx).await;
+        // One span per call, with the OpenTelemetry GenAI semantic-convention names.
+        let span = tracing::info_span!(
+            "execute_tool",
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = name.as_str(),
+            "gen_ai.tool.call.id" = ctx.tool_call_id(),
+            "error.type" = tracing::field::Empty,
+        );
+        let result = {
+            use tracing::Instrument;
+            tool.execute(args, ctx).instrument(span.clone()).await
+        };
+        if result.is_exception() {
+            span.record("error.type", "exception");
+        } else if result.is_error() {
+            span.record("error.type", "tool_error");
+        }
 
         if let (Some(hook), Some(e)) = (&self.on_exception, result.exception_info()) {
             hook(call, e);
