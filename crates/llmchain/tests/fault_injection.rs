@@ -207,7 +207,7 @@ fn damaged_streams_over_loopback_tcp() {
         ResponseScript::tool_call("call_1", "transfer", r#"{"amount": 10, "to": "acct-9"}"#)
             .with_text("Sending the transfer now.");
     let per_format = if full() { 200 } else { 6 };
-    for format in [Format::OpenAiChat, Format::Anthropic] {
+    for format in Format::ALL {
         let body = render_stream(format, &script).unwrap();
         let clean = decode(format, &body, 0).unwrap();
         // Delayed, dribbled delivery: the same outcome.
@@ -258,11 +258,7 @@ async fn damaged_turns_through_the_chain_lose_nothing_and_never_run_twice() {
     let mut rng = Rng(0xc4a1_0007);
     let n: usize = if full() { 400 } else { 20 };
     for round in 0..n {
-        let format = if round.is_multiple_of(2) {
-            Format::OpenAiChat
-        } else {
-            Format::Anthropic
-        };
+        let format = Format::ALL[round % Format::ALL.len()];
         let amount = 1000 + round;
         let call = ResponseScript::tool_call(
             format!("call_{round}"),

@@ -77,11 +77,11 @@ impl ScriptedModel {
         }
     }
 
-    /// Adds a turn rendered from a script. Fails for a format with no renderer.
+    /// Adds a turn rendered from a script. Fails when the format's wire cannot carry
+    /// the script (see [`render_stream`]).
     pub fn respond(self, script: ResponseScript) -> Result<Self, ModelError> {
-        let bytes = render_stream(self.format, &script).ok_or_else(|| {
-            ModelError::Script(format!("no response renderer for {}", self.format))
-        })?;
+        let bytes =
+            render_stream(self.format, &script).map_err(|e| ModelError::Script(e.to_string()))?;
         Ok(self.respond_bytes(bytes))
     }
 

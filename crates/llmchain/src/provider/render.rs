@@ -136,17 +136,84 @@ impl ResponseScript {
     }
 }
 
-/// The formats [`render_stream`] can write.
-pub const RENDERABLE: [Format; 2] = [Format::OpenAiChat, Format::Anthropic];
+/// The formats [`render_stream`] can write: every format.
+pub const RENDERABLE: [Format; 5] = Format::ALL;
 
-/// Renders the script as the streamed body `format` would send, or `None` for a format
-/// that has no renderer yet (see [`RENDERABLE`]).
-pub fn render_stream(format: Format, script: &ResponseScript) -> Option<Vec<u8>> {
+/// A script that a format's wire cannot carry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenderError {
+    /// Gemini and Ollama send a call's arguments as a JSON object in one piece, so
+    /// arguments that are not a JSON object (e.g. deliberately invalid JSON) cannot be
+    /// written on those wires.
+    #[error(
+        "{format} cannot carry tool call '{name}': its arguments are not a JSON object, and {format} sends arguments as whole objects (script invalid arguments with openai_chat, openai_responses or anthropic)"
+    )]
+    ArgumentsNotAnObject {
+        /// The format asked for.
+        format: Format,
+        /// The call's tool name.
+        name: String,
+    },
+}
+
+/// Renders the script as the streamed body `format` would send.
+///
+/// OpenAI Chat, Responses and Anthropic stream arguments in fragments of
+/// [`ResponseScript::fragment_bytes`]; Gemini and Ollama send each call whole, as real
+/// servers do, so there a [`ScriptStop::MaxTokens`] cut drops the unfinished last call
+/// and Gemini's ids are the decoder's synthesised ones, not the script's.
+///
+/// ```
+/// use llmchain::provider::render::{ResponseScript, render_stream};
+/// use llmchain::provider::{DecoderConfig, Format};
+///
+/// let script = ResponseScript::tool_call("call_1", "get_weather", r#"{"city": "Paris"}"#);
+/// for format in Format::ALL {
+///     let body = render_stream(format, &script).unwrap();
+///     let codec = format.codec();
+///     let message = codec.decode_body(&body, 7, DecoderConfig::default()).unwrap().message;
+///     assert_eq!(message.tool_calls[0].name.as_deref(), Some("get_weather"));
+/// }
+/// ```
+pub fn render_stream(format: Format, script: &ResponseScript) -> Result<Vec<u8>, RenderError> {
     match format {
-        Format::OpenAiChat => Some(openai_chat(script)),
-        Format::Anthropic => Some(anthropic(script)),
-        _ => None,
+        Format::OpenAiChat => Ok(openai_chat(script)),
+        Format::OpenAiResponses => Ok(openai_responses(script)),
+        Format::Anthropic => Ok(anthropic(script)),
+        Format::Gemini => gemini(script),
+        Format::Ollama => ollama(script),
     }
+}
+
+/// The calls a whole-call wire sends (all but a MaxTokens-cut last one), with their
+/// arguments as objects.
+fn whole_calls(
+    format: Format,
+    s: &ResponseScript,
+) -> Result<Vec<(&ScriptedCall, serde_json::Value)>, RenderError> {
+    let keep = if s.stop == ScriptStop::MaxTokens {
+        s.tool_calls.len().saturating_sub(1)
+    } else {
+        s.tool_calls.len()
+    };
+    s.tool_calls[..keep]
+        .iter()
+        .map(|c| {
+            let args = if c.arguments.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str::<serde_json::Value>(&c.arguments)
+                    .ok()
+                    .filter(serde_json::Value::is_object)
+                    .ok_or_else(|| RenderError::ArgumentsNotAnObject {
+                        format,
+                        name: c.name.clone(),
+                    })?
+            };
+            Ok((c, args))
+        })
+        .collect()
 }
 
 /// Splits text into fragments of about `n` bytes on character boundaries.
@@ -373,6 +440,222 @@ fn anthropic(s: &ResponseScript) -> Vec<u8> {
     out
 }
 
+fn openai_responses(s: &ResponseScript) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut seq = 0u64;
+    let mut event = |out: &mut Vec<u8>, name: &str, mut v: serde_json::Value| {
+        v["type"] = json!(name);
+        v["sequence_number"] = json!(seq);
+        seq += 1;
+        sse_event(out, name, &v);
+    };
+    let response = |status: &str, usage: serde_json::Value, incomplete: serde_json::Value| {
+        json!({"id": "resp_scripted", "object": "response", "created_at": 1_700_000_000,
+               "model": s.model, "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
+               "status": status, "output": [], "usage": usage,
+               "incomplete_details": incomplete, "error": null})
+    };
+    event(
+        &mut out,
+        "response.created",
+        json!({"response": response("in_progress", json!(null), json!(null))}),
+    );
+    let mut output_index = 0usize;
+    if let Some(r) = &s.reasoning {
+        let id = "rs_scripted";
+        event(
+            &mut out,
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": {"id": id, "type": "reasoning", "summary": []}}),
+        );
+        for f in fragments(r, s.fragment_bytes) {
+            event(
+                &mut out,
+                "response.reasoning_summary_text.delta",
+                json!({"item_id": id, "output_index": output_index, "summary_index": 0, "delta": f}),
+            );
+        }
+        event(
+            &mut out,
+            "response.output_item.done",
+            json!({"output_index": output_index, "item": {"id": id, "type": "reasoning",
+                   "summary": [{"type": "summary_text", "text": r}]}}),
+        );
+        output_index += 1;
+    }
+    if let Some(t) = &s.text {
+        let id = "msg_scripted";
+        event(
+            &mut out,
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": {"id": id, "type": "message",
+                   "status": "in_progress", "content": [], "role": "assistant"}}),
+        );
+        for f in fragments(t, s.fragment_bytes) {
+            event(
+                &mut out,
+                "response.output_text.delta",
+                json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                       "delta": f, "logprobs": []}),
+            );
+        }
+        event(
+            &mut out,
+            "response.output_text.done",
+            json!({"item_id": id, "output_index": output_index, "content_index": 0, "text": t}),
+        );
+        output_index += 1;
+    }
+    let last = s.tool_calls.len().saturating_sub(1);
+    for (i, c) in s.tool_calls.iter().enumerate() {
+        let item_id = format!("fc_scripted_{i}");
+        event(
+            &mut out,
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": {"id": item_id, "type": "function_call",
+                   "status": "in_progress", "arguments": "", "call_id": c.id, "name": c.name}}),
+        );
+        let sent = sent_arguments(s, i);
+        for f in fragments(sent, s.fragment_bytes) {
+            event(
+                &mut out,
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": output_index, "delta": f}),
+            );
+        }
+        if !(i == last && s.stop == ScriptStop::MaxTokens) {
+            event(
+                &mut out,
+                "response.function_call_arguments.done",
+                json!({"item_id": item_id, "output_index": output_index, "arguments": sent}),
+            );
+            event(
+                &mut out,
+                "response.output_item.done",
+                json!({"output_index": output_index, "item": {"id": item_id, "type": "function_call",
+                       "status": "completed", "arguments": sent, "call_id": c.id, "name": c.name}}),
+            );
+        }
+        output_index += 1;
+    }
+    let usage = json!({"input_tokens": s.usage.input_tokens, "output_tokens": s.usage.output_tokens,
+                       "total_tokens": s.usage.total()});
+    match &s.stop {
+        ScriptStop::Truncated => {}
+        ScriptStop::Error { kind, message } => event(
+            &mut out,
+            "error",
+            json!({"code": kind, "message": message, "param": null}),
+        ),
+        ScriptStop::MaxTokens => event(
+            &mut out,
+            "response.incomplete",
+            json!({"response": response("incomplete", usage, json!({"reason": "max_output_tokens"}))}),
+        ),
+        ScriptStop::Natural => event(
+            &mut out,
+            "response.completed",
+            json!({"response": response("completed", usage, json!(null))}),
+        ),
+    }
+    out
+}
+
+fn gemini(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
+    let calls = whole_calls(Format::Gemini, s)?;
+    let mut out = Vec::new();
+    let chunk = |parts: serde_json::Value, finish: Option<&str>, output: u64| {
+        let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+        if let Some(f) = finish {
+            candidate["finishReason"] = json!(f);
+        }
+        json!({"candidates": [candidate],
+               "usageMetadata": {"promptTokenCount": s.usage.input_tokens,
+                                 "candidatesTokenCount": output,
+                                 "totalTokenCount": s.usage.input_tokens + output},
+               "modelVersion": s.model, "responseId": "scripted"})
+    };
+    if let Some(r) = &s.reasoning {
+        for f in fragments(r, s.fragment_bytes) {
+            sse_data(
+                &mut out,
+                &chunk(json!([{"text": f, "thought": true}]), None, 0),
+            );
+        }
+    }
+    if let Some(t) = &s.text {
+        for f in fragments(t, s.fragment_bytes) {
+            sse_data(&mut out, &chunk(json!([{"text": f}]), None, 0));
+        }
+    }
+    for (i, (c, args)) in calls.iter().enumerate() {
+        let mut part = json!({"functionCall": {"name": c.name, "args": args}});
+        // Gemini 3 signs the first call of a step; it must be sent back verbatim.
+        if i == 0 {
+            part["thoughtSignature"] = json!("c2NyaXB0ZWQtc2lnbmF0dXJl");
+        }
+        sse_data(&mut out, &chunk(json!([part]), None, 0));
+    }
+    match &s.stop {
+        ScriptStop::Truncated => {}
+        ScriptStop::Error { kind, message } => sse_data(
+            &mut out,
+            &json!({"error": {"code": 503, "message": message, "status": kind}}),
+        ),
+        ScriptStop::MaxTokens => sse_data(
+            &mut out,
+            &chunk(
+                json!([{"text": ""}]),
+                Some("MAX_TOKENS"),
+                s.usage.output_tokens,
+            ),
+        ),
+        ScriptStop::Natural => sse_data(
+            &mut out,
+            &chunk(json!([{"text": ""}]), Some("STOP"), s.usage.output_tokens),
+        ),
+    }
+    Ok(out)
+}
+
+fn ollama(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
+    let calls = whole_calls(Format::Ollama, s)?;
+    let mut out = Vec::new();
+    let mut line = |v: serde_json::Value| {
+        out.extend_from_slice(v.to_string().as_bytes());
+        out.push(b'\n');
+    };
+    let msg = |message: serde_json::Value| json!({"model": s.model, "created_at": "2025-06-01T10:00:00Z", "message": message, "done": false});
+    if let Some(r) = &s.reasoning {
+        for f in fragments(r, s.fragment_bytes) {
+            line(msg(
+                json!({"role": "assistant", "content": "", "thinking": f}),
+            ));
+        }
+    }
+    if let Some(t) = &s.text {
+        for f in fragments(t, s.fragment_bytes) {
+            line(msg(json!({"role": "assistant", "content": f})));
+        }
+    }
+    for (i, (c, args)) in calls.iter().enumerate() {
+        line(msg(json!({"role": "assistant", "content": "",
+            "tool_calls": [{"id": c.id, "function": {"index": i, "name": c.name, "arguments": args}}]})));
+    }
+    let done = |reason: &str| {
+        json!({"model": s.model, "created_at": "2025-06-01T10:00:01Z",
+               "message": {"role": "assistant", "content": ""}, "done_reason": reason, "done": true,
+               "prompt_eval_count": s.usage.input_tokens, "eval_count": s.usage.output_tokens})
+    };
+    match &s.stop {
+        ScriptStop::Truncated => {}
+        ScriptStop::Error { message, .. } => line(json!({"error": message})),
+        ScriptStop::MaxTokens => line(done("length")),
+        ScriptStop::Natural => line(done("stop")),
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +679,14 @@ mod tests {
         let ant = String::from_utf8(render_stream(Format::Anthropic, &script).unwrap()).unwrap();
         assert!(ant.contains("\"stop_reason\":\"tool_use\""));
         assert!(ant.contains("input_json_delta"));
-        assert!(render_stream(Format::Gemini, &script).is_none());
+        let bad = ResponseScript::tool_call("c", "w", "{not json");
+        let err = render_stream(Format::Gemini, &bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gemini cannot carry tool call 'w': its arguments are not a JSON object, and gemini sends arguments as whole objects (script invalid arguments with openai_chat, openai_responses or anthropic)"
+        );
+        assert!(render_stream(Format::Ollama, &bad).is_err());
+        assert!(render_stream(Format::OpenAiResponses, &bad).is_ok());
     }
 
     #[test]
