@@ -5,7 +5,13 @@ use std::process::Command;
 #[test]
 fn demo_runs_offline_and_shows_every_path() {
     let dir = tempfile::tempdir().unwrap();
-    for wire in ["anthropic", "openai"] {
+    for wire in [
+        "anthropic",
+        "openai",
+        "openai_responses",
+        "gemini",
+        "ollama",
+    ] {
         let db = format!("sqlite://{}", dir.path().join("demo.db").display());
         let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
             .args(["demo", "--delay-ms", "0", "--wire", wire, "--db", &db])

@@ -65,8 +65,8 @@ async fn chain_with(format: Format, turns: Vec<ResponseScript>) -> LLMChain {
 }
 
 #[tokio::test]
-async fn while_needs_response_runs_tools_and_answers_in_both_wire_formats() {
-    for format in [Format::OpenAiChat, Format::Anthropic] {
+async fn while_needs_response_runs_tools_and_answers_in_every_wire_format() {
+    for format in Format::ALL {
         let mut chain = chain_with(
             format,
             vec![
@@ -807,6 +807,73 @@ async fn statuses_are_persisted_before_and_after_the_body() {
             "append 3 assistant"
         ]
     );
+}
+
+#[tokio::test]
+async fn reused_call_ids_are_made_unique_so_statuses_never_mix() {
+    // Gemini sends no ids (the decoder synthesises the same ones for two responses with
+    // the same responseId), and some compatible servers number calls call_0, call_1...
+    // on every turn. Each turn's calls must keep their own status.
+    for format in [Format::Gemini, Format::OpenAiChat] {
+        let counter = Arc::new(AtomicUsize::new(0));
+        let sink = Arc::new(RecordingSink::default());
+        let mut chain =
+            LLMChain::new(Arc::new(model(
+                format,
+                vec![
+                    ResponseScript::tool_call("call_0", "flaky", r#"{"x": 1}"#),
+                    ResponseScript::tool_call("call_0", "calculator", r#"{"a": 1, "b": 2}"#)
+                        .with_call("call_0", "calculator", r#"{"a": 3, "b": 4}"#),
+                    ResponseScript::text("done"),
+                ],
+            )))
+            .with_tool(calc_tool())
+            .with_tool(failing_tool(counter.clone()))
+            .with_sink(sink.clone());
+        chain.add_message(Message::user("go")).await.unwrap();
+        chain.run(Mode::while_needs_response()).await.unwrap();
+        let msgs = chain.messages();
+        assert_eq!(msgs.len(), 6, "{format}");
+        let first = &msgs[1].tool_calls[0];
+        let second: Vec<&ToolCall> = msgs[3].tool_calls.iter().collect();
+        assert_eq!(first.execution_status(), "failed", "{format}");
+        assert!(
+            second.iter().all(|c| c.execution_status() == "completed"),
+            "{format}"
+        );
+        let mut ids: Vec<&str> = std::iter::once(first)
+            .chain(second.iter().copied())
+            .map(|c| c.call_id.as_deref().unwrap())
+            .collect();
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "{format}: ids repeat: {ids:?}");
+        // The renamed calls remember the wire's id, and their results name the new id.
+        assert!(
+            second
+                .iter()
+                .any(|c| c.metadata.contains_key("wire_call_id"))
+        );
+        for (call, result) in second.iter().zip(&msgs[4].tool_results) {
+            assert_eq!(Some(result.tool_call_id.as_str()), call.call_id.as_deref());
+        }
+        // The sink saw one `completed` per distinct id, never the first call's id again.
+        let log = sink.log.lock().unwrap().clone();
+        let first_id = first.call_id.as_deref().unwrap();
+        let first_statuses: Vec<_> = log
+            .iter()
+            .filter(|l| l.starts_with(&format!("status {first_id} ")))
+            .collect();
+        assert_eq!(
+            first_statuses,
+            [
+                &format!("status {first_id} executing"),
+                &format!("status {first_id} failed")
+            ],
+            "{format}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! `llmchain demo`: an offline agent conversation on the embedded defaults.
 //!
-//! A scripted model speaks the Anthropic wire format through the real decoder; the
-//! tools are real (calculator, clock, a file reader confined to a scratch directory).
+//! A scripted model speaks a real provider wire format (Anthropic by default, any with
+//! `--wire`) through the real decoder; the tools are real (calculator, clock, a file
+//! reader confined to a scratch directory).
 //! Along the way one call fails, one is refused and then corrected, and one goes
 //! through review.
 
@@ -24,7 +25,8 @@ use crate::tools;
 /// Arguments of `llmchain demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Wire format the scripted model speaks: anthropic or openai.
+    /// Wire format the scripted model speaks: anthropic, openai (openai_chat),
+    /// openai_responses, gemini or ollama.
     #[arg(long, default_value = "anthropic")]
     pub wire: String,
     /// Milliseconds between streamed chunks (0 for none).
@@ -69,15 +71,12 @@ fn script() -> Vec<ResponseScript> {
 
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> CliResult {
-    let format = match args.wire.as_str() {
-        "anthropic" => Format::Anthropic,
-        "openai" | "openai_chat" => Format::OpenAiChat,
-        other => {
-            return Err(CliError::Usage(format!(
-                "unknown --wire '{other}': expected anthropic or openai"
-            )));
-        }
-    };
+    let format: Format = args.wire.parse().map_err(|_| {
+        CliError::Usage(format!(
+            "unknown --wire '{}': expected anthropic, openai (openai_chat), openai_responses, gemini or ollama",
+            args.wire
+        ))
+    })?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

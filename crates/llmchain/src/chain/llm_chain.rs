@@ -1,6 +1,7 @@
 //! [`LLMChain`]: the conversation, the model, the tools and the run loop.
 
 use std::any::Any;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -216,6 +217,7 @@ impl LLMChain {
 
     pub(super) async fn push_message(&mut self, mut message: Message) -> Result<(), ChainError> {
         if message.role == Role::Assistant {
+            self.make_call_ids_unique(&mut message);
             self.identify_calls(&mut message);
         }
         let position = self.state.conversation.messages.len();
@@ -250,6 +252,52 @@ impl LLMChain {
                 .map_err(ChainError::Persist)?;
         }
         Ok(())
+    }
+
+    /// Gives every call of a new assistant message an id no earlier call of the
+    /// conversation has (nor an earlier call of the same message).
+    ///
+    /// Results, review decisions and stored execution statuses are all keyed by call id,
+    /// so a reused id would let one call's status stand for another's (a non-idempotent
+    /// call could look already done, or a finished one look interrupted). Ids do repeat
+    /// in practice: Gemini sends none (the decoder synthesises them per response), and
+    /// some compatible servers number calls `call_0`, `call_1`, ... on every turn. A
+    /// repeated id becomes `<id>_<n>` (the smallest free `n` from 2), and the wire's id
+    /// is kept in `metadata.wire_call_id`. Providers only require that a result names the
+    /// call of the message before it, and both are sent with the new id.
+    fn make_call_ids_unique(&self, message: &mut Message) {
+        if message.tool_calls.iter().all(|c| c.call_id.is_none()) {
+            return;
+        }
+        let mut seen: HashSet<String> = self
+            .state
+            .conversation
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .filter_map(|c| c.call_id.clone())
+            .collect();
+        for call in message.tool_calls.iter_mut() {
+            let Some(id) = call.call_id.as_deref() else {
+                continue;
+            };
+            if seen.insert(id.to_owned()) {
+                continue;
+            }
+            let original = id.to_owned();
+            let mut n = 2u64;
+            let fresh = loop {
+                let candidate = format!("{original}_{n}");
+                if !seen.contains(&candidate) {
+                    break candidate;
+                }
+                n += 1;
+            };
+            seen.insert(fresh.clone());
+            call.call_id = Some(fresh);
+            call.metadata
+                .insert("wire_call_id".into(), serde_json::Value::from(original));
+        }
     }
 
     /// Display text and `identified` status for new complete calls.
@@ -471,7 +519,9 @@ impl LLMChain {
     }
 
     async fn process_outcome(&mut self, outcome: DecodeOutcome) -> Result<(), ChainError> {
-        let message = outcome.message;
+        let mut message = outcome.message;
+        // Before the callbacks, so they see the ids the conversation will keep.
+        self.make_call_ids_unique(&mut message);
         self.fire(|cb| cb.on_llm_new_message(&message));
         if let Some(u) = &outcome.usage {
             self.fire(|cb| cb.on_llm_token_usage(u));
