@@ -52,6 +52,7 @@
 mod any;
 mod assemble;
 mod error;
+mod group_commit;
 mod model;
 pub mod postgres;
 pub mod recovery;
