@@ -300,3 +300,108 @@ async fn apply(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NewConversation, SqliteStore, Store};
+
+    fn request(write: Write) -> Request {
+        Request {
+            write,
+            reply: oneshot::channel().0,
+        }
+    }
+
+    fn append(conversation: &str, bodies: &[&str]) -> Request {
+        request(Write::Append {
+            conversation: conversation.into(),
+            bodies: bodies.iter().map(|b| b.to_string()).collect(),
+            at: 1,
+        })
+    }
+
+    fn status(conversation: &str, call_id: &str, status: &'static str) -> Request {
+        request(Write::Status {
+            conversation: conversation.into(),
+            call_id: call_id.into(),
+            status,
+            at: 1,
+        })
+    }
+
+    async fn rows(conn: &mut SqliteConnection, sql: &'static str) -> Vec<(String, String)> {
+        sqlx::query_as(sql).fetch_all(conn).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_batch_numbers_each_append_and_a_bad_write_fails_alone() {
+        let store = SqliteStore::in_memory().await.unwrap();
+        for id in ["a", "b"] {
+            store
+                .create_conversation(NewConversation::default().with_id(id))
+                .await
+                .unwrap();
+        }
+        let mut conn = store.pool().acquire().await.unwrap();
+        let m = |n: u8| format!("{{\"role\":\"user\",\"content\":\"{n} \\\" é\"}}");
+        let (m0, m1, m2, m3) = (m(0), m(1), m(2), m(3));
+        // One transaction: appends to two conversations, one to a missing one, statuses.
+        let batch = [
+            append("a", &[&m0]),
+            append("b", &[&m1, &m2]),
+            append("missing", &[&m3]),
+            status("a", "c1", "executing"),
+            append("a", &[&m3]),
+            status("a", "c1", "completed"),
+        ];
+        let results = together(&mut conn, &batch).await.expect("one transaction");
+        let got: Vec<Option<i64>> = results.iter().map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(got, [Some(0), Some(0), None, Some(0), Some(1), Some(0)]);
+        assert!(matches!(
+            results[2],
+            Err(StoreError::ConversationNotFound(_))
+        ));
+        // A status for an unknown conversation breaks the transaction: each write is then
+        // retried alone, and only that one fails.
+        let batch = [
+            append("b", &[&m3]),
+            status("missing", "c9", "failed"),
+            append("a", &[&m0]),
+        ];
+        let results = commit(&mut conn, &batch).await;
+        assert_eq!(results[0].as_ref().ok(), Some(&2));
+        assert!(matches!(results[1], Err(StoreError::Database(_))));
+        assert_eq!(results[2].as_ref().ok(), Some(&2));
+
+        let messages = rows(
+            &mut conn,
+            "SELECT conversation_id || ':' || seq, body FROM messages ORDER BY 1",
+        )
+        .await;
+        let expected = [
+            ("a:0", &m0),
+            ("a:1", &m3),
+            ("a:2", &m0),
+            ("b:0", &m1),
+            ("b:1", &m2),
+            ("b:2", &m3),
+        ];
+        let expected: Vec<(String, String)> = expected
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(messages, expected, "bodies are stored byte for byte");
+        let counters = rows(
+            &mut conn,
+            "SELECT id, CAST(next_seq AS TEXT) FROM conversations ORDER BY id",
+        )
+        .await;
+        assert_eq!(
+            counters,
+            [("a".into(), "3".into()), ("b".into(), "3".into())]
+        );
+        let statuses = rows(&mut conn, "SELECT call_id, status FROM tool_calls").await;
+        assert_eq!(statuses, [("c1".into(), "completed".into())]);
+    }
+}
