@@ -2,7 +2,9 @@
 //!
 //! `cargo bench -p llmchain-store --bench store`. The PostgreSQL benches run when
 //! `LLMCHAIN_TEST_POSTGRES_URL` is set. Besides criterion's figures, each backend prints
-//! the wall time of literally appending 10,000 messages one call at a time.
+//! the wall time (and the process's CPU time) of literally appending 10,000 messages: one
+//! call at a time, then from 50 conversations appending concurrently (200 each), where
+//! SQLite's writer commits the appends that arrive together in one transaction.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -30,19 +32,83 @@ fn rt() -> Runtime {
         .unwrap()
 }
 
-fn bench_store<S: Store>(c: &mut Criterion, label: &str, rt: &Runtime, store: &S) {
+/// CPU time of the whole process (every thread), from `/proc/self/stat`.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10)) // USER_HZ is 100 on Linux
+}
+
+/// Runs `f`, printing its wall and CPU time for `n` messages.
+fn report(label: &str, what: &str, n: u32, f: impl FnOnce()) {
+    let (cpu, started) = (process_cpu(), Instant::now());
+    f();
+    let took = started.elapsed();
+    let cpu = match (cpu, process_cpu()) {
+        (Some(a), Some(b)) => format!(
+            ", CPU {:.0} us/message",
+            (b - a).as_secs_f64() * 1e6 / f64::from(n)
+        ),
+        _ => String::new(),
+    };
+    eprintln!(
+        "{label}: {what}: {n} messages in {took:.2?} = {:.0} messages/s (wall {:.0} us/message{cpu})",
+        f64::from(n) / took.as_secs_f64(),
+        took.as_secs_f64() * 1e6 / f64::from(n),
+    );
+}
+
+const WRITERS: usize = 50;
+
+fn bench_store<S: Store + Clone + 'static>(
+    c: &mut Criterion,
+    label: &str,
+    rt: &Runtime,
+    store: &S,
+) {
     // Literally 10,000 appends, one call (one transaction) each.
     let id = rt
         .block_on(store.create_conversation(NewConversation::default()))
         .unwrap();
-    let started = Instant::now();
-    for i in 0..10_000 {
-        rt.block_on(store.append_message(&id, &message(i))).unwrap();
-    }
-    let took = started.elapsed();
-    eprintln!(
-        "{label}: 10,000 single appends in {took:?} = {:.0} messages/s",
-        10_000.0 / took.as_secs_f64()
+    report(
+        label,
+        "10,000 single appends, one at a time",
+        10_000,
+        || {
+            for i in 0..10_000 {
+                rt.block_on(store.append_message(&id, &message(i))).unwrap();
+            }
+        },
+    );
+
+    // 10,000 appends from 50 conversations at once, 200 each, one call per message.
+    let ids: Vec<String> = (0..WRITERS)
+        .map(|_| {
+            rt.block_on(store.create_conversation(NewConversation::default()))
+                .unwrap()
+        })
+        .collect();
+    report(
+        label,
+        "10,000 appends from 50 concurrent conversations",
+        10_000,
+        || {
+            rt.block_on(async {
+                let mut tasks = tokio::task::JoinSet::new();
+                for id in ids.clone() {
+                    let store = store.clone();
+                    tasks.spawn(async move {
+                        for i in 0..10_000 / WRITERS {
+                            store.append_message(&id, &message(i)).await.unwrap();
+                        }
+                    });
+                }
+                while let Some(done) = tasks.join_next().await {
+                    done.unwrap();
+                }
+            })
+        },
     );
 
     let mut g = c.benchmark_group(label);
@@ -54,6 +120,21 @@ fn bench_store<S: Store>(c: &mut Criterion, label: &str, rt: &Runtime, store: &S
         b.iter(|| {
             i += 1;
             rt.block_on(store.append_message(&id, &message(i))).unwrap()
+        })
+    });
+    g.throughput(Throughput::Elements(WRITERS as u64));
+    g.bench_function("append_50_concurrent", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let mut tasks = tokio::task::JoinSet::new();
+                for id in ids.clone() {
+                    let store = store.clone();
+                    tasks.spawn(async move { store.append_message(&id, &message(0)).await });
+                }
+                while let Some(done) = tasks.join_next().await {
+                    done.unwrap().unwrap();
+                }
+            })
         })
     });
     let batch: Vec<Message> = (0..10).map(message).collect();

@@ -10,7 +10,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{ConversationSummary, NewConversation, Run, RunState, StoredConversation};
 use crate::postgres::PostgresStore;
 use crate::recovery::Recovery;
-use crate::sqlite::SqliteStore;
+use crate::sqlite::{Durability, SqliteStore};
 use crate::store::Store;
 
 /// Either backend, chosen by [`AnyStore::open`].
@@ -25,7 +25,8 @@ pub enum AnyStore {
 impl AnyStore {
     /// Opens a store from a URL:
     /// - `sqlite://PATH` or `sqlite:PATH` (a file, created if missing; `sqlite:///abs/path`
-    ///   and `sqlite://relative/path` both work);
+    ///   and `sqlite://relative/path` both work), optionally with `?synchronous=full` (the
+    ///   default) or `?synchronous=normal` ([`Durability`]);
     /// - `sqlite::memory:` (a private in-memory database);
     /// - `postgres://…` or `postgresql://…`.
     pub async fn open(url: &str) -> StoreResult<AnyStore> {
@@ -35,18 +36,38 @@ impl AnyStore {
         if url == "sqlite::memory:" || url == "sqlite://:memory:" {
             return Ok(AnyStore::Sqlite(SqliteStore::in_memory().await?));
         }
-        let path = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| StoreError::BadUrl(url.into()))?;
-        Ok(AnyStore::Sqlite(SqliteStore::open(path).await?))
+        let (path, durability) = sqlite_path(url)?;
+        Ok(AnyStore::Sqlite(
+            SqliteStore::open_with(path, durability).await?,
+        ))
     }
 
     /// The default SQLite file ([`default_sqlite_path`](crate::default_sqlite_path)).
     pub async fn open_default() -> StoreResult<AnyStore> {
         Ok(AnyStore::Sqlite(SqliteStore::open_default().await?))
     }
+}
+
+/// The file and durability of a `sqlite:` URL.
+fn sqlite_path(url: &str) -> StoreResult<(&str, Durability)> {
+    let bad = || StoreError::BadUrl(url.into());
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .ok_or_else(bad)?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut durability = Durability::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        durability = match pair.to_ascii_lowercase().as_str() {
+            "synchronous=full" => Durability::Full,
+            "synchronous=normal" => Durability::Normal,
+            _ => return Err(bad()),
+        };
+    }
+    if path.is_empty() {
+        return Err(bad());
+    }
+    Ok((path, durability))
 }
 
 macro_rules! delegate {
@@ -140,5 +161,40 @@ impl Store for AnyStore {
     }
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
         delegate!(self, s => s.resume_run(run_id, state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_carry_the_durability() {
+        let full = Durability::Full;
+        let normal = Durability::Normal;
+        assert_eq!(
+            sqlite_path("sqlite:///tmp/a.db").unwrap(),
+            ("/tmp/a.db", full)
+        );
+        assert_eq!(sqlite_path("sqlite:a.db").unwrap(), ("a.db", full));
+        assert_eq!(
+            sqlite_path("sqlite://a.db?synchronous=NORMAL").unwrap(),
+            ("a.db", normal)
+        );
+        assert_eq!(
+            sqlite_path("sqlite://a.db?synchronous=full").unwrap(),
+            ("a.db", full)
+        );
+        for bad in [
+            "sqlite://",
+            "sqlite://?synchronous=normal",
+            "sqlite://a.db?sync=off",
+            "mysql://x",
+        ] {
+            assert!(
+                matches!(sqlite_path(bad), Err(StoreError::BadUrl(_))),
+                "{bad}"
+            );
+        }
     }
 }

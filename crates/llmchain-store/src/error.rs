@@ -51,7 +51,7 @@ pub enum StoreError {
     },
     /// The database URL is not one this crate understands.
     #[error(
-        "unsupported database URL {0:?}: use sqlite://PATH, sqlite::memory: or postgres://USER@HOST/DB"
+        "unsupported database URL {0:?}: use sqlite://PATH (optionally ?synchronous=normal), sqlite::memory: or postgres://USER@HOST/DB"
     )]
     BadUrl(String),
     /// The user's data directory could not be determined (neither `XDG_DATA_HOME` nor `HOME` is set).
@@ -73,6 +73,10 @@ pub enum StoreError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The SQLite writer thread is gone (it could not keep its connection): reopen the
+    /// store.
+    #[error("the SQLite writer thread stopped; reopen the store")]
+    WriterStopped,
     /// The database driver failed (connection, SQL, constraint).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

@@ -4,7 +4,8 @@
 //!
 //! - [`SqliteStore`], the embedded default: a file in the user's data directory
 //!   ([`default_sqlite_path`]) or in memory; WAL with `synchronous=FULL` (see
-//!   [`sqlite`] for the trade-off against `NORMAL`);
+//!   [`sqlite`] for the trade-off against `NORMAL`, chosen with [`Durability`]), appends
+//!   and tool statuses committed together by one writer thread (group commit);
 //! - [`PostgresStore`], for several processes on one or more machines: runs are claimed
 //!   by exactly one worker (`FOR UPDATE SKIP LOCKED`) under leases that expire.
 //!
@@ -52,6 +53,7 @@
 mod any;
 mod assemble;
 mod error;
+mod group_commit;
 mod model;
 pub mod postgres;
 pub mod recovery;

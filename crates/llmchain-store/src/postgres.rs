@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
-use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, ser};
@@ -45,6 +45,23 @@ macro_rules! db_now {
 /// Key of the advisory lock that serialises migrations between processes.
 const MIGRATION_LOCK: i64 = 0x6c6c_6d63_6861_696e;
 
+/// Pool settings: a connection is pinged when it goes back to the pool (sqlx always does),
+/// so one taken out again soon after needs no second ping; one idle for a while is
+/// checked before use (the server or a proxy may have closed it).
+fn pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > Duration::from_secs(30) {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 impl PostgresStore {
     /// Connects (`postgres://USER:PASSWORD@HOST:PORT/DB`) and brings the schema up to date.
     pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
@@ -53,10 +70,7 @@ impl PostgresStore {
 
     /// [`connect`](Self::connect) with a maximum pool size.
     pub async fn connect_with(url: &str, max_connections: u32) -> StoreResult<PostgresStore> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .connect(url)
-            .await?;
+        let pool = pool_options(max_connections).connect(url).await?;
         PostgresStore::init(pool).await
     }
 
@@ -66,10 +80,7 @@ impl PostgresStore {
         options: PgConnectOptions,
         max_connections: u32,
     ) -> StoreResult<PostgresStore> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .connect_with(options)
-            .await?;
+        let pool = pool_options(max_connections).connect_with(options).await?;
         PostgresStore::init(pool).await
     }
 
@@ -108,32 +119,29 @@ impl PostgresStore {
         Ok(PostgresStore { pool })
     }
 }
+/// Appends in one statement: the counter update and the inserts are one atomic round
+/// trip, inside the caller's transaction or on their own (autocommit).
 async fn append_in(conn: &mut PgConnection, id: &str, messages: &[Message]) -> StoreResult<i64> {
-    let now = now_ms();
-    let n = messages.len() as i64;
+    let bodies = messages
+        .iter()
+        .map(|m| ser("message", m))
+        .collect::<StoreResult<Vec<String>>>()?;
     let first: Option<i64> = sqlx::query_scalar(
-        "UPDATE conversations SET next_seq = next_seq + $1, updated_at = $2 WHERE id = $3 RETURNING next_seq - $4",
+        "WITH c AS ( \
+             UPDATE conversations SET next_seq = next_seq + cardinality($1::text[]), updated_at = $2 \
+             WHERE id = $3 RETURNING next_seq - cardinality($1::text[]) AS first \
+         ), m AS ( \
+             INSERT INTO messages (conversation_id, seq, body, created_at) \
+             SELECT $3, c.first + b.ord - 1, b.body, $2 \
+             FROM c, unnest($1::text[]) WITH ORDINALITY AS b (body, ord) \
+         ) SELECT first FROM c",
     )
-    .bind(n)
-    .bind(now)
+    .bind(bodies)
+    .bind(now_ms())
     .bind(id)
-    .bind(n)
     .fetch_optional(&mut *conn)
     .await?;
-    let first = first.ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
-    for (i, message) in messages.iter().enumerate() {
-        let body = ser("message", message)?;
-        sqlx::query(
-            "INSERT INTO messages (conversation_id, seq, body, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(id)
-        .bind(first + i as i64)
-        .bind(body)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(first)
+    first.ok_or_else(|| StoreError::ConversationNotFound(id.into()))
 }
 
 async fn set_status_in(
@@ -339,10 +347,8 @@ impl Store for PostgresStore {
     }
 
     async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
-        let mut tx = self.pool.begin().await?;
-        let first = append_in(&mut tx, id, messages).await?;
-        tx.commit().await?;
-        Ok(first)
+        // One statement: atomic without an explicit transaction.
+        append_in(&mut *self.pool.acquire().await?, id, messages).await
     }
 
     async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {

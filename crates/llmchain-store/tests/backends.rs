@@ -3,7 +3,8 @@
 mod common;
 
 use llmchain_store::{
-    AnyStore, NewConversation, PostgresStore, SqliteStore, Store, StoreError, default_sqlite_path,
+    AnyStore, Durability, NewConversation, PostgresStore, SqliteStore, Store, StoreError,
+    default_sqlite_path,
 };
 
 #[tokio::test]
@@ -39,6 +40,17 @@ async fn sqlite_file_and_reopen() {
         .await
         .unwrap();
     assert_eq!(sync, 2, "synchronous=FULL by default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_concurrent_writes_group_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    for durability in [Durability::Full, Durability::Normal] {
+        let path = dir.path().join(format!("{durability:?}.db"));
+        let store = SqliteStore::open_with(&path, durability).await.unwrap();
+        common::concurrent_writes(&store).await;
+    }
+    common::concurrent_writes(&SqliteStore::in_memory().await.unwrap()).await;
 }
 
 #[tokio::test]
@@ -80,6 +92,18 @@ async fn any_store_urls() {
     assert!(store.get_conversation(&id).await.unwrap().is_some());
     let mem = AnyStore::open("sqlite::memory:").await.unwrap();
     common::conformance(&mem).await;
+    let normal = dir.path().join("normal.db");
+    let normal = AnyStore::open(&format!("sqlite://{}?synchronous=normal", normal.display()))
+        .await
+        .unwrap();
+    let AnyStore::Sqlite(normal) = normal else {
+        panic!("a sqlite URL opens SQLite")
+    };
+    let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(normal.pool())
+        .await
+        .unwrap();
+    assert_eq!(sync, 1, "synchronous=NORMAL asked for in the URL");
     let bad = AnyStore::open("mysql://x").await.unwrap_err();
     assert!(matches!(bad, StoreError::BadUrl(_)), "{bad}");
 }
@@ -104,6 +128,16 @@ async fn postgres_conformance() {
     let (opts, _) = common::pg_schema(&url, "conf").await;
     let store = PostgresStore::connect_options(opts, 4).await.unwrap();
     common::conformance(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_concurrent_writes() {
+    let Some(url) = common::postgres_url("postgres_concurrent_writes") else {
+        return;
+    };
+    let (opts, _) = common::pg_schema(&url, "conc").await;
+    let store = PostgresStore::connect_options(opts, 8).await.unwrap();
+    common::concurrent_writes(&store).await;
 }
 
 #[tokio::test]

@@ -299,3 +299,72 @@ pub async fn conformance<S: Store>(store: &S) {
         "{no_conv}"
     );
 }
+
+/// Many appenders at once (what group commit batches): 20 conversations, 3 tasks each,
+/// every task appending 30 messages and recording a status per message, with writes that
+/// must fail (unknown conversation) mixed in. Each successful append must get its own
+/// sequence number and be stored under it; the failing writes must fail alone.
+pub async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
+    const CONVERSATIONS: usize = 20;
+    const TASKS: usize = 3;
+    const EACH: usize = 30;
+    let mut ids = Vec::new();
+    for _ in 0..CONVERSATIONS {
+        ids.push(
+            store
+                .create_conversation(NewConversation::default())
+                .await
+                .unwrap(),
+        );
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (c, id) in ids.iter().enumerate() {
+        for t in 0..TASKS {
+            let (store, id) = (store.clone(), id.clone());
+            tasks.spawn(async move {
+                let mut stored = Vec::new();
+                for i in 0..EACH {
+                    let call_id = format!("c{c}-t{t}-{i}");
+                    let message =
+                        Message::assistant_with_calls(call_id.clone(), vec![call(&call_id, "f")]);
+                    let seq = store.append_message(&id, &message).await.unwrap();
+                    store
+                        .set_tool_status(&id, &call_id, ExecutionStatus::Executing)
+                        .await
+                        .unwrap();
+                    stored.push((seq, call_id));
+                    if i % 10 == 0 {
+                        let missing = store.append_message("no-such-conversation", &message).await;
+                        assert!(
+                            matches!(missing, Err(StoreError::ConversationNotFound(_))),
+                            "{missing:?}"
+                        );
+                        let missing = store
+                            .set_tool_status("no-such-conversation", "x", ExecutionStatus::Failed)
+                            .await;
+                        assert!(missing.is_err(), "a status for an unknown conversation");
+                    }
+                }
+                (id, stored)
+            });
+        }
+    }
+    let mut expected: std::collections::HashMap<String, Vec<(i64, String)>> = Default::default();
+    while let Some(done) = tasks.join_next().await {
+        let (id, stored) = done.unwrap();
+        expected.entry(id).or_default().extend(stored);
+    }
+    for id in &ids {
+        let loaded = store.get_conversation(id).await.unwrap().unwrap();
+        let messages = &loaded.conversation.messages;
+        assert_eq!(messages.len(), TASKS * EACH, "conversation {id}");
+        let mut mine = expected.remove(id).unwrap();
+        mine.sort();
+        for (n, (seq, call_id)) in mine.iter().enumerate() {
+            assert_eq!(*seq, n as i64, "sequence numbers are 0, 1, 2… in {id}");
+            let message = &messages[n];
+            assert_eq!(message.text().as_deref(), Some(call_id.as_str()));
+            assert_eq!(message.tool_calls[0].execution_status(), "executing");
+        }
+    }
+}
