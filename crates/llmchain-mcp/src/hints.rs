@@ -46,6 +46,20 @@ impl ToolHints {
         }
     }
 
+    /// The hints an llmchain tool declares (its `read_only`, `destructive` and
+    /// `idempotent` flags), with the MCP defaults for what it does not declare.
+    pub fn of_tool(tool: &llmchain::tool::Tool) -> Self {
+        let mut a = serde_json::Map::new();
+        if let Some(r) = tool.read_only() {
+            a.insert("readOnlyHint".into(), r.into());
+        }
+        if let Some(d) = tool.destructive() {
+            a.insert("destructiveHint".into(), d.into());
+        }
+        a.insert("idempotentHint".into(), tool.idempotent().into());
+        Self::from_annotations(Some(&serde_json::Value::Object(a)))
+    }
+
     /// Short labels for a UI, e.g. `["read-only"]` or `["destructive"]`.
     pub fn labels(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
