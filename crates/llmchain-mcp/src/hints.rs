@@ -97,4 +97,17 @@ mod tests {
         assert!(!h.read_only && !h.destructive && h.idempotent && !h.open_world);
         assert_eq!(h.labels(), vec!["idempotent"]);
     }
+
+    #[test]
+    fn of_a_tool_uses_its_declared_flags() {
+        let b = || llmchain::tool::Tool::builder("t").handler(|_, _| async { "ok" });
+        assert_eq!(
+            ToolHints::of_tool(&b().build().unwrap()),
+            ToolHints::default()
+        );
+        let h = ToolHints::of_tool(&b().read_only(true).build().unwrap());
+        assert!(h.read_only && !h.destructive && h.idempotent);
+        let h = ToolHints::of_tool(&b().destructive(false).build().unwrap());
+        assert!(!h.read_only && !h.destructive && !h.idempotent);
+    }
 }

@@ -128,11 +128,12 @@ async fn main() -> Result<(), Error> {
     // A schema of our own, so the example never touches existing data.
     let schema = format!("llmchain_workers_example_{}", std::process::id());
     let admin = sqlx::PgPool::connect(&url).await?;
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+    // The name is ours (a fixed prefix and the process id): safe to splice in.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&admin)
         .await?;
     let result = example(&url, &schema).await;
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&admin)
         .await?;
     result
