@@ -38,6 +38,12 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// Arguments of `llmchain run`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "A tool call running longer than 500 ms shows a progress line on stderr (only \
+                  when stderr is a terminal).\nCtrl-C cancels the run cleanly: the stored \
+                  conversation stays consistent, the exit code is 130 and the message says how \
+                  to resume it (llmchain conversations resume ID)."
+)]
 pub struct RunArgs {
     /// Provider: openai (Chat Completions, also any compatible server),
     /// openai_responses, anthropic, gemini or ollama.
