@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-/// A command failure. `Usage` exits 2 (usage or bad input), `Runtime` exits 1.
+/// A command failure. `Usage` exits 2 (usage or bad input), `Runtime` exits 1,
+/// `Interrupted` exits 130.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// Bad usage or bad input: exit code 2.
@@ -11,6 +12,9 @@ pub enum CliError {
     /// A runtime failure: exit code 1.
     #[error("{0}")]
     Runtime(String),
+    /// Interrupted by the user (Ctrl-C): exit code 130, as shells report SIGINT.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 impl CliError {
@@ -19,6 +23,7 @@ impl CliError {
         match self {
             CliError::Usage(_) => ExitCode::from(2),
             CliError::Runtime(_) => ExitCode::from(1),
+            CliError::Interrupted(_) => ExitCode::from(130),
         }
     }
 }

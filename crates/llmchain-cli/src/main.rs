@@ -1,10 +1,11 @@
 //! The `llmchain` command-line tool (SPEC §6).
 //!
-//! Exit codes: 0 ok; 1 runtime failure; 2 usage or bad input — always with a one-line
+//! Exit codes: 0 ok; 1 runtime failure; 2 usage or bad input; 130 interrupted (Ctrl-C) — always with a one-line
 //! error on stderr, never a panic or backtrace.
 
 mod cmd;
 mod error;
+mod progress;
 mod review;
 mod tools;
 

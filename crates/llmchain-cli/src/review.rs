@@ -2,11 +2,16 @@
 //!
 //! [`approval_handler`] builds a [`ReviewHandler`] for a policy and the tools' hints:
 //!
+//! * `auto` (the default) decides by the tools' annotations: read-only tools run
+//!   unasked; every other call (destructive, or not known to be read-only) is asked
+//!   about when stdin and stderr are a terminal, and denied otherwise, with a message
+//!   saying to pass `--approve always`;
 //! * `always` approves every call;
 //! * `never` denies every call (the model is told the user allows no tool calls);
-//! * `ask` approves read-only tools on its own and asks about every other call
-//!   (destructive tools are always asked). Each question shows the tool, its display
-//!   text, its hints and the arguments pretty-printed, and takes one answer:
+//! * `ask` asks about every call, read-only ones included.
+//!
+//! Each question shows the tool, its display text, its hints (`read-only`,
+//! `destructive`, ...) and the arguments pretty-printed, and takes one answer:
 //!   `a`pprove, `e`dit (in `$EDITOR` on a temp file, or JSON typed in when `$EDITOR`
 //!   is unset), `r`eject (an error + refusal: the call was wrong, the model may correct
 //!   it) or `d`eny (not an error: the user said no).
@@ -15,7 +20,7 @@
 //! End of input counts as deny.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
 use llmchain::chain::{ReviewDecision, ReviewFuture, ReviewHandler};
@@ -27,12 +32,15 @@ use serde_json::{Map, Value};
 /// The `--approve` policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ApprovalPolicy {
+    /// By the tools' annotations: read-only tools run; others are asked about in a
+    /// terminal, denied without one.
+    #[default]
+    Auto,
     /// Run every call.
     Always,
     /// Run no call.
     Never,
-    /// Ask in the terminal (read-only tools run without asking).
-    #[default]
+    /// Ask about every call in the terminal.
     Ask,
 }
 
@@ -46,8 +54,13 @@ pub struct ToolMeta {
 }
 
 impl ToolMeta {
-    /// Meta of an llmchain tool with explicit hints (e.g. built-in read-only tools).
-    pub fn of_tool(tool: &Tool, hints: ToolHints) -> (String, ToolMeta) {
+    /// Meta of an llmchain tool, with the hints it declares (MCP defaults otherwise).
+    pub fn of_tool(tool: &Tool) -> (String, ToolMeta) {
+        Self::with_hints(tool, ToolHints::of_tool(tool))
+    }
+
+    /// Meta of an llmchain tool with explicit hints.
+    pub fn with_hints(tool: &Tool, hints: ToolHints) -> (String, ToolMeta) {
         (
             tool.name().to_owned(),
             ToolMeta {
@@ -59,13 +72,13 @@ impl ToolMeta {
 
     /// Meta of an MCP tool (its server's annotations).
     pub fn of_mcp(t: &McpTool) -> (String, ToolMeta) {
-        Self::of_tool(&t.tool, t.hints)
+        Self::with_hints(&t.tool, t.hints)
     }
 }
 
-/// Hints of a tool that only reads (the built-in calculator, clock and file reader).
-#[allow(dead_code)] // for `llmchain run`, which wires the built-in tools into the reviewer
-pub const READ_ONLY: ToolHints = ToolHints {
+/// Hints of a tool that only reads.
+#[cfg(test)]
+const READ_ONLY: ToolHints = ToolHints {
     read_only: true,
     destructive: false,
     idempotent: true,
@@ -81,11 +94,13 @@ pub struct TerminalReview {
     tools: Arc<HashMap<String, ToolMeta>>,
     io: Arc<Mutex<Io>>,
     editor: Option<String>,
+    interactive: bool,
 }
 
 /// Builds the handler for `policy`, knowing these tools (unknown tools get the MCP
 /// default hints: not read-only, destructive). Questions go to stderr, answers come
-/// from stdin; `$EDITOR` is read now.
+/// from stdin; `$EDITOR` is read now, and so is whether stdin and stderr are a terminal
+/// (for `auto`).
 pub fn approval_handler(
     policy: ApprovalPolicy,
     tools: impl IntoIterator<Item = (String, ToolMeta)>,
@@ -99,6 +114,7 @@ pub fn approval_handler(
             .ok()
             .filter(|e| !e.trim().is_empty()),
     )
+    .interactive(std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
 }
 
 /// Why the edit step could not produce arguments.
@@ -124,7 +140,15 @@ impl TerminalReview {
             tools: Arc::new(tools.into_iter().collect()),
             io: Arc::new(Mutex::new((input, output))),
             editor,
+            interactive: true,
         }
+    }
+
+    /// Whether there is someone to ask (`auto` denies what it would ask about otherwise).
+    #[must_use]
+    pub fn interactive(mut self, yes: bool) -> Self {
+        self.interactive = yes;
+        self
     }
 
     /// Decides about one call, asking if the policy says so (blocking).
@@ -141,10 +165,19 @@ impl TerminalReview {
                     "The user does not allow tool calls in this session (--approve never); {name} was not run."
                 ),
             },
-            ApprovalPolicy::Ask if meta.hints.read_only && !meta.hints.destructive => {
-                ReviewDecision::Approve
-            }
-            ApprovalPolicy::Ask => {
+            ApprovalPolicy::Auto if meta.hints.read_only => ReviewDecision::Approve,
+            ApprovalPolicy::Auto if !self.interactive => ReviewDecision::Deny {
+                reason: format!(
+                    "{name} was not run: it is {} and there is no terminal to ask the user \
+                     (they can allow it with --approve always).",
+                    if meta.hints.destructive {
+                        "marked destructive"
+                    } else {
+                        "not marked read-only"
+                    }
+                ),
+            },
+            ApprovalPolicy::Auto | ApprovalPolicy::Ask => {
                 let mut guard = match self.io.lock() {
                     Ok(g) => g,
                     Err(p) => p.into_inner(),
@@ -366,8 +399,8 @@ mod tests {
     }
 
     #[test]
-    fn ask_auto_approves_read_only_and_asks_otherwise() {
-        let (h, out) = handler(ApprovalPolicy::Ask, "a\n", None);
+    fn auto_approves_read_only_and_asks_otherwise() {
+        let (h, out) = handler(ApprovalPolicy::Auto, "a\n", None);
         assert_eq!(
             h.decide(&call("ls", json!({"dir": "."}))),
             ReviewDecision::Approve
@@ -383,6 +416,32 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("\"path\": \"x\""), "{shown}");
+    }
+
+    #[test]
+    fn ask_asks_about_read_only_tools_too() {
+        let (h, out) = handler(ApprovalPolicy::Ask, "d\n\n", None);
+        assert!(matches!(
+            h.decide(&call("ls", json!({}))),
+            ReviewDecision::Deny { .. }
+        ));
+        assert!(text(&out).contains("tool call: ls — List files [read-only, idempotent]"));
+    }
+
+    #[test]
+    fn auto_without_a_terminal_denies_what_it_would_ask() {
+        let (h, out) = handler(ApprovalPolicy::Auto, "a\n", None);
+        let h = h.interactive(false);
+        assert_eq!(h.decide(&call("ls", json!({}))), ReviewDecision::Approve);
+        let ReviewDecision::Deny { reason } = h.decide(&call("rm", json!({}))) else {
+            panic!("a destructive call without a terminal must be denied")
+        };
+        assert!(
+            reason.contains("rm was not run: it is marked destructive"),
+            "{reason}"
+        );
+        assert!(reason.contains("--approve always"), "{reason}");
+        assert_eq!(text(&out), "", "nothing is asked");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub fn calculator() -> Tool {
             "additionalProperties": false
         }))
         .idempotent(true)
+        .read_only(true)
         .handler(|args, _| async move {
             let expr = args["expression"].as_str().unwrap_or_default().to_owned();
             match exmex::eval_str::<f64>(&expr) {
@@ -46,6 +47,7 @@ pub fn clock() -> Tool {
         .display_text("Read the clock")
         .schema(json!({"type": "object", "properties": {}, "additionalProperties": false}))
         .idempotent(true)
+        .read_only(true)
         .handler(|_, _| async move {
             let now = SystemTime::now();
             let text = humantime::format_rfc3339_seconds(now).to_string();
@@ -78,6 +80,7 @@ pub fn read_file(root: impl Into<PathBuf>) -> Tool {
             "additionalProperties": false
         }))
         .idempotent(true)
+        .read_only(true)
         .handler(move |args, _| {
             let root = root.clone();
             async move {

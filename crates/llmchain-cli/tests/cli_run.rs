@@ -1,71 +1,10 @@
 //! `llmchain run` against a local server speaking OpenAI Chat Completions.
 
-use std::collections::VecDeque;
-use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
+mod common;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::http::{StatusCode, Uri};
-use axum::response::Response;
+use common::{llmchain, serve};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
-
-type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
-
-/// Serves the scripted SSE bodies in order on a background thread.
-fn serve(bodies: Vec<Vec<u8>>) -> (String, Seen) {
-    let queue = Arc::new(Mutex::new(VecDeque::from(bodies)));
-    let seen: Seen = Arc::default();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let s = seen.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let app = Router::new().fallback(move |uri: Uri, body: Bytes| {
-                let queue = queue.clone();
-                let s = s.clone();
-                async move {
-                    s.lock().unwrap().push((
-                        uri.to_string(),
-                        serde_json::from_slice(&body).unwrap_or_default(),
-                    ));
-                    let next = queue.lock().unwrap().pop_front();
-                    match next {
-                        Some(b) => Response::builder()
-                            .header("content-type", "text/event-stream")
-                            .body(Body::from(b))
-                            .unwrap(),
-                        None => Response::builder()
-                            .status(StatusCode::INTERNAL_SERVER_ERROR)
-                            .body(Body::from(r#"{"error":{"message":"no more replies"}}"#))
-                            .unwrap(),
-                    }
-                }
-            });
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
-    (format!("http://{addr}/v1"), seen)
-}
-
-fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_llmchain"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .output()
-        .expect("the binary runs")
-}
 
 #[test]
 fn run_streams_text_and_tool_activity_and_reports_usage() {
@@ -153,4 +92,273 @@ fn an_unknown_provider_is_a_usage_error() {
     let out = llmchain(&["run", "--provider", "nope", "hello"], dir.path());
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown --provider 'nope'"));
+}
+
+fn texts(replies: &[ResponseScript]) -> Vec<Vec<u8>> {
+    replies
+        .iter()
+        .map(|r| render_stream(Format::OpenAiChat, r).unwrap())
+        .collect()
+}
+
+/// The tool messages the model received in its `n`th request.
+fn tool_messages(seen: &common::Seen, n: usize) -> Vec<serde_json::Value> {
+    seen.lock().unwrap()[n].1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn run_with_the_tools_of_our_own_mcp_server_and_stores_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "Ship on Friday.\n").unwrap();
+    // The server's tools collide with the built-in ones, so they get its name as prefix.
+    let (base, seen) = serve(texts(&[
+        ResponseScript::tool_call("call_1", "llmchain__read_file", r#"{"path":"notes.txt"}"#),
+        ResponseScript::text("Friday."),
+    ]));
+    let db = format!("sqlite://{}", dir.path().join("run.db").display());
+    let mcp = common::serve_cmd(dir.path());
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--db",
+            &db,
+            "--mcp",
+            &mcp,
+            "When?",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Read-only (announced by `mcp serve`), so `auto` runs it without a terminal.
+    assert!(
+        stderr.contains("✓ llmchain__read_file: Ship on Friday."),
+        "{stderr}"
+    );
+    let tools: Vec<String> = seen.lock().unwrap()[0].1["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for name in [
+        "calculator",
+        "read_file",
+        "llmchain__calculator",
+        "llmchain__read_file",
+    ] {
+        assert!(tools.iter().any(|t| t == name), "{name} not in {tools:?}");
+    }
+    let conv = common::export(&db, &common::saved_id(&stderr), dir.path());
+    assert_eq!(conv.messages.len(), 4);
+    assert_eq!(
+        conv.messages[1].tool_calls[0].execution_status(),
+        "completed"
+    );
+}
+
+#[test]
+fn approve_auto_denies_a_destructive_tool_without_a_terminal() {
+    let Some(mcp) = common::bad_server_cmd("approve_auto_denies_a_destructive_tool", "ok") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = || {
+        texts(&[
+            ResponseScript::tool_call("call_1", "work", "{}"),
+            ResponseScript::text("ok."),
+        ])
+    };
+    // No --approve: `work` has no annotations (destructive by default) and there is no
+    // terminal to ask, so it is denied and the model is told why.
+    let (base, seen) = serve(script());
+    let out = llmchain(
+        &["run", "--base-url", &base, "--mcp", &mcp, "go"],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "✗ work not run: work was not run: it is marked destructive and there is no terminal"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("✓ work"), "{stderr}");
+    let told = tool_messages(&seen, 1);
+    assert!(
+        told[0]["content"].to_string().contains("--approve always"),
+        "{told:?}"
+    );
+
+    let (base, seen) = serve(script());
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--mcp",
+            &mcp,
+            "--approve",
+            "always",
+            "go",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("✓ work: worked"), "{stderr}");
+    assert!(
+        tool_messages(&seen, 1)[0]["content"]
+            .to_string()
+            .contains("worked")
+    );
+
+    let (base, seen) = serve(script());
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--mcp",
+            &mcp,
+            "--approve",
+            "never",
+            "go",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success());
+    assert!(
+        tool_messages(&seen, 1)[0]["content"]
+            .to_string()
+            .contains("--approve never")
+    );
+}
+
+#[test]
+fn no_progress_line_without_a_terminal() {
+    let Some(mcp) = common::bad_server_cmd("no_progress_line_without_a_terminal", "slow") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = serve(texts(&[
+        ResponseScript::tool_call("call_1", "work", "{}"),
+        ResponseScript::text("ok."),
+    ]));
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--mcp",
+            &mcp,
+            "--approve",
+            "always",
+            "go",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("✓ work: worked"), "{stderr}");
+    assert!(!stderr.contains("running work"), "{stderr}");
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b'),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn run_with_the_python_sdk_server_over_stdio_and_http() {
+    let Some(py) = common::sdk_python("run_with_the_python_sdk_server") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = common::sdk_server_script();
+    // stdio: `echo` is read-only (annotated) and runs; `weather` is not and is denied.
+    let (base, seen) = serve(texts(&[
+        ResponseScript::tool_call("call_1", "echo", r#"{"text":"hi"}"#).with_call(
+            "call_2",
+            "weather",
+            r#"{"city":"Paris"}"#,
+        ),
+        ResponseScript::text("ok."),
+    ]));
+    let mcp = format!("{py} {script}");
+    let out = llmchain(
+        &["run", "--base-url", &base, "--mcp", &mcp, "go"],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("✓ echo: echo: hi"), "{stderr}");
+    assert!(stderr.contains("✗ weather not run"), "{stderr}");
+    let told = tool_messages(&seen, 1);
+    assert_eq!(told.len(), 2, "{told:?}");
+
+    // Streamable HTTP: the same server on a port.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = std::process::Command::new(&py)
+        .args([script.as_str(), "--http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the SDK server did not start"
+        );
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the SDK server exited: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _guard = Kill(child);
+    let (base, seen) = serve(texts(&[
+        ResponseScript::tool_call("call_1", "weather", r#"{"city":"Oslo"}"#),
+        ResponseScript::text("ok."),
+    ]));
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--mcp-http",
+            &url,
+            "--approve",
+            "always",
+            "go",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("✓ weather:"), "{stderr}");
+    assert!(
+        tool_messages(&seen, 1)[0]["content"]
+            .to_string()
+            .contains("Oslo")
+    );
 }

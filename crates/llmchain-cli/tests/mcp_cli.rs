@@ -1,14 +1,15 @@
 //! `llmchain mcp serve|list|call`, and the `--approve ask` review in a real terminal
 //! (tmux).
 
+mod common;
+
 use std::process::Command;
-use std::time::Duration;
+
+use common::{BIN, Session, have_tmux};
 
 use llmchain::tool::ToolContext;
 use llmchain_mcp::{McpClient, McpOptions, ServerSpec};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_llmchain");
 
 fn serve_cmd() -> String {
     format!("{BIN} mcp serve --root {}", env!("CARGO_MANIFEST_DIR"))
@@ -97,7 +98,7 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("calculator\tCalculate\t[destructive, idempotent, open-world]"),
+        text.contains("calculator\tCalculate\t[read-only, idempotent, open-world]"),
         "{text}"
     );
 
@@ -119,79 +120,32 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-fn tmux(args: &[&str]) -> std::process::Output {
-    Command::new("tmux").args(args).output().unwrap()
-}
-
-fn wait_for(session: &str, needle: &str) -> String {
-    let mut last = String::new();
-    for _ in 0..150 {
-        let out = tmux(&["capture-pane", "-p", "-J", "-t", session, "-S", "-200"]);
-        last = String::from_utf8_lossy(&out.stdout).into_owned();
-        if last.contains(needle) {
-            return last;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("{needle:?} never appeared in the terminal:\n{last}");
-}
-
 #[test]
 fn approve_ask_in_a_real_terminal_edit_then_approve() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED approve_ask_in_a_real_terminal: tmux is not installed");
+    if !have_tmux("approve_ask_in_a_real_terminal") {
         return;
     }
-    let session = format!("llmchain-review-{}", std::process::id());
     let cmd = format!(
         "env -u EDITOR {BIN} mcp call --mcp '{}' calculator '{{\"expression\": \"2*3\"}}' --approve ask; echo EXIT=$?; sleep 30",
         serve_cmd()
     );
-    let out = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "200",
-        "-y",
-        "50",
-        &cmd,
-    ]);
+    let t = Session::start("llmchain-review", &cmd);
+    let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
+    // `ask` asks about read-only tools too; the hints are shown.
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = tmux(&["kill-session", "-t", &self.0]);
-        }
-    }
-    let _guard = Kill(session.clone());
-
-    let screen = wait_for(&session, "[a]pprove  [e]dit  [r]eject  [d]eny >");
-    assert!(
-        screen.contains("tool call: calculator — Calculate [destructive, idempotent, open-world]"),
+        screen.contains("tool call: calculator — Calculate [read-only, idempotent, open-world]"),
         "{screen}"
     );
     assert!(screen.contains(r#""expression": "2*3""#), "{screen}");
 
-    tmux(&["send-keys", "-t", &session, "e", "Enter"]);
-    wait_for(&session, "new arguments as JSON on one line >");
-    tmux(&[
-        "send-keys",
-        "-t",
-        &session,
-        "-l",
-        r#"{"expression": "6*7"}"#,
-    ]);
-    tmux(&["send-keys", "-t", &session, "Enter"]);
-    let screen = wait_for(&session, r#""expression": "6*7""#);
-    assert!(screen.contains("new arguments:"), "{screen}");
-    tmux(&["send-keys", "-t", &session, "a", "Enter"]);
-    let screen = wait_for(&session, "EXIT=");
+    t.keys(&["e", "Enter"]);
+    t.wait_for("new arguments as JSON on one line >");
+    t.type_text(r#"{"expression": "6*7"}"#);
+    t.keys(&["Enter"]);
+    // (Not the arguments themselves: the typed line shows them before any answer.)
+    t.wait_for("new arguments:");
+    t.keys(&["a", "Enter"]);
+    let screen = t.wait_for("EXIT=");
     assert!(screen.contains(r#""content":"6*7 = 42""#), "{screen}");
     assert!(screen.contains("EXIT=0"), "{screen}");
 }

@@ -339,6 +339,10 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<Conn, McpError> {
             } => {
                 let mut cmd = tokio::process::Command::new(program);
                 cmd.args(args).kill_on_drop(true);
+                // Its own process group: a terminal's Ctrl-C reaches only the client,
+                // which cancels its calls cleanly instead of the server dying mid-call.
+                #[cfg(unix)]
+                cmd.process_group(0);
                 for (k, v) in env {
                     cmd.env(k, v);
                 }
@@ -425,6 +429,19 @@ fn build_tool(client: &Arc<McpClient>, listing: &Value, local: &str) -> Result<M
             });
         if let Some(t) = title {
             b = b.display_text(t);
+        }
+        // The tool carries the server's read-only/destructive hints only when announced.
+        let announced = |k: &str| {
+            listing
+                .get("annotations")
+                .and_then(|a| a.get(k))
+                .is_some_and(Value::is_boolean)
+        };
+        if announced("readOnlyHint") {
+            b = b.read_only(hints.read_only);
+        }
+        if announced("readOnlyHint") || announced("destructiveHint") {
+            b = b.destructive(hints.destructive);
         }
         b.build()
     };

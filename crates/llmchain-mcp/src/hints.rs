@@ -46,6 +46,20 @@ impl ToolHints {
         }
     }
 
+    /// The hints an llmchain tool declares (its `read_only`, `destructive` and
+    /// `idempotent` flags), with the MCP defaults for what it does not declare.
+    pub fn of_tool(tool: &llmchain::tool::Tool) -> Self {
+        let mut a = serde_json::Map::new();
+        if let Some(r) = tool.read_only() {
+            a.insert("readOnlyHint".into(), r.into());
+        }
+        if let Some(d) = tool.destructive() {
+            a.insert("destructiveHint".into(), d.into());
+        }
+        a.insert("idempotentHint".into(), tool.idempotent().into());
+        Self::from_annotations(Some(&serde_json::Value::Object(a)))
+    }
+
     /// Short labels for a UI, e.g. `["read-only"]` or `["destructive"]`.
     pub fn labels(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
@@ -82,5 +96,18 @@ mod tests {
         ));
         assert!(!h.read_only && !h.destructive && h.idempotent && !h.open_world);
         assert_eq!(h.labels(), vec!["idempotent"]);
+    }
+
+    #[test]
+    fn of_a_tool_uses_its_declared_flags() {
+        let b = || llmchain::tool::Tool::builder("t").handler(|_, _| async { "ok" });
+        assert_eq!(
+            ToolHints::of_tool(&b().build().unwrap()),
+            ToolHints::default()
+        );
+        let h = ToolHints::of_tool(&b().read_only(true).build().unwrap());
+        assert!(h.read_only && !h.destructive && h.idempotent);
+        let h = ToolHints::of_tool(&b().destructive(false).build().unwrap());
+        assert!(!h.read_only && !h.destructive && !h.idempotent);
     }
 }

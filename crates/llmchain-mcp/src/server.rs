@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 
 /// An rmcp server handler exposing a set of llmchain tools (`tools/list`, `tools/call`).
 ///
-/// A tool's `idempotent` flag is announced as `idempotentHint`, its display text as
-/// `title`. A call runs [`Tool::execute`] (argument checks, timeout, panic capture) with
+/// A tool's `idempotent` flag is announced as `idempotentHint`, its `read_only` and
+/// `destructive` flags (when the tool declares them) as `readOnlyHint` and
+/// `destructiveHint`, its display text as `title`. A call runs [`Tool::execute`] (argument checks, timeout, panic capture) with
 /// the request's cancellation token; the result's parts become MCP content (text,
 /// images; other parts as text), `processed_content` becomes `structuredContent` when
 /// it is an object, and any error, refusal or interrupt sets `isError`. An unknown tool
@@ -55,6 +56,12 @@ impl ToolServer {
         let mut annotations = json!({"title": t.display_text()});
         if t.idempotent() {
             annotations["idempotentHint"] = json!(true);
+        }
+        if let Some(read_only) = t.read_only() {
+            annotations["readOnlyHint"] = json!(read_only);
+        }
+        if let Some(destructive) = t.destructive() {
+            annotations["destructiveHint"] = json!(destructive);
         }
         json!({
             "name": t.name(),

@@ -13,6 +13,7 @@ fn tools() -> Vec<Tool> {
         .display_text("Add numbers")
         .schema(json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}))
         .idempotent(true)
+        .read_only(true)
         .handler(|args, _| async move {
             let s = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
             ToolOutput::with_data(format!("{s}"), json!({"sum": s}))
@@ -21,6 +22,7 @@ fn tools() -> Vec<Tool> {
         .unwrap();
     let fail = Tool::builder("fail")
         .description("Always fails.")
+        .destructive(false)
         .handler(|_, _| async move { ToolOutput::error("it broke") })
         .build()
         .unwrap();
@@ -54,6 +56,17 @@ async fn client_side() {
     let add = &tools[0];
     assert_eq!(add.tool.display_text(), "Add numbers");
     assert!(add.tool.idempotent() && add.hints.idempotent);
+    // Declared hints travel as readOnlyHint/destructiveHint; undeclared ones stay absent.
+    assert!(add.hints.read_only && !add.hints.destructive);
+    assert_eq!(add.tool.read_only(), Some(true));
+    assert!(!tools[1].hints.read_only && !tools[1].hints.destructive);
+    assert_eq!(tools[1].tool.read_only(), None);
+    assert_eq!(tools[1].tool.destructive(), Some(false));
+    assert!(tools[2].hints.destructive && !tools[2].hints.read_only);
+    assert_eq!(
+        (tools[2].tool.read_only(), tools[2].tool.destructive()),
+        (None, None)
+    );
     assert_eq!(add.tool.parameters_schema()["required"], json!(["a", "b"]));
 
     let r = add

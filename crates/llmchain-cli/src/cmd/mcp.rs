@@ -7,6 +7,7 @@
 //!   MCP servers with their hints.
 //! * `llmchain mcp call (--mcp ..|--mcp-http ..) TOOL [JSON] [--approve always|never|ask]`
 //!   calls one tool after review and prints the result as JSON.
+//!   (`--approve` as in `llmchain run`: `auto` by default.)
 //!
 //! [`connect_mcp_tools`] is what `llmchain run --mcp/--mcp-http` uses.
 
@@ -62,8 +63,8 @@ enum McpCommand {
         /// The arguments, a JSON object.
         #[arg(default_value = "{}")]
         args: String,
-        /// Review policy.
-        #[arg(long, value_enum, default_value = "ask")]
+        /// Review policy (see `llmchain run --help`).
+        #[arg(long, value_enum, default_value = "auto")]
         approve: ApprovalPolicy,
     },
 }

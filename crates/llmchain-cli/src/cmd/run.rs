@@ -1,25 +1,49 @@
 //! `llmchain run`: a real agent run against a provider over HTTP.
 //!
 //! Assistant text streams to stdout as its bytes arrive; reasoning, tool activity, the
-//! spinner and the usage summary go to stderr, so `llmchain run ... > answer.txt` keeps
-//! only the answer.
+//! spinner, tool progress lines and the usage summary go to stderr, so
+//! `llmchain run ... > answer.txt` keeps only the answer.
+//!
+//! The tools are the built-in ones plus those of every `--mcp`/`--mcp-http` server;
+//! calls are reviewed by `--approve` ([`crate::review`]). The conversation is stored as
+//! it goes (`--db`), so Ctrl-C cancels the run through the chain's cancellation token,
+//! leaves a consistent stored conversation and exits 130 saying how to resume it.
 
-use std::io::{IsTerminal, Write};
+use std::collections::HashSet;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
-use llmchain::chain::{Callbacks, ChainError, LLMChain, Mode, ModelError, RunOutcome};
+use llmchain::chain::{
+    Callbacks, ChainError, LLMChain, Mode, ModelError, ReviewDecision, RunOutcome,
+};
 use llmchain::message::{Message, Role, ToolCall};
 use llmchain::provider::http::{HttpModel, HttpModelConfig, base_url_env_var, key_env_vars};
 use llmchain::provider::{Format, StreamEvent};
+use llmchain::tool::Tool;
+use llmchain_store::sink::StoreSink;
+use llmchain_store::{NewConversation, Store};
 
+use crate::cmd::conversations::{open_store, store_error};
+use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
 use crate::error::{CliError, CliResult};
+use crate::progress::{Progress, ProgressSink};
+use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
 use crate::tools;
+
+/// How long a cancelled run may take to wind down (e.g. a review question blocked on
+/// the terminal) before the process stops anyway.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// Arguments of `llmchain run`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "A tool call running longer than 500 ms shows a progress line on stderr (only \
+                  when stderr is a terminal).\nCtrl-C cancels the run cleanly: the stored \
+                  conversation stays consistent, the exit code is 130 and the message says how \
+                  to resume it (llmchain conversations resume ID)."
+)]
 pub struct RunArgs {
     /// Provider: openai (Chat Completions, also any compatible server),
     /// openai_responses, anthropic, gemini or ollama.
@@ -34,6 +58,21 @@ pub struct RunArgs {
     /// System prompt.
     #[arg(long)]
     pub system: Option<String>,
+    /// MCP servers whose tools join the built-in ones.
+    #[command(flatten)]
+    pub servers: ServerArgs,
+    /// Review of tool calls. auto: read-only tools (readOnlyHint, and the built-in
+    /// tools) run; any other call is asked about when stdin and stderr are a terminal
+    /// and denied otherwise (the model is told; pass --approve always to allow).
+    /// ask: every call is asked about — approve, edit (in $EDITOR or as JSON typed
+    /// in), reject or deny; the question shows the tool's hints (read-only,
+    /// destructive, ...). always: run every call. never: run none.
+    #[arg(long, value_enum, default_value = "auto", verbatim_doc_comment)]
+    pub approve: ApprovalPolicy,
+    /// Where the conversation is stored: sqlite://PATH or postgres://… (default:
+    /// $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's data directory).
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
     /// The prompt.
     pub prompt: String,
 }
@@ -88,100 +127,108 @@ pub fn run(args: RunArgs) -> CliResult {
         .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
-    rt.block_on(agent(model, format, args.system, args.prompt, cwd))
+    let result = rt.block_on(agent(model, format, args, cwd));
+    // Do not wait for a review question still blocked on the terminal.
+    rt.shutdown_background();
+    result
 }
 
-/// A spinner on stderr while waiting for the model (only when stderr is a terminal).
-#[derive(Clone)]
-struct Spinner(Arc<Mutex<Option<ProgressBar>>>, bool);
-
-impl Spinner {
-    fn new() -> Self {
-        Spinner(Arc::new(Mutex::new(None)), std::io::stderr().is_terminal())
-    }
-
-    fn start(&self, msg: &str) {
-        if !self.1 {
-            return;
-        }
-        let pb = ProgressBar::new_spinner();
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
-            pb.set_style(style);
-        }
-        pb.set_message(msg.to_owned());
-        pb.enable_steady_tick(Duration::from_millis(80));
-        if let Some(old) = self.0.lock().unwrap_or_else(|p| p.into_inner()).replace(pb) {
-            old.finish_and_clear();
-        }
-    }
-
-    fn stop(&self) {
-        if let Some(pb) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            pb.finish_and_clear();
-        }
-    }
+/// The built-in tools: calculator, clock, and a file reader confined to `cwd`.
+fn builtin_tools(cwd: std::path::PathBuf) -> Vec<Tool> {
+    vec![tools::calculator(), tools::clock(), tools::read_file(cwd)]
 }
 
 async fn agent(
     model: HttpModel,
     format: Format,
-    system: Option<String>,
-    prompt: String,
+    args: RunArgs,
     cwd: std::path::PathBuf,
 ) -> CliResult {
-    let spinner = Spinner::new();
+    let builtins = builtin_tools(cwd);
+    let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
+    let mcp_tools = connect_mcp_tools(&args.servers, &reserved).await?;
+    let reviewer = approval_handler(
+        args.approve,
+        builtins
+            .iter()
+            .map(ToolMeta::of_tool)
+            .chain(mcp_tools.iter().map(ToolMeta::of_mcp)),
+    );
+
+    let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
-    let (s1, s2, s3) = (spinner.clone(), spinner.clone(), spinner.clone());
-    let (m1, m2) = (mid_line.clone(), mid_line.clone());
-    let callbacks = Callbacks::new()
-        .on_llm_new_delta(move |ev| {
-            s1.stop();
-            match ev {
-                StreamEvent::TextDelta { text, .. } => {
-                    print!("{text}");
-                    let _ = std::io::stdout().flush();
-                    m1.store(!text.ends_with('\n'), Ordering::Relaxed);
-                }
-                StreamEvent::ReasoningDelta { text, .. } => {
-                    eprint!("{text}");
-                }
-                _ => {}
-            }
-        })
-        .on_llm_new_message(move |_| {
-            if m2.swap(false, Ordering::Relaxed) {
-                println!();
-            }
-        })
-        .on_tool_execution_started(|call| eprintln!("  → {}", describe(call)))
-        .on_tool_execution_completed(|call, r| {
-            eprintln!("  ✓ {}: {}", name(call), first_line(&r.content_text()))
-        })
-        .on_tool_execution_failed(|call, r| {
-            eprintln!("  ✗ {}: {}", name(call), first_line(&r.content_text()))
-        })
-        .on_tool_response_created(move |_| s2.start("waiting for the model…"))
-        .on_llm_error(move |_| s3.stop());
+    let callbacks = callbacks(&progress, &mid_line);
     let mut chain = LLMChain::new(Arc::new(model))
-        .with_tool(tools::calculator())
-        .with_tool(tools::clock())
-        .with_tool(tools::read_file(cwd))
+        .with_review(reviewer)
         .with_callbacks(callbacks);
-    if let Some(s) = system {
+    for t in builtins
+        .into_iter()
+        .chain(mcp_tools.iter().map(|t| t.tool.clone()))
+    {
+        chain = chain.with_tool(t);
+    }
+    if let Some(s) = args.system {
         chain = chain.with_system(s);
     }
+
+    // The conversation is stored as it goes, so an interrupted run can be resumed.
+    let (store, location) = open_store(args.db.clone()).await?;
+    let store = Arc::new(store);
+    let title: String = args.prompt.chars().take(60).collect();
+    let conversation_id = store
+        .create_conversation(
+            NewConversation::from_conversation(chain.conversation().clone()).with_title(title),
+        )
+        .await
+        .map_err(store_error)?;
+    let sink = StoreSink::new(store.clone(), conversation_id.clone());
+    let mut chain = chain.with_sink(Arc::new(ProgressSink::new(
+        Arc::new(sink),
+        progress.clone(),
+    )));
+
     chain
-        .add_message(Message::user(prompt))
+        .add_message(Message::user(args.prompt))
         .await
         .map_err(|e| CliError::Runtime(e.to_string()))?;
-    spinner.start("waiting for the model…");
-    let result = chain.run(Mode::while_needs_response()).await;
-    spinner.stop();
+
+    // Ctrl-C cancels the run through the chain's token; a second one stops at once.
+    let cancel = chain.cancellation_token();
+    let on_signal = cancel.clone();
+    let signals = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    progress.waiting("waiting for the model…");
+    let result = tokio::select! {
+        r = chain.run(Mode::while_needs_response()) => r,
+        () = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => {
+            Err(ChainError::Cancelled)
+        }
+    };
+    signals.abort();
+    progress.clear();
     if mid_line.swap(false, Ordering::Relaxed) {
         println!();
     }
-    let outcome = result.map_err(|e| CliError::Runtime(explain(&e, format)))?;
+    let db_flag = match &args.db {
+        Some(_) => format!(" --db {location}"),
+        None => String::new(),
+    };
+    let outcome = match result {
+        Err(ChainError::Cancelled) => {
+            return Err(CliError::Interrupted(format!(
+                "interrupted; conversation {conversation_id} is saved: resume it with \
+                 `llmchain conversations{db_flag} resume {conversation_id}`"
+            )));
+        }
+        r => r.map_err(|e| CliError::Runtime(explain(&e, format)))?,
+    };
     if outcome != RunOutcome::Done {
         return Err(CliError::Runtime(format!(
             "the run ended early: {outcome:?}"
@@ -200,7 +247,94 @@ async fn agent(
             (i + u.input_tokens, o + u.output_tokens)
         });
     eprintln!("usage: {input} input / {output} output tokens in {calls} model call(s)");
+    eprintln!(
+        "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
+    );
     Ok(())
+}
+
+/// What the run shows as it goes: text on stdout, the rest on stderr via `progress`.
+fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
+    let (p1, p2, p3, p4, p5, p6, p7) = (
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+    );
+    let (m1, m2) = (mid_line.clone(), mid_line.clone());
+    // Calls answered by the review without running (their result is the reason).
+    let unrun: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let (u1, u2, u3) = (unrun.clone(), unrun.clone(), unrun);
+    let ran = move |set: &Mutex<HashSet<String>>, call: &ToolCall| {
+        let id = call.call_id.as_deref().unwrap_or_default();
+        !set.lock().unwrap_or_else(|p| p.into_inner()).remove(id)
+    };
+    Callbacks::new()
+        .on_llm_new_delta(move |ev| {
+            p1.done_waiting();
+            match ev {
+                StreamEvent::TextDelta { text, .. } => {
+                    print!("{text}");
+                    let _ = std::io::stdout().flush();
+                    m1.store(!text.ends_with('\n'), Ordering::Relaxed);
+                }
+                StreamEvent::ReasoningDelta { text, .. } => {
+                    eprint!("{text}");
+                }
+                _ => {}
+            }
+        })
+        .on_llm_new_message(move |_| {
+            if m2.swap(false, Ordering::Relaxed) {
+                println!();
+            }
+        })
+        .on_tool_call_review(move |call, decision| match decision {
+            ReviewDecision::Deny { reason } | ReviewDecision::Reject { reason } => {
+                u1.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(call.call_id.clone().unwrap_or_default());
+                p2.line(&format!(
+                    "  ✗ {} not run: {}",
+                    name(call),
+                    first_line(reason)
+                ))
+            }
+            ReviewDecision::Edit { .. } => {
+                p2.line(&format!("  ✎ {}: arguments edited", name(call)))
+            }
+            ReviewDecision::Approve | ReviewDecision::Interrupt => {}
+        })
+        .on_tool_execution_started(move |call| p3.line(&format!("  → {}", describe(call))))
+        .on_tool_pre_execution(move |call| {
+            p4.tool_started(call.call_id.as_deref().unwrap_or_default(), name(call))
+        })
+        .on_tool_execution_completed(move |call, r| {
+            if ran(&u2, call) {
+                p5.line(&format!(
+                    "  ✓ {}: {}",
+                    name(call),
+                    first_line(&r.content_text())
+                ))
+            }
+        })
+        .on_tool_execution_failed(move |call, r| {
+            if ran(&u3, call) {
+                p6.line(&format!(
+                    "  ✗ {}: {}",
+                    name(call),
+                    first_line(&r.content_text())
+                ))
+            }
+        })
+        .on_tool_response_created(move |_| p7.waiting("waiting for the model…"))
+        .on_llm_error({
+            let p = progress.clone();
+            move |_| p.done_waiting()
+        })
 }
 
 /// A one-line error that says what to set.

@@ -9,11 +9,13 @@ Every mode completes the handshake and lists one tool, `work`, except
   hang         never answers
   malformed    writes a line that is not JSON, then a response whose result is not an object
   huge         answers with ~4 MB of text
+  slow         answers after 1.5 seconds
   garbage-handshake  answers everything with a non-JSON line
 """
 import json
 import os
 import sys
+import time
 
 MODE = sys.argv[1]
 MARKER = sys.argv[2] if len(sys.argv) > 2 else None
@@ -59,6 +61,8 @@ for line in sys.stdin:
             os._exit(3)
         if MODE == "hang":
             continue
+        if MODE == "slow":
+            time.sleep(1.5)
         if MODE == "malformed":
             sys.stdout.write("{this is not json\n")
             sys.stdout.flush()

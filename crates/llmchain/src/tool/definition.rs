@@ -124,6 +124,8 @@ struct Inner {
     max_concurrency: Option<NonZeroUsize>,
     permits: Option<Semaphore>,
     idempotent: bool,
+    read_only: Option<bool>,
+    destructive: Option<bool>,
     parse_args: Option<Box<ParseArgsFn>>,
     handler: Box<dyn DynHandler>,
     validator: jsonschema::Validator,
@@ -142,6 +144,8 @@ impl fmt::Debug for Tool {
             .field("timeout", &self.inner.timeout)
             .field("max_concurrency", &self.inner.max_concurrency)
             .field("idempotent", &self.inner.idempotent)
+            .field("read_only", &self.inner.read_only)
+            .field("destructive", &self.inner.destructive)
             .field("parse_args", &self.inner.parse_args.is_some())
             .finish_non_exhaustive()
     }
@@ -167,6 +171,8 @@ impl Tool {
             timeout: None,
             max_concurrency: None,
             idempotent: false,
+            read_only: None,
+            destructive: None,
             parse_args: None,
             handler: None,
         }
@@ -216,6 +222,18 @@ impl Tool {
     /// `executing` after a crash may be re-run.
     pub fn idempotent(&self) -> bool {
         self.inner.idempotent
+    }
+
+    /// `Some(true)` when the tool only reads (changes nothing in its environment);
+    /// `None` when its definition does not say. Reviewers may run such calls unasked.
+    pub fn read_only(&self) -> Option<bool> {
+        self.inner.read_only
+    }
+
+    /// `Some(true)` when the tool may delete or overwrite things; `None` when its
+    /// definition does not say (MCP assumes destructive then).
+    pub fn destructive(&self) -> Option<bool> {
+        self.inner.destructive
     }
 
     /// True when a custom `parse_args` replaces the built-in argument checks.
@@ -367,6 +385,8 @@ pub struct ToolBuilder {
     timeout: Option<Duration>,
     max_concurrency: Option<usize>,
     idempotent: bool,
+    read_only: Option<bool>,
+    destructive: Option<bool>,
     parse_args: Option<Box<ParseArgsFn>>,
     handler: Option<Box<dyn DynHandler>>,
 }
@@ -422,6 +442,19 @@ impl ToolBuilder {
     /// Marks the tool idempotent (safe to run twice).
     pub fn idempotent(mut self, yes: bool) -> Self {
         self.idempotent = yes;
+        self
+    }
+
+    /// Declares whether the tool only reads (MCP `readOnlyHint`); see [`Tool::read_only`].
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = Some(yes);
+        self
+    }
+
+    /// Declares whether the tool may delete or overwrite things (MCP `destructiveHint`);
+    /// see [`Tool::destructive`].
+    pub fn destructive(mut self, yes: bool) -> Self {
+        self.destructive = Some(yes);
         self
     }
 
@@ -533,6 +566,8 @@ impl ToolBuilder {
                 permits: max_concurrency.map(|n| Semaphore::new(n.get())),
                 max_concurrency,
                 idempotent: self.idempotent,
+                read_only: self.read_only,
+                destructive: self.destructive,
                 parse_args: self.parse_args,
                 handler,
                 name: self.name,
@@ -597,6 +632,14 @@ mod tests {
             noop().max_concurrency(0).build().unwrap_err(),
             ToolError::ZeroConcurrency { name: "t".into() }
         );
+    }
+
+    #[test]
+    fn hints_are_absent_unless_declared() {
+        let t = noop().build().unwrap();
+        assert_eq!((t.read_only(), t.destructive()), (None, None));
+        let t = noop().read_only(true).destructive(false).build().unwrap();
+        assert_eq!((t.read_only(), t.destructive()), (Some(true), Some(false)));
     }
 
     #[test]

@@ -1,0 +1,238 @@
+//! Shared by the CLI tests: a local model server speaking the real wire format, the
+//! test MCP servers, and driving a real terminal with tmux.
+
+#![allow(dead_code)] // each test file uses a part
+
+use std::collections::VecDeque;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
+
+/// The `llmchain` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_llmchain");
+
+/// The requests the model server saw: path and JSON body.
+pub type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+
+/// One reply of the model server.
+pub enum Reply {
+    /// A whole SSE body.
+    Body(Vec<u8>),
+    /// These bytes, then a stream that never ends (for Ctrl-C mid-stream).
+    Stall(Vec<u8>),
+}
+
+/// Serves the scripted SSE bodies in order on a background thread; returns the base
+/// URL (`http://127.0.0.1:PORT/v1`) and what the server saw.
+pub fn serve(bodies: Vec<Vec<u8>>) -> (String, Seen) {
+    serve_replies(bodies.into_iter().map(Reply::Body).collect())
+}
+
+/// [`serve`] with replies that may stall.
+pub fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
+    let queue = Arc::new(Mutex::new(VecDeque::from(replies)));
+    let seen: Seen = Arc::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = Router::new().fallback(move |uri: Uri, body: Bytes| {
+                let queue = queue.clone();
+                let s = s.clone();
+                async move {
+                    s.lock().unwrap().push((
+                        uri.to_string(),
+                        serde_json::from_slice(&body).unwrap_or_default(),
+                    ));
+                    let next = queue.lock().unwrap().pop_front();
+                    let sse = Response::builder().header("content-type", "text/event-stream");
+                    match next {
+                        Some(Reply::Body(b)) => sse.body(Body::from(b)).unwrap(),
+                        Some(Reply::Stall(first)) => {
+                            use futures_util::StreamExt;
+                            let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(
+                                Bytes::from(first),
+                            )])
+                            .chain(futures_util::stream::pending());
+                            sse.body(Body::from_stream(chunks)).unwrap()
+                        }
+                        None => Response::builder()
+                            .status(StatusCode::INTERNAL_SERVER_ERROR)
+                            .body(Body::from(r#"{"error":{"message":"no more replies"}}"#))
+                            .unwrap(),
+                    }
+                }
+            });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    let addr = rx.recv().unwrap();
+    (format!("http://{addr}/v1"), seen)
+}
+
+/// Runs `llmchain ARGS` in `dir` without a terminal and without provider or database
+/// settings from the environment.
+pub fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("LLMCHAIN_DATABASE_URL")
+        // The default database goes into the test's directory.
+        .env("XDG_DATA_HOME", dir)
+        .output()
+        .expect("the binary runs")
+}
+
+/// `--mcp` for our own `llmchain mcp serve` over `root`.
+pub fn serve_cmd(root: &std::path::Path) -> String {
+    format!("{BIN} mcp serve --root {}", root.display())
+}
+
+/// `--mcp` for the raw JSON-RPC test server of llmchain-mcp in `mode` (one tool,
+/// `work`, without annotations: destructive by the MCP defaults), or `None` with a
+/// visible skip message when python3 is missing.
+pub fn bad_server_cmd(test: &str, mode: &str) -> Option<String> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED {test}: python3 is not installed");
+        return None;
+    }
+    Some(format!(
+        "python3 {}/../llmchain-mcp/tests/servers/bad_server.py {mode}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
+/// The Python SDK's interpreter (`LLMCHAIN_TEST_MCP_PYTHON`, set by `.ci/run`), or
+/// `None` with a visible skip message.
+pub fn sdk_python(test: &str) -> Option<String> {
+    match std::env::var("LLMCHAIN_TEST_MCP_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ => {
+            eprintln!(
+                "SKIPPED {test}: set LLMCHAIN_TEST_MCP_PYTHON (crates/llmchain-mcp/tests/setup-python.sh prints it)"
+            );
+            None
+        }
+    }
+}
+
+/// The Python SDK test server script.
+pub fn sdk_server_script() -> String {
+    format!(
+        "{}/../llmchain-mcp/tests/servers/sdk_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// `tmux ARGS`.
+pub fn tmux(args: &[&str]) -> Output {
+    Command::new("tmux").args(args).output().unwrap()
+}
+
+/// True when tmux is installed; prints a visible skip message otherwise.
+pub fn have_tmux(test: &str) -> bool {
+    let ok = Command::new("tmux").arg("-V").output().is_ok();
+    if !ok {
+        eprintln!("SKIPPED {test}: tmux is not installed");
+    }
+    ok
+}
+
+/// A detached tmux session running `cmd` in a 200×50 terminal, killed on drop.
+pub struct Session(pub String);
+
+impl Session {
+    /// Starts `cmd` (a shell command line) in a new session.
+    pub fn start(name: &str, cmd: &str) -> Session {
+        let session = format!("{name}-{}", std::process::id());
+        let out = tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "200",
+            "-y",
+            "50",
+            cmd,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Session(session)
+    }
+
+    /// Types `keys` (tmux key names, e.g. `Enter`, `C-c`).
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.0];
+        args.extend_from_slice(keys);
+        tmux(&args);
+    }
+
+    /// Types `text` literally.
+    pub fn type_text(&self, text: &str) {
+        tmux(&["send-keys", "-t", &self.0, "-l", text]);
+    }
+
+    /// The screen (and scrollback) once it contains `needle`; panics after 30 s.
+    pub fn wait_for(&self, needle: &str) -> String {
+        let mut last = String::new();
+        for _ in 0..150 {
+            let out = tmux(&["capture-pane", "-p", "-J", "-t", &self.0, "-S", "-200"]);
+            last = String::from_utf8_lossy(&out.stdout).into_owned();
+            if last.contains(needle) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("{needle:?} never appeared in the terminal:\n{last}");
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = tmux(&["kill-session", "-t", &self.0]);
+    }
+}
+
+/// The conversation id from the `conversation ID saved` line of `llmchain run`.
+pub fn saved_id(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("conversation "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no conversation line: {stderr}"))
+        .to_owned()
+}
+
+/// `llmchain conversations --db DB export ID`, parsed.
+pub fn export(db: &str, id: &str, dir: &std::path::Path) -> llmchain::conversation::Conversation {
+    let out = llmchain(&["conversations", "--db", db, "export", id], dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -1,0 +1,225 @@
+//! `llmchain run` in a real terminal (tmux): the review questions of `--approve`, the
+//! progress line of a long tool call, and Ctrl-C mid-tool and mid-stream leaving a
+//! stored conversation that resumes.
+
+mod common;
+
+use common::{BIN, Reply, Session, have_tmux, serve, serve_replies};
+use llmchain::provider::Format;
+use llmchain::provider::render::{ResponseScript, render_stream};
+
+fn sse(r: &ResponseScript) -> Vec<u8> {
+    render_stream(Format::OpenAiChat, r).unwrap()
+}
+
+/// The shell command line running `llmchain run` in `dir` with `args` (already quoted),
+/// then printing its exit code and keeping the pane open. The shell traps SIGINT so a
+/// Ctrl-C reaches `llmchain` and the shell goes on to print the exit code.
+fn run_line(dir: &std::path::Path, base: &str, db: &str, args: &str) -> String {
+    format!(
+        "trap true INT; cd {} && env -u EDITOR -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} run --base-url {base} --db {db} {args}; echo EXIT=$?; sleep 60",
+        dir.display(),
+        dir.display()
+    )
+}
+
+fn db_url(dir: &std::path::Path) -> String {
+    format!("sqlite://{}", dir.join("run.db").display())
+}
+
+/// The id in "resume it with `llmchain conversations --db … resume ID`".
+fn resume_id(screen: &str) -> String {
+    let at = screen.rfind(" resume ").expect("a resume hint") + " resume ".len();
+    screen[at..]
+        .split(|c: char| c == '`' || c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn approve_auto_asks_about_a_destructive_tool_in_a_terminal() {
+    if !have_tmux("approve_auto_asks_in_a_terminal") {
+        return;
+    }
+    let Some(mcp) = common::bad_server_cmd("approve_auto_asks_in_a_terminal", "ok") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (base, seen) = serve(vec![
+        sse(&ResponseScript::tool_call(
+            "call_1",
+            "work",
+            r#"{"job":"cleanup"}"#,
+        )),
+        sse(&ResponseScript::text("All done.")),
+    ]);
+    let cmd = run_line(
+        dir.path(),
+        &base,
+        &db_url(dir.path()),
+        &format!("--mcp '{mcp}' 'clean up'"),
+    );
+    let t = Session::start("llmchain-run-auto", &cmd);
+    let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
+    assert!(
+        screen.contains("tool call: work — Work [destructive, open-world]"),
+        "{screen}"
+    );
+    assert!(screen.contains(r#""job": "cleanup""#), "{screen}");
+    t.keys(&["a", "Enter"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("✓ work: worked"), "{screen}");
+    assert!(screen.contains("All done."), "{screen}");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn approve_ask_denies_with_a_reason_in_a_terminal() {
+    if !have_tmux("approve_ask_denies_with_a_reason") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (base, seen) = serve(vec![
+        sse(&ResponseScript::tool_call(
+            "call_1",
+            "llmchain__calculator",
+            r#"{"expression":"2+2"}"#,
+        )),
+        sse(&ResponseScript::text("Understood.")),
+    ]);
+    let mcp = common::serve_cmd(dir.path());
+    let cmd = run_line(
+        dir.path(),
+        &base,
+        &db_url(dir.path()),
+        &format!("--approve ask --mcp '{mcp}' 'add'"),
+    );
+    let t = Session::start("llmchain-run-ask", &cmd);
+    // `ask` asks even about a read-only tool, showing its hints.
+    let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
+    assert!(
+        screen.contains(
+            "tool call: llmchain__calculator — Calculate [read-only, idempotent, open-world]"
+        ),
+        "{screen}"
+    );
+    t.keys(&["d", "Enter"]);
+    t.wait_for("reason for the model");
+    t.type_text("not now");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(
+        screen.contains("✗ llmchain__calculator not run: not now"),
+        "{screen}"
+    );
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    let seen = seen.lock().unwrap();
+    let msgs = seen[1].1["messages"].as_array().unwrap();
+    assert!(
+        msgs.iter()
+            .any(|m| m["role"] == "tool" && m["content"].to_string().contains("not now")),
+        "{msgs:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_mid_tool_shows_progress_then_cancels_and_resumes() {
+    if !have_tmux("ctrl_c_mid_tool") {
+        return;
+    }
+    let Some(mcp) = common::bad_server_cmd("ctrl_c_mid_tool", "hang") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_url(dir.path());
+    let (base, seen) = serve(vec![sse(&ResponseScript::tool_call(
+        "call_1", "work", "{}",
+    )
+    .with_text("Working on it."))]);
+    let cmd = run_line(
+        dir.path(),
+        &base,
+        &db,
+        &format!("--approve always --mcp '{mcp}' 'do the work'"),
+    );
+    let t = Session::start("llmchain-run-ctrlc-tool", &cmd);
+    // The tool never answers: after ~500 ms a progress line names it with the time.
+    let screen = t.wait_for("running work…");
+    assert!(screen.contains("→ work({})"), "{screen}");
+    t.wait_for("running work… 1s");
+    t.keys(&["C-c"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(
+        screen.contains("llmchain: interrupted; conversation"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("running work…"),
+        "the line is cleared: {screen}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "no model call after Ctrl-C");
+
+    // Stored: the user message and the assistant's call, still `executing`; no tool
+    // message was half written.
+    let id = resume_id(&screen);
+    let conv = common::export(&db, &id, dir.path());
+    assert_eq!(conv.messages.len(), 2, "{conv:?}");
+    assert_eq!(
+        conv.messages[1].tool_calls[0].execution_status(),
+        "executing"
+    );
+    // Resuming answers the unfinished call "outcome unknown" (not idempotent).
+    let out = common::llmchain(&["conversations", "--db", &db, "resume", &id], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("waiting for the model"), "{text}");
+    let conv = common::export(&db, &id, dir.path());
+    assert_eq!(conv.messages.len(), 3);
+    let r = &conv.messages[2].tool_results[0];
+    assert_eq!(r.tool_call_id, "call_1");
+    assert!(r.is_error(), "{r:?}");
+}
+
+#[test]
+fn ctrl_c_mid_stream_keeps_the_partial_message() {
+    if !have_tmux("ctrl_c_mid_stream") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_url(dir.path());
+    // The first half of a reply, then the stream stalls.
+    let whole = String::from_utf8(sse(&ResponseScript::text("The answer is forty-two."))).unwrap();
+    let mut first_event = String::new();
+    for event in whole.split_inclusive("\n\n") {
+        first_event.push_str(event);
+        if event.contains("The answer") {
+            break;
+        }
+    }
+    assert!(!first_event.contains("forty-two"), "{first_event}");
+    let (base, _) = serve_replies(vec![Reply::Stall(first_event.into_bytes())]);
+    let cmd = run_line(dir.path(), &base, &db, "'question'");
+    let t = Session::start("llmchain-run-ctrlc-stream", &cmd);
+    t.wait_for("The answer");
+    t.keys(&["C-c"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    let id = resume_id(&screen);
+    let conv = common::export(&db, &id, dir.path());
+    assert_eq!(conv.messages.len(), 2, "{conv:?}");
+    let partial = &conv.messages[1];
+    assert_eq!(partial.status, llmchain::message::MessageStatus::Cancelled);
+    let text =
+        llmchain::message::parts_to_string(&partial.content, llmchain::message::ContentType::Text)
+            .unwrap_or_default();
+    assert!(text.contains("The answer"), "{partial:?}");
+    let out = common::llmchain(&["conversations", "--db", &db, "show", &id], dir.path());
+    assert!(out.status.success());
+}

@@ -1,0 +1,194 @@
+//! Postgres-backed workers: runs are queued in PostgreSQL and N worker tasks claim them
+//! through the store's run leases ([`Store::claim_run`]), run them with an [`LLMChain`]
+//! persisted into the store as it goes (every message, every tool status, the run
+//! state — fenced by the lease), and complete them.
+//!
+//! ```text
+//! LLMCHAIN_DATABASE_URL=postgres://USER:PASS@HOST/DB cargo run -p llmchain-store --example pg_workers
+//! ```
+//!
+//! It works in a schema of its own, dropped at the end. Without a PostgreSQL URL
+//! (`LLMCHAIN_DATABASE_URL` or `LLMCHAIN_TEST_POSTGRES_URL`) it says so and exits 0.
+//! The model is scripted (offline); the workers are what this example is about: in
+//! production they are separate processes on separate machines running the same loop
+//! against a real provider, and a run whose worker dies is claimed again once its lease
+//! expires.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmchain::chain::{LLMChain, Mode, RunOutcome, ScriptedModel};
+use llmchain::conversation::Conversation;
+use llmchain::message::{ContentType, Message, Role, parts_to_string};
+use llmchain::provider::Format;
+use llmchain::provider::render::ResponseScript;
+use llmchain::tool::{Tool, ToolOutput};
+use llmchain_store::sink::{StoreSink, load_chain_state, run_state};
+use llmchain_store::{NewConversation, PostgresStore, Run, RunState, RunStatus, Store};
+use serde_json::json;
+use sqlx::postgres::PgConnectOptions;
+
+const WORKERS: usize = 3;
+const CITIES: [&str; 6] = ["Paris", "Oslo", "Lima", "Kyoto", "Accra", "Perth"];
+const LEASE: Duration = Duration::from_secs(30);
+const MODE: &str = "while_needs_response";
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+fn weather_tool() -> Result<Tool, llmchain::tool::ToolError> {
+    Tool::builder("get_weather")
+        .description("The current weather in a city.")
+        .schema(json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}))
+        .read_only(true)
+        .handler(|args, _| async move {
+            let city = args["city"].as_str().unwrap_or("?").to_owned();
+            ToolOutput::with_data(format!("18C and sunny in {city}"), json!({"temp_c": 18}))
+        })
+        .build()
+}
+
+/// A stand-in for a real provider: asks for the weather of the city in the question,
+/// then answers with the tool's result.
+fn model_for(city: &str) -> Result<ScriptedModel, Error> {
+    Ok(ScriptedModel::new(Format::OpenAiChat)
+        .respond(ResponseScript::tool_call(
+            "call_1",
+            "get_weather",
+            json!({ "city": city }).to_string(),
+        ))?
+        .respond(ResponseScript::text(format!(
+            "It is 18C and sunny in {city}."
+        )))?)
+}
+
+/// Runs one claimed run to the end; returns the final answer.
+async fn run_one(store: &Arc<PostgresStore>, worker: &str, run: &Run) -> Result<String, Error> {
+    let state = load_chain_state(store.as_ref(), &run.conversation_id, Some(&run.state))
+        .await?
+        .ok_or("the run's conversation is gone")?;
+    let question = state
+        .conversation
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .and_then(|m| parts_to_string(&m.content, ContentType::Text))
+        .unwrap_or_default();
+    let city = CITIES
+        .iter()
+        .find(|c| question.contains(*c))
+        .ok_or("no city in the question")?;
+    let sink = StoreSink::new(store.clone(), run.conversation_id.clone()).with_run(
+        run.id.clone(),
+        worker,
+        MODE,
+    );
+    let mut chain = LLMChain::from_state(Arc::new(model_for(city)?), state)
+        .with_tool(weather_tool()?)
+        .with_sink(Arc::new(sink));
+    let outcome = chain.run(Mode::while_needs_response()).await?;
+    let mut finished = run_state(chain.state(), MODE);
+    finished.status = if outcome == RunOutcome::Done {
+        RunStatus::Done
+    } else {
+        RunStatus::Failed
+    };
+    store.complete_run(&run.id, worker, &finished).await?;
+    let answer = chain
+        .messages()
+        .last()
+        .and_then(|m| parts_to_string(&m.content, ContentType::Text))
+        .unwrap_or_default();
+    Ok(answer)
+}
+
+/// One worker: claims runs until none is left; returns how many it ran.
+async fn worker(store: Arc<PostgresStore>, name: String) -> Result<usize, Error> {
+    let mut ran = 0;
+    while let Some(run) = store.claim_run(&name, LEASE).await? {
+        let answer = run_one(&store, &name, &run).await?;
+        println!("{name} ran {}: {answer}", run.id);
+        ran += 1;
+    }
+    Ok(ran)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Error> {
+    let url = ["LLMCHAIN_DATABASE_URL", "LLMCHAIN_TEST_POSTGRES_URL"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
+    let Some(url) = url else {
+        println!(
+            "pg_workers skipped: set LLMCHAIN_DATABASE_URL=postgres://USER:PASS@HOST/DB to run the workers"
+        );
+        return Ok(());
+    };
+    // A schema of our own, so the example never touches existing data.
+    let schema = format!("llmchain_workers_example_{}", std::process::id());
+    let admin = sqlx::PgPool::connect(&url).await?;
+    // The name is ours (a fixed prefix and the process id): safe to splice in.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await?;
+    let result = example(&url, &schema).await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await?;
+    result
+}
+
+async fn example(url: &str, schema: &str) -> Result<(), Error> {
+    let options = PgConnectOptions::from_str(url)?.options([("search_path", schema)]);
+    let store = Arc::new(PostgresStore::connect_options(options, 2 * WORKERS as u32).await?);
+
+    // Queue one pending run per question.
+    let mut runs = Vec::new();
+    for city in CITIES {
+        let mut conversation = Conversation::new();
+        conversation
+            .messages
+            .push(Message::user(format!("What is the weather in {city}?")));
+        let id = store
+            .create_conversation(NewConversation::from_conversation(conversation))
+            .await?;
+        let mode = RunState {
+            mode: MODE.into(),
+            ..Default::default()
+        };
+        runs.push(store.create_run(&id, &mode).await?.id);
+    }
+    println!("queued {} runs for {WORKERS} workers", runs.len());
+
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|i| tokio::spawn(worker(store.clone(), format!("worker-{i}"))))
+        .collect();
+    let mut counts = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        counts.push(format!("worker-{i}: {}", h.await??));
+    }
+
+    // Every run is done, and its conversation holds the whole exchange.
+    for id in &runs {
+        let run = store.get_run(id).await?.ok_or("a run vanished")?;
+        if run.state.status != RunStatus::Done {
+            return Err(format!("run {id} ended {:?}", run.state.status).into());
+        }
+        let stored = store
+            .get_conversation(&run.conversation_id)
+            .await?
+            .ok_or("a conversation vanished")?;
+        if stored.conversation.messages.len() != 4 {
+            return Err(
+                format!("run {id}: {} messages", stored.conversation.messages.len()).into(),
+            );
+        }
+    }
+    println!(
+        "all {} runs done by {WORKERS} workers ({})",
+        runs.len(),
+        counts.join(", ")
+    );
+    Ok(())
+}
