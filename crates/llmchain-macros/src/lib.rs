@@ -31,6 +31,8 @@ struct Attrs {
     max_concurrency: Option<usize>,
     idempotent: bool,
     strict: bool,
+    read_only: bool,
+    destructive: bool,
 }
 
 fn parse_attrs(attr: proc_macro2::TokenStream) -> syn::Result<Attrs> {
@@ -63,10 +65,13 @@ fn parse_attrs(attr: proc_macro2::TokenStream) -> syn::Result<Attrs> {
             }
             "idempotent" => a.idempotent = true,
             "strict" => a.strict = true,
+            "read_only" => a.read_only = true,
+            "destructive" => a.destructive = true,
             _ => {
                 return Err(meta.error(
                     "unknown #[tool] attribute; expected one of: name, description, \
-                     display_text, timeout_ms, max_concurrency, idempotent, strict",
+                     display_text, timeout_ms, max_concurrency, idempotent, strict, \
+                     read_only, destructive",
                 ));
             }
         }
@@ -244,6 +249,21 @@ fn expand(
     };
     let idempotent = attrs.idempotent;
     let strict = attrs.strict;
+    let hint = |yes: bool| {
+        if yes {
+            quote!(::core::option::Option::Some(true))
+        } else {
+            quote!(::core::option::Option::None)
+        }
+    };
+    let read_only = hint(attrs.read_only);
+    let destructive = hint(attrs.destructive);
+    if attrs.read_only && attrs.destructive {
+        return Err(Error::new(
+            Span::call_site(),
+            "a #[tool] cannot be both read_only and destructive",
+        ));
+    }
     let vis = &f.vis;
     let tool_fn = format_ident!("{}_tool", fn_name);
     let call = if with_ctx {
@@ -270,6 +290,8 @@ fn expand(
                     max_concurrency: #max_conc,
                     idempotent: #idempotent,
                     strict: #strict,
+                    read_only: #read_only,
+                    destructive: #destructive,
                 },
                 |args: #args_ty, ctx: ::llmchain::tool::ToolContext| #call,
             )

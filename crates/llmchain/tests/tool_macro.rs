@@ -32,7 +32,7 @@ pub struct WeatherArgs {
 /// Current weather in a city.
 ///
 /// Returns a short sentence for the model and the raw numbers for the application.
-#[llmchain::tool(timeout_ms = 5000, idempotent, max_concurrency = 4)]
+#[llmchain::tool(timeout_ms = 5000, idempotent, read_only, max_concurrency = 4)]
 pub async fn get_weather(args: WeatherArgs) -> Result<(String, serde_json::Value), String> {
     if args.city == "Atlantis" {
         return Err("unknown city".into());
@@ -51,7 +51,12 @@ struct NoteArgs {
 }
 
 /// Saves a note.
-#[llmchain::tool(name = "save-note", display_text = "Saving a note", strict)]
+#[llmchain::tool(
+    name = "save-note",
+    display_text = "Saving a note",
+    strict,
+    destructive
+)]
 async fn save_note(args: NoteArgs, ctx: ToolContext) -> ToolOutput {
     if args.text.is_empty() {
         return ToolOutput::refusal("text is empty; nothing was saved");
@@ -72,6 +77,7 @@ fn generated_schema_and_definition() {
     assert_eq!(tool.max_concurrency().map(|n| n.get()), Some(4));
     assert!(tool.idempotent());
     assert!(!tool.strict());
+    assert_eq!((tool.read_only(), tool.destructive()), (Some(true), None));
     insta::assert_json_snapshot!("get_weather_schema", tool.parameters_schema());
 
     let note = save_note_tool();
@@ -79,6 +85,7 @@ fn generated_schema_and_definition() {
     assert_eq!(note.display_text(), "Saving a note");
     assert!(note.strict());
     assert!(!note.idempotent());
+    assert_eq!((note.read_only(), note.destructive()), (None, Some(true)));
     insta::assert_json_snapshot!("save_note_definition", note.definition());
 }
 

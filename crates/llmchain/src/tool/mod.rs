@@ -37,7 +37,8 @@
 //! The macro keeps the function as it is and adds `<fn>_tool() -> Tool`. The function
 //! may take a second parameter, the [`ToolContext`]. Attributes: `name = ".."`,
 //! `description = ".."` (instead of the doc comment), `display_text = ".."`,
-//! `timeout_ms = N`, `max_concurrency = N`, `idempotent`, `strict`.
+//! `timeout_ms = N`, `max_concurrency = N`, `idempotent`, `strict`, and the MCP-style
+//! hints `read_only` or `destructive` (which set the default review policy of the CLI).
 //!
 //! # Before the body runs
 //!
@@ -110,6 +111,8 @@ pub mod __private {
         pub max_concurrency: Option<usize>,
         pub idempotent: bool,
         pub strict: bool,
+        pub read_only: Option<bool>,
+        pub destructive: Option<bool>,
     }
 
     /// Builds the tool of a `#[tool]` function.
@@ -137,6 +140,12 @@ pub mod __private {
         }
         if let Some(n) = spec.max_concurrency {
             b = b.max_concurrency(n);
+        }
+        if let Some(yes) = spec.read_only {
+            b = b.read_only(yes);
+        }
+        if let Some(yes) = spec.destructive {
+            b = b.destructive(yes);
         }
         match b.build() {
             Ok(t) => t,
