@@ -105,12 +105,44 @@ fn ours(body: &[u8]) -> Map<String, Value> {
     }
 }
 
+/// CPU time this thread has run, in ns (Linux `/proc/thread-self/schedstat`): the machine
+/// this runs on is shared, so wall-clock figures are also reported as CPU time.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Mean CPU time per call of `f` over `n` calls, in ms.
+fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
+    let start = thread_cpu_ns()?;
+    for _ in 0..n {
+        f();
+    }
+    Some((thread_cpu_ns()? - start) as f64 / f64::from(n) / 1e6)
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode_anthropic");
     g.sample_size(10);
     for (label, size) in [("64KiB", 64 << 10), ("1MiB", 1 << 20), ("8MiB", 8 << 20)] {
         let body = stream(size);
         assert_eq!(baseline(&body), ours(&body));
+        let n = if size >= 8 << 20 { 3 } else { 10 };
+        if let (Some(base), Some(our)) = (
+            cpu_ms_per_iter(n, || {
+                black_box(baseline(&body));
+            }),
+            cpu_ms_per_iter(n, || {
+                black_box(ours(&body));
+            }),
+        ) {
+            eprintln!(
+                "{label}: CPU time per decode: baseline {base:.2} ms ({:.0} MB/s), ours {our:.2} ms ({:.0} MB/s), {:.2}x",
+                body.len() as f64 / base / 1e3,
+                body.len() as f64 / our / 1e3,
+                base / our
+            );
+        }
         g.throughput(Throughput::Bytes(body.len() as u64));
         g.bench_with_input(BenchmarkId::new("baseline", label), &body, |b, body| {
             b.iter(|| black_box(baseline(black_box(body))))

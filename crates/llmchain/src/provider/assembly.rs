@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::error::DecodeError;
 use super::event::{StopReason, StreamEvent};
+use super::json_scan::read_string_into;
 use super::outcome::{DecodeOutcome, ProviderError};
 use crate::message::{
     Arguments, ContentPart, ContentType, Message, MessageStatus, Role, TokenUsage, ToolCall,
@@ -220,32 +221,30 @@ impl Assembler {
         Ok(())
     }
 
-    /// Appends the body of a JSON string literal (between its quotes, escapes intact) to
-    /// the call's arguments, unescaping in place: the hot path of fragment streams.
-    pub(crate) fn push_arguments_escaped(
+    /// The hot path of fragment streams: decodes the JSON string literal at the start
+    /// of `literal` straight into the call's arguments, when exactly `tail` follows it.
+    /// `None` (nothing changed, nothing emitted) when the bytes are not in that shape or
+    /// might pass the cap: the caller then takes the full parse, which decides.
+    pub(crate) fn push_arguments_literal(
         &mut self,
         pos: u32,
-        body: &[u8],
+        literal: &[u8],
+        tail: &[u8],
         emit: Emit<'_>,
-    ) -> Result<(), DecodeError> {
-        let format = self.format;
+    ) -> Option<()> {
         let limit = self.max_argument_bytes;
-        let Some(c) = self.calls.get_mut(pos as usize) else {
-            return Ok(());
-        };
-        // Unescaping never makes text longer, so the escaped length bounds the cap check.
-        if c.raw.len().saturating_add(body.len()) > limit {
-            // Exact check on the unescaped text.
-            let mut tmp = String::new();
-            unescape_into(body, &mut tmp).map_err(|m| malformed(format, m))?;
-            if c.raw.len().saturating_add(tmp.len()) > limit {
-                return Err(DecodeError::ArgumentsTooLarge { limit });
-            }
+        let c = self.calls.get_mut(pos as usize)?;
+        // Decoding never makes text longer: the literal's length bounds the growth.
+        if c.raw.len().saturating_add(literal.len()) > limit {
+            return None;
         }
         let start = c.raw.len();
-        if let Err(m) = unescape_into(body, &mut c.raw) {
-            c.raw.truncate(start);
-            return Err(malformed(format, m));
+        match read_string_into(literal, &mut c.raw) {
+            Some(n) if &literal[n..] == tail => {}
+            _ => {
+                c.raw.truncate(start);
+                return None;
+            }
         }
         if c.raw.len() > start {
             emit(StreamEvent::ToolCallArguments {
@@ -253,7 +252,7 @@ impl Assembler {
                 fragment: Cow::Borrowed(&c.raw[start..]),
             });
         }
-        Ok(())
+        Some(())
     }
 
     /// Sets a call's arguments given whole as an object: they are emitted as one
@@ -434,70 +433,6 @@ pub(crate) fn wrong_format(format: &'static str, message: impl Into<String>) -> 
     }
 }
 
-/// Unescapes the body of a JSON string literal into `out`. Runs without escapes are
-/// validated as UTF-8 and copied whole.
-pub(crate) fn unescape_into(body: &[u8], out: &mut String) -> Result<(), &'static str> {
-    let mut rest = body;
-    loop {
-        let Some(bs) = memchr::memchr(b'\\', rest) else {
-            out.push_str(std::str::from_utf8(rest).map_err(|_| "invalid UTF-8 in a string")?);
-            return Ok(());
-        };
-        out.push_str(std::str::from_utf8(&rest[..bs]).map_err(|_| "invalid UTF-8 in a string")?);
-        let esc = *rest.get(bs + 1).ok_or("a string ends inside an escape")?;
-        rest = &rest[bs + 2..];
-        match esc {
-            b'"' => out.push('"'),
-            b'\\' => out.push('\\'),
-            b'/' => out.push('/'),
-            b'b' => out.push('\u{8}'),
-            b'f' => out.push('\u{c}'),
-            b'n' => out.push('\n'),
-            b'r' => out.push('\r'),
-            b't' => out.push('\t'),
-            b'u' => {
-                let hi = hex4(rest)?;
-                rest = &rest[4..];
-                let cp = if (0xD800..0xDC00).contains(&hi) {
-                    // A surrogate pair needs its low half right after.
-                    if rest.len() >= 6 && rest[0] == b'\\' && rest[1] == b'u' {
-                        let lo = hex4(&rest[2..])?;
-                        if (0xDC00..0xE000).contains(&lo) {
-                            rest = &rest[6..];
-                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                        } else {
-                            0xFFFD
-                        }
-                    } else {
-                        0xFFFD
-                    }
-                } else if (0xDC00..0xE000).contains(&hi) {
-                    0xFFFD
-                } else {
-                    hi
-                };
-                out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
-            }
-            _ => return Err("invalid escape in a string"),
-        }
-    }
-}
-
-fn hex4(b: &[u8]) -> Result<u32, &'static str> {
-    let digits = b.get(..4).ok_or("a \\u escape is cut short")?;
-    let mut v = 0u32;
-    for &d in digits {
-        let x = match d {
-            b'0'..=b'9' => d - b'0',
-            b'a'..=b'f' => d - b'a' + 10,
-            b'A'..=b'F' => d - b'A' + 10,
-            _ => return Err("invalid \\u escape"),
-        };
-        v = (v << 4) | u32::from(x);
-    }
-    Ok(v)
-}
-
 /// A short stable hash (FNV-1a, 32 bits) used to make synthesised ids unique per response.
 pub(crate) fn short_hash(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
@@ -511,29 +446,6 @@ pub(crate) fn short_hash(s: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn unesc(s: &str) -> Result<String, &'static str> {
-        let mut out = String::new();
-        unescape_into(s.as_bytes(), &mut out).map(|()| out)
-    }
-
-    #[test]
-    fn unescape_matches_serde() {
-        for s in [
-            r#"plain"#,
-            r#"a\"b\\c\/d\n\t\r\b\f"#,
-            r#"\u00e9\ud83d\ude00x"#,
-            "multi-byte é 😀",
-        ] {
-            let want: String = serde_json::from_str(&format!("\"{s}\"")).unwrap();
-            assert_eq!(unesc(s).unwrap(), want, "{s}");
-        }
-        assert_eq!(unesc(r"\ud83d").unwrap(), "\u{FFFD}");
-        assert!(unesc(r"\x").is_err());
-        assert!(unesc(r"\u12").is_err());
-        assert!(unesc("\\").is_err());
-        assert!(unescape_into(&[0xff], &mut String::new()).is_err());
-    }
 
     #[test]
     fn outcome_rules() {

@@ -37,7 +37,7 @@ impl<H: EventHandler> SseDecoder<H> {
     pub(crate) fn new(format: &'static str, handler: H, config: DecoderConfig) -> Self {
         SseDecoder {
             format,
-            framer: SseFramer::new(config.max_line_bytes),
+            framer: SseFramer::data_only(config.max_line_bytes),
             handler: Some(handler),
             raw: Vec::new(),
             saw_event: false,

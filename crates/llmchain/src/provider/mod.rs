@@ -14,6 +14,7 @@ mod format;
 mod framed;
 pub mod framing;
 mod gemini;
+mod json_scan;
 mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
