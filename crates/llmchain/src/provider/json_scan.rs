@@ -5,30 +5,13 @@
 //! `None` and the caller takes the full serde parse, which has the final word.
 
 /// A JSON string body (between its quotes), checked: no raw control characters, no
-/// unescaped quote, valid UTF-8, escapes not yet decoded.
+/// unescaped quote, valid UTF-8; escapes not decoded (nor checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct JsonStr<'a> {
     /// The body, escapes intact.
     pub(crate) raw: &'a str,
     /// The body holds at least one backslash escape.
     pub(crate) escaped: bool,
-}
-
-impl JsonStr<'_> {
-    /// Appends the decoded text to `out`. `None` (with `out` unchanged) for an invalid
-    /// escape or a lone surrogate, which serde_json rejects too.
-    pub(crate) fn decode_into(&self, out: &mut String) -> Option<()> {
-        if !self.escaped {
-            out.push_str(self.raw);
-            return Some(());
-        }
-        let start = out.len();
-        let r = unescape_into(self.raw, out);
-        if r.is_none() {
-            out.truncate(start);
-        }
-        r
-    }
 }
 
 /// Reads the string literal at the start of `lit` (opening quote included) and
@@ -157,11 +140,11 @@ impl<'a> Cursor<'a> {
         Some(JsonStr { raw, escaped })
     }
 
-    /// Reads a string, `null`, `true`, `false` or a plain integer (no objects, arrays or
-    /// other numbers: serde_json judges those).
+    /// Reads a string without escapes, `null`, `true`, `false` or a plain integer (no
+    /// objects, arrays or other numbers: serde_json judges those).
     pub(crate) fn scalar(&mut self) -> Option<()> {
         match *self.b.get(self.i)? {
-            b'"' => self.string().map(|_| ()),
+            b'"' => self.string_plain().map(|_| ()),
             b'n' => self.eat(b"null"),
             b't' => self.eat(b"true"),
             b'f' => self.eat(b"false"),
@@ -225,20 +208,6 @@ fn string_end(b: &[u8]) -> Option<(usize, bool)> {
     }
 }
 
-/// Decodes the escapes of a string body into `out`. `None` for anything invalid (bad
-/// escapes, lone surrogates); `out` may then hold part of the text.
-fn unescape_into(s: &str, out: &mut String) -> Option<()> {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while let Some(k) = memchr::memchr(b'\\', &b[i..]) {
-        let k = i + k;
-        out.push_str(&s[i..k]);
-        i = unescape_one(b, k, out)?;
-    }
-    out.push_str(&s[i..]);
-    Some(())
-}
-
 fn hex4(h: &[u8]) -> Option<u32> {
     let mut v = 0u32;
     for &c in h {
@@ -252,18 +221,14 @@ mod tests {
     use super::*;
 
     fn read(lit: &str) -> Option<String> {
+        let mut out = String::new();
+        let n = read_string_into(lit.as_bytes(), &mut out)?;
+        // The cursor finds the same end, and sees escapes where there are.
         let mut c = Cursor::new(lit.as_bytes(), 0);
         let s = c.string()?;
-        if !c.at_end() {
-            return None;
-        }
-        let mut out = String::new();
-        s.decode_into(&mut out)?;
-        // The one-pass reader agrees.
-        let mut again = String::new();
-        assert_eq!(read_string_into(lit.as_bytes(), &mut again), Some(lit.len()));
-        assert_eq!(again, out);
-        Some(out)
+        assert_eq!(c.pos(), n);
+        assert_eq!(s.escaped, lit.contains('\\'));
+        (n == lit.len()).then_some(out)
     }
 
     #[test]
@@ -293,7 +258,6 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<String>(bad).is_err());
             assert_eq!(read(bad), None, "{bad}");
-            assert_eq!(read_string_into(bad.as_bytes(), &mut String::new()), None);
         }
         let mut c = Cursor::new(b"\"\xff\"", 0);
         assert!(c.string().is_none());
@@ -312,7 +276,7 @@ mod tests {
             let mut c = Cursor::new(ok.as_bytes(), 0);
             assert!(c.scalar().is_some() && c.at_end(), "{ok}");
         }
-        for no in ["{}", "[]", "1.5", "1e3", "-", "nul"] {
+        for no in ["{}", "[]", "1.5", "1e3", "-", "nul", "\"a\\nb\""] {
             let mut c = Cursor::new(no.as_bytes(), 0);
             assert!(c.scalar().is_none() || !c.at_end(), "{no}");
         }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::message::{ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, malformed, wrong_format};
 use crate::provider::error::DecodeError;
-use crate::provider::event::{StopReason, StreamEvent};
+use crate::provider::event::StopReason;
 use crate::provider::format::DecoderConfig;
 use crate::provider::framed::EventHandler;
 use crate::provider::json_scan::Cursor;
@@ -204,7 +204,7 @@ impl Events {
     pub(crate) fn new(config: DecoderConfig) -> Self {
         Events {
             config,
-            asm: Assembler::new(FORMAT, config.max_argument_bytes),
+            asm: Assembler::new(config.max_argument_bytes),
             blocks: HashMap::new(),
             last: None,
             input_tokens: None,
@@ -235,7 +235,7 @@ impl Events {
             let done = match self.block(index) {
                 Some(BlockState::Tool { pos, .. }) => {
                     self.asm
-                        .push_arguments_literal(pos, literal, JSON_DELTA_END, emit)
+                        .push_arguments_literal(pos, literal, |t| t == JSON_DELTA_END, emit)
                 }
                 // A fragment for no tool block is dropped, once checked.
                 _ => {
@@ -455,7 +455,7 @@ pub(crate) fn decode_whole(
 ) -> Result<DecodeOutcome, DecodeError> {
     let msg: WholeMessage<'_> =
         serde_json::from_slice(body).map_err(|e| malformed(FORMAT, e.to_string()))?;
-    let mut asm = Assembler::new(FORMAT, config.max_argument_bytes);
+    let mut asm = Assembler::new(config.max_argument_bytes);
     match msg.ty.as_deref() {
         Some("error") => {
             let (kind, message) = match &msg.error {
@@ -529,6 +529,7 @@ pub(crate) fn decode_whole(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::event::StreamEvent;
 
     #[test]
     fn fast_path_recognises_the_canonical_shape_only() {
