@@ -105,21 +105,9 @@ fn ours(body: &[u8]) -> Map<String, Value> {
     }
 }
 
-/// CPU time this thread has run, in ns (Linux `/proc/thread-self/schedstat`): the machine
-/// this runs on is shared, so wall-clock figures are also reported as CPU time.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-/// Mean CPU time per call of `f` over `n` calls, in ms.
-fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
-    let start = thread_cpu_ns()?;
-    for _ in 0..n {
-        f();
-    }
-    Some((thread_cpu_ns()? - start) as f64 / f64::from(n) / 1e6)
-}
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::cpu_ms_per_iter;
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode_anthropic");
@@ -127,7 +115,8 @@ fn bench(c: &mut Criterion) {
     for (label, size) in [("64KiB", 64 << 10), ("1MiB", 1 << 20), ("8MiB", 8 << 20)] {
         let body = stream(size);
         assert_eq!(baseline(&body), ours(&body));
-        let n = if size >= 8 << 20 { 3 } else { 10 };
+        // Enough runs that the smallest size spans many scheduler ticks.
+        let n = (48 << 20) / size as u32;
         if let (Some(base), Some(our)) = (
             cpu_ms_per_iter(n, || {
                 black_box(baseline(&body));

@@ -311,7 +311,10 @@ impl Assembler {
         emit: Emit<'_>,
     ) -> Option<()> {
         let limit = self.max_argument_bytes;
-        let c = self.calls.get_mut(pos as usize).filter(|c| c.object.is_none())?;
+        let c = self
+            .calls
+            .get_mut(pos as usize)
+            .filter(|c| c.object.is_none())?;
         // Decoding never makes text longer: the literal's length bounds the growth.
         if c.raw.len().saturating_add(literal.len()) > limit {
             return None;
@@ -662,7 +665,10 @@ mod tests {
         o.insert("a".into(), Value::from(1));
         a.set_arguments_object(p, o.clone(), &mut sink).unwrap();
         a.push_arguments(p, "junk", &mut sink).unwrap();
-        assert!(a.push_arguments_literal(p, b"\"junk\"", |_| true, &mut sink).is_none());
+        assert!(
+            a.push_arguments_literal(p, b"\"junk\"", |_| true, &mut sink)
+                .is_none()
+        );
         a.finish_call(p, &mut sink).unwrap();
         a.synthesize_missing_ids();
         let out = a.into_outcome(MessageStatus::Complete, &mut sink);

@@ -106,6 +106,19 @@ impl<'a> Cursor<'a> {
         self.i == self.b.len()
     }
 
+    /// Reads the literal bytes `lit`, given as an array so that the comparison is
+    /// inlined (a long literal compared as a slice costs a `memcmp` call).
+    #[inline]
+    pub(crate) fn eat_array<const N: usize>(&mut self, lit: &[u8; N]) -> Option<()> {
+        let got: &[u8; N] = self.b.get(self.i..self.i + N)?.try_into().ok()?;
+        if got == lit {
+            self.i += N;
+            Some(())
+        } else {
+            None
+        }
+    }
+
     /// Reads the literal bytes `lit`.
     #[inline]
     pub(crate) fn eat(&mut self, lit: &[u8]) -> Option<()> {
@@ -185,7 +198,9 @@ fn string_end(b: &[u8]) -> Option<(usize, bool)> {
     loop {
         // Short bodies (the common 8-byte fragments): a plain loop beats a SIMD search.
         let k = if b.len() - i < 64 {
-            i + b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?
+            i + b[i..]
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?
         } else {
             let k = i + memchr::memchr2(b'"', b'\\', &b[i..])?;
             if b[i..k].iter().any(|&c| c < 0x20) {

@@ -170,17 +170,17 @@ pub(crate) struct Events {
 
 // The hot path: `input_json_delta` events in the exact shape the API sends, read
 // without building a JSON tree. Anything else goes through serde.
-const DELTA_PREFIX: &[u8] = br#"{"type":"content_block_delta","index":"#;
-const JSON_DELTA_MID: &[u8] = br#","delta":{"type":"input_json_delta","partial_json":"#;
+const DELTA_PREFIX: &[u8; 38] = br#"{"type":"content_block_delta","index":"#;
+const JSON_DELTA_MID: &[u8; 51] = br#","delta":{"type":"input_json_delta","partial_json":"#;
 
 /// `(block index, partial_json literal, closing bytes)` for an event that may be a
 /// canonical `input_json_delta`; the literal is checked as it is decoded.
 #[inline]
 fn fast_json_delta(data: &[u8]) -> Option<(u64, &[u8])> {
     let mut c = Cursor::new(data, 0);
-    c.eat(DELTA_PREFIX)?;
+    c.eat_array(DELTA_PREFIX)?;
     let index = c.number_u64()?;
-    c.eat(JSON_DELTA_MID)?;
+    c.eat_array(JSON_DELTA_MID)?;
     Some((index, &data[c.pos()..]))
 }
 
@@ -546,7 +546,9 @@ mod tests {
         events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x"},"extra":1}"#, &mut emit).unwrap();
         events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"y"} }"#, &mut emit).unwrap();
         assert!(events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x\"}}"#, &mut emit).is_err());
-        assert!(fast_json_delta(br#"{"type":"content_block_delta","index":,"delta":{}}"#).is_none());
+        assert!(
+            fast_json_delta(br#"{"type":"content_block_delta","index":,"delta":{}}"#).is_none()
+        );
         let frags: Vec<_> = got
             .iter()
             .filter_map(|e| match e {

@@ -171,16 +171,7 @@ impl SseFramer {
                 rest = &rest[1..];
             }
         }
-        // Most streams end lines with LF only: one scan of the chunk for a CR lets the
-        // line search look for a single byte.
-        let has_cr = memchr::memchr(b'\r', rest).is_some();
-        let line_end = |b: &[u8]| {
-            if has_cr {
-                memchr::memchr2(b'\n', b'\r', b)
-            } else {
-                memchr::memchr(b'\n', b)
-            }
-        };
+        let line_end = |b: &[u8]| memchr::memchr2(b'\n', b'\r', b);
         // Complete a line begun in an earlier chunk.
         if !self.partial.is_empty() {
             match line_end(rest) {
@@ -455,6 +446,26 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ptr, body[6..].as_ptr());
+    }
+
+    #[test]
+    fn data_only_framer_gives_the_same_data_without_names() {
+        let body = b"event: a\ndata: 1\n\nevent: b\r\ndata: 2\r\n\r\ndata: 3\n\n";
+        let named = frame(body);
+        for size in [1, 3, body.len()] {
+            let mut f = SseFramer::data_only(100);
+            let mut got = Vec::new();
+            let mut cb = |e: SseEvent<'_>| {
+                got.push((e.event.map(str::to_owned), e.data.to_vec()));
+                Ok(())
+            };
+            for c in body.chunks(size) {
+                f.feed(c, &mut cb).unwrap();
+            }
+            f.finish(&mut cb).unwrap();
+            let want: Vec<Ev> = named.iter().map(|(_, d)| (None, d.clone())).collect();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

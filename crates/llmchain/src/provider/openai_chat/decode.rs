@@ -19,9 +19,7 @@ use crate::provider::json_scan::Cursor;
 use crate::provider::wire::{
     ArgsField, ContentField, WireUsage, chat_stop_reason, malformed, provider_error, wrong_format,
 };
-use crate::provider::{
-    DecodeError, DecodeOutcome, DecoderConfig, StopReason, StreamDecoder, StreamEvent,
-};
+use crate::provider::{DecodeError, DecodeOutcome, DecoderConfig, StopReason, StreamEvent};
 
 const FORMAT: &str = "openai_chat";
 
@@ -327,42 +325,18 @@ impl EventHandler for State {
         Ok(self.end(true))
     }
 
-    fn decode_whole(&mut self, _body: &[u8], _emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+    fn decode_whole(
+        &mut self,
+        _body: &[u8],
+        _emit: Emit<'_>,
+    ) -> Result<DecodeOutcome, DecodeError> {
         Err(wrong_format(FORMAT, "not an SSE stream"))
     }
 }
 
 /// The streaming OpenAI Chat decoder: the shared SSE decoder over the Chat handler.
-pub struct ChatStreamDecoder(SseDecoder<State>);
-
-impl std::fmt::Debug for ChatStreamDecoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ChatStreamDecoder")
-    }
-}
-
-impl ChatStreamDecoder {
-    /// A decoder with the given limits.
-    pub fn new(config: DecoderConfig) -> Self {
-        ChatStreamDecoder(SseDecoder::new(FORMAT, State::new(config), config))
-    }
-}
-
-impl StreamDecoder for ChatStreamDecoder {
-    fn feed(
-        &mut self,
-        chunk: &[u8],
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
-    ) -> Result<(), DecodeError> {
-        self.0.feed(chunk, on_event)
-    }
-
-    fn finish(
-        &mut self,
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
-    ) -> Result<DecodeOutcome, DecodeError> {
-        self.0.finish(on_event)
-    }
+pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHandler> {
+    SseDecoder::new(FORMAT, State::new(config), config)
 }
 
 /// Decodes a whole non-streaming Chat Completions body.

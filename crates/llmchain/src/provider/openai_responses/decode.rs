@@ -16,8 +16,7 @@ use crate::provider::assembly::{Assembler, Emit, End};
 use crate::provider::framed::{EventHandler, SseDecoder};
 use crate::provider::wire::{ArgsField, WireUsage, malformed, provider_error, wrong_format};
 use crate::provider::{
-    DecodeError, DecodeOutcome, DecoderConfig, ProviderError, StopReason, StreamDecoder,
-    StreamEvent,
+    DecodeError, DecodeOutcome, DecoderConfig, ProviderError, StopReason, StreamEvent,
 };
 
 const FORMAT: &str = "openai_responses";
@@ -250,12 +249,7 @@ impl State {
         self.asm.push_content(ContentType::Thinking, text, on_event);
     }
 
-    fn item(
-        &mut self,
-        item: Item<'_>,
-        done: bool,
-        on_event: Emit<'_>,
-    ) -> Result<(), DecodeError> {
+    fn item(&mut self, item: Item<'_>, done: bool, on_event: Emit<'_>) -> Result<(), DecodeError> {
         match item.kind.as_deref() {
             Some("function_call") => {
                 let item_id = item.id.as_deref().unwrap_or("");
@@ -287,7 +281,9 @@ impl State {
                 match item.arguments {
                     Some(ArgsField::Text(t)) if done => self.asm.replace_arguments(pos, &t)?,
                     Some(ArgsField::Text(t)) => self.asm.push_arguments(pos, &t, on_event)?,
-                    Some(ArgsField::Object(o)) => self.asm.set_arguments_object(pos, o, on_event)?,
+                    Some(ArgsField::Object(o)) => {
+                        self.asm.set_arguments_object(pos, o, on_event)?
+                    }
                     Some(ArgsField::Other(t)) => self.asm.replace_arguments(pos, &t)?,
                     None => {}
                 }
@@ -324,10 +320,7 @@ impl State {
                 }
             }
             // Text normally streams as deltas; take it from the item only if none came.
-            Some("message")
-                if done
-                    && !self.asm.has_part(ContentType::Text) =>
-            {
+            Some("message") if done && !self.asm.has_part(ContentType::Text) => {
                 for c in item.content.iter().flatten() {
                     if let Some(t) = c.get("text").and_then(Value::as_str) {
                         self.asm.push_content(ContentType::Text, t, on_event);
@@ -442,43 +435,18 @@ impl EventHandler for State {
         self.end(emit)
     }
 
-    fn decode_whole(&mut self, _body: &[u8], _emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+    fn decode_whole(
+        &mut self,
+        _body: &[u8],
+        _emit: Emit<'_>,
+    ) -> Result<DecodeOutcome, DecodeError> {
         Err(wrong_format(FORMAT, "not an SSE stream"))
     }
 }
 
-/// The streaming OpenAI Responses decoder: the shared SSE decoder over the Responses
-/// handler.
-pub struct ResponsesStreamDecoder(SseDecoder<State>);
-
-impl std::fmt::Debug for ResponsesStreamDecoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ResponsesStreamDecoder")
-    }
-}
-
-impl ResponsesStreamDecoder {
-    /// A decoder with the given limits.
-    pub fn new(config: DecoderConfig) -> Self {
-        ResponsesStreamDecoder(SseDecoder::new(FORMAT, State::new(config), config))
-    }
-}
-
-impl StreamDecoder for ResponsesStreamDecoder {
-    fn feed(
-        &mut self,
-        chunk: &[u8],
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
-    ) -> Result<(), DecodeError> {
-        self.0.feed(chunk, on_event)
-    }
-
-    fn finish(
-        &mut self,
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
-    ) -> Result<DecodeOutcome, DecodeError> {
-        self.0.finish(on_event)
-    }
+/// The streaming OpenAI Responses decoder: the shared SSE decoder over the Responses handler.
+pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHandler> {
+    SseDecoder::new(FORMAT, State::new(config), config)
 }
 
 /// Decodes a whole non-streaming Responses body.
