@@ -105,12 +105,33 @@ fn ours(body: &[u8]) -> Map<String, Value> {
     }
 }
 
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::cpu_ms_per_iter;
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode_anthropic");
     g.sample_size(10);
     for (label, size) in [("64KiB", 64 << 10), ("1MiB", 1 << 20), ("8MiB", 8 << 20)] {
         let body = stream(size);
         assert_eq!(baseline(&body), ours(&body));
+        // Enough runs that the smallest size spans many scheduler ticks.
+        let n = (48 << 20) / size as u32;
+        if let (Some(base), Some(our)) = (
+            cpu_ms_per_iter(n, || {
+                black_box(baseline(&body));
+            }),
+            cpu_ms_per_iter(n, || {
+                black_box(ours(&body));
+            }),
+        ) {
+            eprintln!(
+                "{label}: CPU time per decode: baseline {base:.2} ms ({:.0} MB/s), ours {our:.2} ms ({:.0} MB/s), {:.2}x",
+                body.len() as f64 / base / 1e3,
+                body.len() as f64 / our / 1e3,
+                base / our
+            );
+        }
         g.throughput(Throughput::Bytes(body.len() as u64));
         g.bench_with_input(BenchmarkId::new("baseline", label), &body, |b, body| {
             b.iter(|| black_box(baseline(black_box(body))))

@@ -45,21 +45,9 @@ fn conversation() -> Conversation {
     conv
 }
 
-/// CPU time this thread has run, in ns (Linux `/proc/thread-self/schedstat`): the machine
-/// this runs on is shared, so wall-clock figures are also reported as CPU time.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-/// Mean CPU time per call of `f` over `n` calls, in ms.
-fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
-    let start = thread_cpu_ns()?;
-    for _ in 0..n {
-        f();
-    }
-    Some((thread_cpu_ns()? - start) as f64 / f64::from(n) / 1e6)
-}
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::cpu_ms_per_iter;
 
 fn bench(c: &mut Criterion) {
     let conv = conversation();

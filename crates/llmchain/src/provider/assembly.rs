@@ -1,10 +1,14 @@
 //! [`Assembler`]: builds the assistant message of a decoded body, event by event.
 //!
-//! The Anthropic, Gemini and Ollama decoders parse their wire events and call the
-//! assembler, which keeps content parts, tool calls, usage, the stop reason and any
-//! provider error, emits the matching [`StreamEvent`]s, and finally turns everything into
-//! a [`DecodeOutcome`]. Hand-written because it is the core of every decoder: it appends
-//! argument fragments in place (O(fragment)), caps their size, and never re-parses.
+//! Every decoder parses its wire events and calls the assembler, which keeps content
+//! parts, tool calls, usage, the stop reason and any provider error, emits the matching
+//! [`StreamEvent`]s, and finally turns everything into a [`DecodeOutcome`]. Hand-written
+//! because it is the core of every decoder: it appends argument fragments in place
+//! (O(fragment)), caps their size, and never re-parses.
+//!
+//! Equivalent to folding `MessageDelta`s with `ToolCall::merge` (raw fragments
+//! concatenated, an object replaces raw text and later fragments are dropped, a non-empty
+//! id wins), without an intermediate `ToolCall` per event.
 
 use std::borrow::Cow;
 
@@ -12,6 +16,7 @@ use serde_json::{Map, Value};
 
 use super::error::DecodeError;
 use super::event::{StopReason, StreamEvent};
+use super::json_scan::read_string_into;
 use super::outcome::{DecodeOutcome, ProviderError};
 use crate::message::{
     Arguments, ContentPart, ContentType, Message, MessageStatus, Role, TokenUsage, ToolCall,
@@ -26,40 +31,53 @@ pub const SYNTHESIZED_ID_KEY: &str = "synthesized_id";
 /// parts.
 pub const THOUGHT_SIGNATURE_KEY: &str = "thought_signature";
 
+/// The metadata key marking a call id synthesised for a complete OpenAI-style message
+/// whose call had none (some vLLM streams, old servers); the decode report shows such
+/// ids as null.
+pub const SYNTHETIC_CALL_ID: &str = "synthetic_call_id";
+
 /// Emitter of stream events.
 pub(crate) type Emit<'e> = &'e mut dyn FnMut(StreamEvent<'_>);
 
 /// A tool call being assembled.
 #[derive(Debug, Default)]
 pub(crate) struct CallState {
-    call_id: Option<String>,
-    name: String,
+    /// The wire id (never empty).
+    pub(crate) call_id: Option<String>,
+    /// The tool name (empty until known).
+    pub(crate) name: String,
+    /// Raw argument text received so far.
     raw: String,
+    /// Arguments given as an object: they replace `raw`, and later fragments are dropped.
     object: Option<Map<String, Value>>,
+    /// An object to use when no argument text arrives (Anthropic's whole `input`).
+    fallback: Option<Map<String, Value>>,
     finished: bool,
-    metadata: Map<String, Value>,
+    /// Provider state kept on the call (e.g. `item_id`).
+    pub(crate) metadata: Map<String, Value>,
 }
 
 /// The message being assembled. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Assembler {
-    format: &'static str,
     max_argument_bytes: usize,
     parts: Vec<ContentPart>,
     calls: Vec<CallState>,
+    /// Start a new content part on the next text, even of the last part's type.
+    split_next: bool,
     usage: Option<TokenUsage>,
     stop: Option<(StopReason, String)>,
     error: Option<ProviderError>,
 }
 
 impl Assembler {
-    /// An empty message for `format`, with the argument cap.
-    pub(crate) fn new(format: &'static str, max_argument_bytes: usize) -> Self {
+    /// An empty message, with the argument cap.
+    pub(crate) fn new(max_argument_bytes: usize) -> Self {
         Assembler {
-            format,
             max_argument_bytes,
             parts: Vec::new(),
             calls: Vec::new(),
+            split_next: false,
             usage: None,
             stop: None,
             error: None,
@@ -72,12 +90,41 @@ impl Assembler {
         self.parts.len() - 1
     }
 
-    /// The position of the newest part when it has type `ty`, else a new part's.
+    /// The position of the newest part when it has type `ty` (and no split was asked
+    /// for), else a new part's.
     pub(crate) fn part_for(&mut self, ty: ContentType) -> usize {
         match self.parts.last() {
-            Some(p) if p.r#type == ty => self.parts.len() - 1,
-            _ => self.open_part(ty),
+            Some(p) if p.r#type == ty && !self.split_next => self.parts.len() - 1,
+            _ => {
+                self.split_next = false;
+                self.open_part(ty)
+            }
         }
+    }
+
+    /// Makes the next content start a new part (a new output item).
+    pub(crate) fn split_content(&mut self) {
+        self.split_next = true;
+    }
+
+    /// Appends visible text (`Text`) or reasoning (`Thinking`) to the newest part of
+    /// that type ([`part_for`](Self::part_for)) and emits the delta.
+    pub(crate) fn push_content(&mut self, ty: ContentType, text: &str, emit: Emit<'_>) {
+        if text.is_empty() {
+            return;
+        }
+        let pos = self.part_for(ty);
+        self.push_text(pos, text, emit);
+    }
+
+    /// The part at `pos`.
+    pub(crate) fn part_mut(&mut self, pos: usize) -> Option<&mut ContentPart> {
+        self.parts.get_mut(pos)
+    }
+
+    /// True when some part has type `ty`.
+    pub(crate) fn has_part(&self, ty: ContentType) -> bool {
+        self.parts.iter().any(|p| p.r#type == ty)
     }
 
     /// Appends text (or reasoning, by the part's type) at `pos`.
@@ -175,6 +222,37 @@ impl Assembler {
         pos
     }
 
+    /// The call at `pos`.
+    pub(crate) fn call(&self, pos: u32) -> Option<&CallState> {
+        self.calls.get(pos as usize)
+    }
+
+    /// The position of the newest call with wire id `id`.
+    pub(crate) fn last_call_with_id(&self, id: &str) -> Option<u32> {
+        self.calls
+            .iter()
+            .rposition(|c| c.call_id.as_deref() == Some(id))
+            .map(|p| u32::try_from(p).unwrap_or(u32::MAX))
+    }
+
+    /// Sets the id (a non-empty id wins) and fills or extends the name of a call.
+    pub(crate) fn update_call(&mut self, pos: u32, call_id: Option<&str>, name: Option<&str>) {
+        let Some(c) = self.call_mut(pos) else {
+            return;
+        };
+        if let Some(id) = call_id.filter(|s| !s.is_empty())
+            && c.call_id.as_deref() != Some(id)
+        {
+            c.call_id = Some(id.to_owned());
+        }
+        if let Some(n) = name.filter(|s| !s.is_empty())
+            && c.name != n
+        {
+            // As `ToolCall::merge`: a different name is appended (streamed names).
+            c.name.push_str(n);
+        }
+    }
+
     /// Sets a metadata key of a call.
     pub(crate) fn set_call_metadata(&mut self, pos: u32, key: &str, value: Value) {
         if let Some(c) = self.calls.get_mut(pos as usize) {
@@ -203,8 +281,8 @@ impl Assembler {
         emit: Emit<'_>,
     ) -> Result<(), DecodeError> {
         let cur = match self.calls.get(pos as usize) {
-            Some(c) => c.raw.len(),
-            None => return Ok(()),
+            Some(c) if c.object.is_none() => c.raw.len(),
+            _ => return Ok(()), // no such call, or arguments given as an object
         };
         self.check_cap(cur, fragment.len())?;
         if fragment.is_empty() {
@@ -220,32 +298,34 @@ impl Assembler {
         Ok(())
     }
 
-    /// Appends the body of a JSON string literal (between its quotes, escapes intact) to
-    /// the call's arguments, unescaping in place: the hot path of fragment streams.
-    pub(crate) fn push_arguments_escaped(
+    /// The hot path of fragment streams: decodes the JSON string literal at the start
+    /// of `literal` straight into the call's arguments, when `tail_ok` accepts the bytes
+    /// that follow it.
+    /// `None` (nothing changed, nothing emitted) when the bytes are not in that shape or
+    /// might pass the cap: the caller then takes the full parse, which decides.
+    pub(crate) fn push_arguments_literal(
         &mut self,
         pos: u32,
-        body: &[u8],
+        literal: &[u8],
+        tail_ok: impl FnOnce(&[u8]) -> bool,
         emit: Emit<'_>,
-    ) -> Result<(), DecodeError> {
-        let format = self.format;
+    ) -> Option<()> {
         let limit = self.max_argument_bytes;
-        let Some(c) = self.calls.get_mut(pos as usize) else {
-            return Ok(());
-        };
-        // Unescaping never makes text longer, so the escaped length bounds the cap check.
-        if c.raw.len().saturating_add(body.len()) > limit {
-            // Exact check on the unescaped text.
-            let mut tmp = String::new();
-            unescape_into(body, &mut tmp).map_err(|m| malformed(format, m))?;
-            if c.raw.len().saturating_add(tmp.len()) > limit {
-                return Err(DecodeError::ArgumentsTooLarge { limit });
-            }
+        let c = self
+            .calls
+            .get_mut(pos as usize)
+            .filter(|c| c.object.is_none())?;
+        // Decoding never makes text longer: the literal's length bounds the growth.
+        if c.raw.len().saturating_add(literal.len()) > limit {
+            return None;
         }
         let start = c.raw.len();
-        if let Err(m) = unescape_into(body, &mut c.raw) {
-            c.raw.truncate(start);
-            return Err(malformed(format, m));
+        match read_string_into(literal, &mut c.raw) {
+            Some(n) if tail_ok(&literal[n..]) => {}
+            _ => {
+                c.raw.truncate(start);
+                return None;
+            }
         }
         if c.raw.len() > start {
             emit(StreamEvent::ToolCallArguments {
@@ -253,27 +333,43 @@ impl Assembler {
                 fragment: Cow::Borrowed(&c.raw[start..]),
             });
         }
+        Some(())
+    }
+
+    /// Replaces a call's arguments with the final text the wire gave (unless they came
+    /// as an object).
+    pub(crate) fn replace_arguments(&mut self, pos: u32, text: &str) -> Result<(), DecodeError> {
+        self.check_cap(0, text.len())?;
+        if let Some(c) = self.call_mut(pos)
+            && c.object.is_none()
+            && c.raw != text
+        {
+            c.raw.clear();
+            c.raw.push_str(text);
+        }
         Ok(())
     }
 
-    /// Sets a call's arguments given whole as an object: they are emitted as one
-    /// fragment of their JSON text.
+    /// Sets a call's arguments given whole as an object: they replace any text, later
+    /// fragments are dropped, and they are emitted as one fragment of their JSON text.
     pub(crate) fn set_arguments_object(
         &mut self,
         pos: u32,
         object: Map<String, Value>,
         emit: Emit<'_>,
     ) -> Result<(), DecodeError> {
-        let text = Value::Object(object).to_string();
-        self.check_cap(0, text.len())?;
-        let Some(c) = self.call_mut(pos) else {
+        if self.calls.get(pos as usize).is_none() {
             return Ok(());
-        };
-        c.raw.clear();
-        c.raw.push_str(&text);
+        }
+        let text = serde_json::to_string(&object).unwrap_or_default();
+        self.check_cap(0, text.len())?;
+        if let Some(c) = self.call_mut(pos) {
+            c.raw.clear();
+            c.object = Some(object);
+        }
         emit(StreamEvent::ToolCallArguments {
             index: pos,
-            fragment: Cow::Borrowed(&text),
+            fragment: Cow::Owned(text),
         });
         Ok(())
     }
@@ -281,30 +377,51 @@ impl Assembler {
     /// Keeps an object to use when no argument text arrives (Anthropic's whole `input`).
     pub(crate) fn set_fallback_object(&mut self, pos: u32, object: Map<String, Value>) {
         if let Some(c) = self.call_mut(pos) {
-            c.object = Some(object);
+            c.fallback = Some(object);
         }
     }
 
-    /// Marks a call's arguments complete on the wire.
+    /// Marks a call's arguments complete on the wire and emits it (once).
     pub(crate) fn finish_call(&mut self, pos: u32, emit: Emit<'_>) -> Result<(), DecodeError> {
-        let Some(c) = self.calls.get(pos as usize) else {
+        let Some(c) = self.calls.get_mut(pos as usize) else {
             return Ok(());
         };
         if c.finished {
             return Ok(());
         }
-        if c.raw.is_empty()
-            && let Some(obj) = c.object.clone()
+        if let Some(obj) = c.fallback.take()
+            && c.raw.is_empty()
+            && c.object.is_none()
             && !obj.is_empty()
         {
             self.set_arguments_object(pos, obj, emit)?;
         }
         if let Some(c) = self.call_mut(pos) {
             c.finished = true;
-            c.object = None;
         }
         emit(StreamEvent::ToolCallFinished { index: pos });
         Ok(())
+    }
+
+    /// Marks every call finished.
+    pub(crate) fn finish_all(&mut self, emit: Emit<'_>) -> Result<(), DecodeError> {
+        for pos in 0..self.calls.len() {
+            self.finish_call(u32::try_from(pos).unwrap_or(u32::MAX), emit)?;
+        }
+        Ok(())
+    }
+
+    /// Gives every call the wire left without an id a synthesised one, derived from its
+    /// position, name and arguments, marked `metadata.synthetic_call_id: true` (OpenAI
+    /// Chat: some vLLM streams and old servers send calls without ids).
+    pub(crate) fn synthesize_missing_ids(&mut self) {
+        for (i, c) in self.calls.iter_mut().enumerate() {
+            if c.call_id.is_none() {
+                c.call_id = Some(synthetic_id(i, c));
+                c.metadata
+                    .insert(SYNTHETIC_CALL_ID.into(), Value::Bool(true));
+            }
+        }
     }
 
     /// Records the stop reason and emits it.
@@ -348,9 +465,8 @@ impl Assembler {
     /// `Cancelled`. Emits the final usage.
     pub(crate) fn into_outcome(self, mut status: MessageStatus, emit: Emit<'_>) -> DecodeOutcome {
         let mut streaming_error = None;
-        if let Some(e) = &self.error {
+        if self.error.is_some() {
             status = MessageStatus::Cancelled;
-            streaming_error = Some(format!("{}: {}", e.kind, e.message));
         }
         if status == MessageStatus::Complete && self.calls.iter().any(|c| !c.finished) {
             status = MessageStatus::Cancelled;
@@ -359,12 +475,40 @@ impl Assembler {
         if let Some(u) = self.usage {
             emit(StreamEvent::Usage(u));
         }
+        let (stop_reason, raw_stop_reason) = match &self.stop {
+            Some((r, raw)) => (Some(*r), Some(raw.clone())),
+            None if self.error.is_some() => (Some(StopReason::Error), None),
+            None => (None, None),
+        };
+        let end = End {
+            status,
+            stop_reason,
+            raw_stop_reason,
+            usage: self.usage,
+            error: self.error.clone(),
+        };
+        self.build(end, streaming_error)
+    }
+
+    /// Ends the message as `end` says (decoders that track the stop, usage and error
+    /// themselves, emitting them as they come).
+    pub(crate) fn into_outcome_as(self, end: End) -> DecodeOutcome {
+        self.build(end, None)
+    }
+
+    fn build(self, end: End, streaming_error: Option<String>) -> DecodeOutcome {
+        let streaming_error = match &end.error {
+            Some(e) => Some(format!("{}: {}", e.kind, e.message)),
+            None => streaming_error,
+        };
         let tool_calls = self
             .calls
             .into_iter()
             .enumerate()
             .map(|(i, c)| {
-                let arguments = if !c.raw.is_empty() {
+                let arguments = if let Some(o) = c.object {
+                    Some(Arguments::Object(o))
+                } else if !c.raw.is_empty() {
                     Some(Arguments::Raw(c.raw))
                 } else if c.finished {
                     Some(Arguments::Object(Map::new()))
@@ -384,7 +528,7 @@ impl Assembler {
             .collect();
         let mut message = Message {
             role: Role::Assistant,
-            status,
+            status: end.status,
             content: self
                 .parts
                 .into_iter()
@@ -398,24 +542,50 @@ impl Assembler {
                 .metadata
                 .insert("streaming_error".into(), Value::String(e));
         }
-        if let Some(u) = self.usage {
+        if let Some(u) = end.usage {
             message.set_usage(u);
         }
         let invalid_tool_calls = message.complete_tool_calls();
-        let (stop_reason, raw_stop_reason) = match self.stop {
-            Some((r, raw)) => (Some(r), Some(raw)),
-            None if self.error.is_some() => (Some(StopReason::Error), None),
-            None => (None, None),
-        };
         DecodeOutcome {
             message,
             invalid_tool_calls,
-            stop_reason,
-            raw_stop_reason,
-            usage: self.usage,
-            error: self.error,
+            stop_reason: end.stop_reason,
+            raw_stop_reason: end.raw_stop_reason,
+            usage: end.usage,
+            error: end.error,
         }
     }
+}
+
+/// How a body ended, for decoders that track it themselves
+/// ([`Assembler::into_outcome_as`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct End {
+    /// The message status.
+    pub(crate) status: MessageStatus,
+    /// Normalised stop reason.
+    pub(crate) stop_reason: Option<StopReason>,
+    /// Wire stop reason.
+    pub(crate) raw_stop_reason: Option<String>,
+    /// Usage.
+    pub(crate) usage: Option<TokenUsage>,
+    /// A provider error from the body.
+    pub(crate) error: Option<ProviderError>,
+}
+
+/// `call_` + 16 hex digits of an FNV-1a hash of position, name and arguments.
+fn synthetic_id(pos: usize, c: &CallState) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&pos.to_le_bytes());
+    eat(c.name.as_bytes());
+    eat(c.raw.as_bytes());
+    format!("call_{h:016x}")
 }
 
 /// A `Malformed` error for `format`.
@@ -434,70 +604,6 @@ pub(crate) fn wrong_format(format: &'static str, message: impl Into<String>) -> 
     }
 }
 
-/// Unescapes the body of a JSON string literal into `out`. Runs without escapes are
-/// validated as UTF-8 and copied whole.
-pub(crate) fn unescape_into(body: &[u8], out: &mut String) -> Result<(), &'static str> {
-    let mut rest = body;
-    loop {
-        let Some(bs) = memchr::memchr(b'\\', rest) else {
-            out.push_str(std::str::from_utf8(rest).map_err(|_| "invalid UTF-8 in a string")?);
-            return Ok(());
-        };
-        out.push_str(std::str::from_utf8(&rest[..bs]).map_err(|_| "invalid UTF-8 in a string")?);
-        let esc = *rest.get(bs + 1).ok_or("a string ends inside an escape")?;
-        rest = &rest[bs + 2..];
-        match esc {
-            b'"' => out.push('"'),
-            b'\\' => out.push('\\'),
-            b'/' => out.push('/'),
-            b'b' => out.push('\u{8}'),
-            b'f' => out.push('\u{c}'),
-            b'n' => out.push('\n'),
-            b'r' => out.push('\r'),
-            b't' => out.push('\t'),
-            b'u' => {
-                let hi = hex4(rest)?;
-                rest = &rest[4..];
-                let cp = if (0xD800..0xDC00).contains(&hi) {
-                    // A surrogate pair needs its low half right after.
-                    if rest.len() >= 6 && rest[0] == b'\\' && rest[1] == b'u' {
-                        let lo = hex4(&rest[2..])?;
-                        if (0xDC00..0xE000).contains(&lo) {
-                            rest = &rest[6..];
-                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                        } else {
-                            0xFFFD
-                        }
-                    } else {
-                        0xFFFD
-                    }
-                } else if (0xDC00..0xE000).contains(&hi) {
-                    0xFFFD
-                } else {
-                    hi
-                };
-                out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
-            }
-            _ => return Err("invalid escape in a string"),
-        }
-    }
-}
-
-fn hex4(b: &[u8]) -> Result<u32, &'static str> {
-    let digits = b.get(..4).ok_or("a \\u escape is cut short")?;
-    let mut v = 0u32;
-    for &d in digits {
-        let x = match d {
-            b'0'..=b'9' => d - b'0',
-            b'a'..=b'f' => d - b'a' + 10,
-            b'A'..=b'F' => d - b'A' + 10,
-            _ => return Err("invalid \\u escape"),
-        };
-        v = (v << 4) | u32::from(x);
-    }
-    Ok(v)
-}
-
 /// A short stable hash (FNV-1a, 32 bits) used to make synthesised ids unique per response.
 pub(crate) fn short_hash(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
@@ -512,32 +618,69 @@ pub(crate) fn short_hash(s: &str) -> u32 {
 mod tests {
     use super::*;
 
-    fn unesc(s: &str) -> Result<String, &'static str> {
-        let mut out = String::new();
-        unescape_into(s.as_bytes(), &mut out).map(|()| out)
+    /// The assembler ends in the same calls as folding `MessageDelta`s with
+    /// `ToolCall::merge` over the same fragments.
+    #[test]
+    fn same_calls_as_message_delta_merge() {
+        use crate::message::{DeltaStatus, MessageDelta};
+        let frags = ["{\"ci", "ty\":\"Pa", "ris\"}"];
+        let mut a = Assembler::new(1 << 20);
+        let mut sink = |_: StreamEvent<'_>| {};
+        let p = a.start_call(Some("call_1"), "get_weather", &mut sink);
+        for f in frags {
+            a.push_arguments(p, f, &mut sink).unwrap();
+        }
+        a.finish_call(p, &mut sink).unwrap();
+        let ours = a.into_outcome(MessageStatus::Complete, &mut sink).message;
+
+        let mut d = MessageDelta::default();
+        d.merge(MessageDelta::tool_call_fragment(ToolCall {
+            call_id: Some("call_1".into()),
+            name: Some("get_weather".into()),
+            index: Some(0),
+            ..Default::default()
+        }))
+        .unwrap();
+        for f in frags {
+            d.merge(MessageDelta::tool_call_fragment(ToolCall {
+                arguments: Some(f.into()),
+                index: Some(0),
+                ..Default::default()
+            }))
+            .unwrap();
+        }
+        d.merge(MessageDelta::status_fragment(DeltaStatus::Complete))
+            .unwrap();
+        let theirs = d.to_message().unwrap().message;
+        assert_eq!(ours.tool_calls, theirs.tool_calls);
     }
 
     #[test]
-    fn unescape_matches_serde() {
-        for s in [
-            r#"plain"#,
-            r#"a\"b\\c\/d\n\t\r\b\f"#,
-            r#"\u00e9\ud83d\ude00x"#,
-            "multi-byte é 😀",
-        ] {
-            let want: String = serde_json::from_str(&format!("\"{s}\"")).unwrap();
-            assert_eq!(unesc(s).unwrap(), want, "{s}");
-        }
-        assert_eq!(unesc(r"\ud83d").unwrap(), "\u{FFFD}");
-        assert!(unesc(r"\x").is_err());
-        assert!(unesc(r"\u12").is_err());
-        assert!(unesc("\\").is_err());
-        assert!(unescape_into(&[0xff], &mut String::new()).is_err());
+    fn an_object_replaces_text_and_drops_later_fragments() {
+        let mut a = Assembler::new(1 << 20);
+        let mut sink = |_: StreamEvent<'_>| {};
+        let p = a.start_call(None, "f", &mut sink);
+        a.push_arguments(p, "{\"x\"", &mut sink).unwrap();
+        let mut o = Map::new();
+        o.insert("a".into(), Value::from(1));
+        a.set_arguments_object(p, o.clone(), &mut sink).unwrap();
+        a.push_arguments(p, "junk", &mut sink).unwrap();
+        assert!(
+            a.push_arguments_literal(p, b"\"junk\"", |_| true, &mut sink)
+                .is_none()
+        );
+        a.finish_call(p, &mut sink).unwrap();
+        a.synthesize_missing_ids();
+        let out = a.into_outcome(MessageStatus::Complete, &mut sink);
+        let call = &out.message.tool_calls[0];
+        assert_eq!(call.arguments, Some(Arguments::Object(o)));
+        assert_eq!(call.metadata[SYNTHETIC_CALL_ID], Value::Bool(true));
+        assert!(out.message.is_tool_call());
     }
 
     #[test]
     fn outcome_rules() {
-        let mut a = Assembler::new("t", 10);
+        let mut a = Assembler::new(10);
         let mut sink = |_: StreamEvent<'_>| {};
         let p = a.start_call(Some(""), "f", &mut sink);
         assert!(a.push_arguments(p, "{\"a\":1}", &mut sink).is_ok());

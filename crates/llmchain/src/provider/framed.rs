@@ -1,6 +1,6 @@
 //! Streaming decoders made of a framer (SSE or NDJSON) and a format's event handler.
 
-use super::assembly::{Emit, malformed};
+use super::assembly::{Emit, malformed, wrong_format};
 use super::error::DecodeError;
 use super::event::StreamEvent;
 use super::format::{DecoderConfig, StreamDecoder};
@@ -9,8 +9,17 @@ use super::outcome::DecodeOutcome;
 
 /// A format's handler of framed events.
 pub(crate) trait EventHandler: Send {
+    /// True when a body in which no SSE event appears is decoded whole
+    /// ([`decode_whole`](Self::decode_whole)): an HTTP error body, a non-streaming
+    /// response. When false such a body is [`DecodeError::WrongFormat`] (and an empty one
+    /// simply ends the stream), and an unparsable last event cut off at the end of the
+    /// body is an error rather than a cut-off stream.
+    const WHOLE_BODIES: bool = true;
+
     /// Handles one SSE event's data or one NDJSON line.
     fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError>;
+    /// Handles an SSE `data: [DONE]` event (ignored by default).
+    fn on_done(&mut self) {}
     /// Ends the body.
     fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError>;
     /// Decodes a body that held no SSE event (a plain JSON response or error body).
@@ -19,17 +28,20 @@ pub(crate) trait EventHandler: Send {
 
 /// An SSE stream decoder. A body in which no SSE event appears (an HTTP error body, a
 /// non-streaming response, Gemini's JSON-array stream) is decoded whole at the end, so
-/// one decoder serves captured bodies of either kind. That raw copy is kept only until
-/// the first event, and is capped like an event.
+/// one decoder serves captured bodies of either kind (unless the handler opts out, see
+/// [`EventHandler::WHOLE_BODIES`]). That raw copy is kept only until the first event,
+/// and is capped like an event. An error is final: later calls return it again.
 pub(crate) struct SseDecoder<H> {
     format: &'static str,
     framer: SseFramer,
     handler: Option<H>,
     raw: Vec<u8>,
+    saw_bytes: bool,
     saw_event: bool,
     raw_overflow: bool,
     ok_events: usize,
     max: usize,
+    failed: Option<DecodeError>,
 }
 
 impl<H: EventHandler> SseDecoder<H> {
@@ -37,15 +49,93 @@ impl<H: EventHandler> SseDecoder<H> {
     pub(crate) fn new(format: &'static str, handler: H, config: DecoderConfig) -> Self {
         SseDecoder {
             format,
-            framer: SseFramer::new(config.max_line_bytes),
+            framer: SseFramer::data_only(config.max_line_bytes),
             handler: Some(handler),
             raw: Vec::new(),
+            saw_bytes: false,
             saw_event: false,
             raw_overflow: false,
             ok_events: 0,
             max: config.max_line_bytes,
+            failed: None,
         }
     }
+
+    fn feed_inner(&mut self, chunk: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
+        let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
+        self.saw_bytes |= !chunk.is_empty();
+        let saw = &mut self.saw_event;
+        let ok = &mut self.ok_events;
+        self.framer.feed(chunk, &mut |ev| {
+            *saw = true;
+            if is_done(ev.data) {
+                handler.on_done();
+                return Ok(());
+            }
+            handler.on_data(ev.data, on_event)?;
+            *ok += 1;
+            Ok(())
+        })?;
+        if !H::WHOLE_BODIES {
+            return Ok(());
+        }
+        if self.saw_event {
+            self.raw = Vec::new();
+        } else if !self.raw_overflow {
+            // Past the cap the copy stops; the error comes only if the body turns out
+            // to hold no event at all, so it does not depend on the chunking.
+            if self.raw.len().saturating_add(chunk.len()) > self.max {
+                self.raw_overflow = true;
+                self.raw = Vec::new();
+            } else {
+                self.raw.extend_from_slice(chunk);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_inner(&mut self, on_event: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
+        let saw = &mut self.saw_event;
+        let ok = self.ok_events;
+        self.framer.finish(&mut |ev| {
+            *saw = true;
+            if is_done(ev.data) {
+                handler.on_done();
+                return Ok(());
+            }
+            let r = handler.on_data(ev.data, on_event);
+            // An unterminated last event cut inside its JSON is a cut-off body, not a
+            // malformed one: the outcome reports what came before as unfinished.
+            if H::WHOLE_BODIES { cut_tail(r, ok) } else { r }
+        })?;
+        if !self.saw_event {
+            if !H::WHOLE_BODIES {
+                if !self.saw_bytes {
+                    return handler.finish(on_event);
+                }
+                return Err(wrong_format(
+                    self.format,
+                    "no SSE `data:` event in the body (is it a non-streaming response?)",
+                ));
+            }
+            if self.raw_overflow {
+                return Err(DecodeError::LineTooLong { limit: self.max });
+            }
+            let raw = std::mem::take(&mut self.raw);
+            if raw.trim_ascii().is_empty() {
+                return Err(malformed(self.format, "the body is empty"));
+            }
+            return handler.decode_whole(&raw, on_event);
+        }
+        handler.finish(on_event)
+    }
+}
+
+/// `data: [DONE]`, the OpenAI-style end marker (some proxies add it to other formats).
+#[inline]
+fn is_done(data: &[u8]) -> bool {
+    data.trim_ascii() == b"[DONE]"
 }
 
 /// Ignores a `Malformed` error of the unterminated tail of a body that had `ok` good
@@ -67,60 +157,28 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         chunk: &[u8],
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), DecodeError> {
-        let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
-        let saw = &mut self.saw_event;
-        let ok = &mut self.ok_events;
-        self.framer.feed(chunk, &mut |ev| {
-            *saw = true;
-            if ev.data.trim_ascii() == b"[DONE]" {
-                return Ok(());
-            }
-            handler.on_data(ev.data, on_event)?;
-            *ok += 1;
-            Ok(())
-        })?;
-        if self.saw_event {
-            self.raw = Vec::new();
-        } else if !self.raw_overflow {
-            // Past the cap the copy stops; the error comes only if the body turns out
-            // to hold no event at all, so it does not depend on the chunking.
-            if self.raw.len().saturating_add(chunk.len()) > self.max {
-                self.raw_overflow = true;
-                self.raw = Vec::new();
-            } else {
-                self.raw.extend_from_slice(chunk);
-            }
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
-        Ok(())
+        let r = self.feed_inner(chunk, on_event);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
     }
 
     fn finish(
         &mut self,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<DecodeOutcome, DecodeError> {
-        let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
-        let saw = &mut self.saw_event;
-        let ok = self.ok_events;
-        self.framer.finish(&mut |ev| {
-            *saw = true;
-            if ev.data.trim_ascii() == b"[DONE]" {
-                return Ok(());
-            }
-            // An unterminated last event cut inside its JSON is a cut-off body, not a
-            // malformed one: the outcome reports what came before as unfinished.
-            cut_tail(handler.on_data(ev.data, on_event), ok)
-        })?;
-        if !self.saw_event {
-            if self.raw_overflow {
-                return Err(DecodeError::LineTooLong { limit: self.max });
-            }
-            let raw = std::mem::take(&mut self.raw);
-            if raw.trim_ascii().is_empty() {
-                return Err(malformed(self.format, "the body is empty"));
-            }
-            return handler.decode_whole(&raw, on_event);
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
-        handler.finish(on_event)
+        let r = self.finish_inner(on_event);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
     }
 }
 

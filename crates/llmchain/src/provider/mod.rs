@@ -5,7 +5,6 @@
 //! ([`Codec::decode_response`]). Decoding never depends on how bytes are chunked.
 
 mod anthropic;
-pub mod assemble;
 mod assembly;
 mod encoding;
 mod error;
@@ -14,6 +13,7 @@ mod format;
 mod framed;
 pub mod framing;
 mod gemini;
+mod json_scan;
 mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
@@ -23,7 +23,7 @@ pub mod render;
 pub mod wire;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
-pub use assembly::{SYNTHESIZED_ID_KEY, THOUGHT_SIGNATURE_KEY};
+pub use assembly::{SYNTHESIZED_ID_KEY, SYNTHETIC_CALL_ID, THOUGHT_SIGNATURE_KEY};
 pub use error::{DecodeError, EncodeError};
 pub use event::{StopReason, StreamEvent};
 pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};

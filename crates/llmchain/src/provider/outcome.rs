@@ -88,8 +88,8 @@ impl DecodeOutcome {
         let mut incomplete_tool_calls = Vec::new();
         for (pos, c) in m.tool_calls.iter().enumerate() {
             if c.is_complete() && m.status == crate::message::MessageStatus::Complete {
-                let synthetic = c.metadata.get(crate::provider::assemble::SYNTHETIC_CALL_ID)
-                    == Some(&Value::Bool(true));
+                let synthetic =
+                    c.metadata.get(super::assembly::SYNTHETIC_CALL_ID) == Some(&Value::Bool(true));
                 tool_calls.push(ReportToolCall {
                     index: tool_calls.len(),
                     // A made-up id is not the wire's: the report shows null.

@@ -17,6 +17,7 @@ use crate::provider::error::DecodeError;
 use crate::provider::event::StopReason;
 use crate::provider::format::DecoderConfig;
 use crate::provider::framed::EventHandler;
+use crate::provider::json_scan::Cursor;
 use crate::provider::outcome::DecodeOutcome;
 
 const FORMAT: &str = "anthropic";
@@ -169,41 +170,22 @@ pub(crate) struct Events {
 
 // The hot path: `input_json_delta` events in the exact shape the API sends, read
 // without building a JSON tree. Anything else goes through serde.
-const DELTA_PREFIX: &[u8] = br#"{"type":"content_block_delta","index":"#;
-const JSON_DELTA_MID: &[u8] = br#","delta":{"type":"input_json_delta","partial_json":""#;
+const DELTA_PREFIX: &[u8; 38] = br#"{"type":"content_block_delta","index":"#;
+const JSON_DELTA_MID: &[u8; 51] = br#","delta":{"type":"input_json_delta","partial_json":"#;
 
-/// Finds the closing quote of a JSON string body starting at `body[0]`.
-fn string_end(body: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    loop {
-        let off = memchr::memchr2(b'"', b'\\', &body[i..])?;
-        let at = i + off;
-        if body[at] == b'"' {
-            return Some(at);
-        }
-        i = at + 2;
-        if i > body.len() {
-            return None;
-        }
-    }
-}
-
-/// `(block index, escaped partial_json body)` for a canonical `input_json_delta` event.
+/// `(block index, partial_json literal, closing bytes)` for an event that may be a
+/// canonical `input_json_delta`; the literal is checked as it is decoded.
+#[inline]
 fn fast_json_delta(data: &[u8]) -> Option<(u64, &[u8])> {
-    let rest = data.strip_prefix(DELTA_PREFIX)?;
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 18 {
-        return None;
-    }
-    let index: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-    let rest = rest[digits..].strip_prefix(JSON_DELTA_MID)?;
-    let end = string_end(rest)?;
-    let tail = &rest[end + 1..];
-    if tail.trim_ascii() != b"}}" {
-        return None;
-    }
-    Some((index, &rest[..end]))
+    let mut c = Cursor::new(data, 0);
+    c.eat_array(DELTA_PREFIX)?;
+    let index = c.number_u64()?;
+    c.eat_array(JSON_DELTA_MID)?;
+    Some((index, &data[c.pos()..]))
 }
+
+/// The bytes that close a canonical `input_json_delta` event after its fragment.
+const JSON_DELTA_END: &[u8] = b"}}";
 
 impl EventHandler for Events {
     fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
@@ -222,7 +204,7 @@ impl Events {
     pub(crate) fn new(config: DecoderConfig) -> Self {
         Events {
             config,
-            asm: Assembler::new(FORMAT, config.max_argument_bytes),
+            asm: Assembler::new(config.max_argument_bytes),
             blocks: HashMap::new(),
             last: None,
             input_tokens: None,
@@ -249,12 +231,24 @@ impl Events {
         if self.stopped {
             return Ok(());
         }
-        if let Some((index, body)) = fast_json_delta(data) {
-            self.seen_event = true;
-            if let Some(BlockState::Tool { pos, .. }) = self.block(index) {
-                self.asm.push_arguments_escaped(pos, body, emit)?;
+        if let Some((index, literal)) = fast_json_delta(data) {
+            let done = match self.block(index) {
+                Some(BlockState::Tool { pos, .. }) => {
+                    self.asm
+                        .push_arguments_literal(pos, literal, |t| t == JSON_DELTA_END, emit)
+                }
+                // A fragment for no tool block is dropped, once checked.
+                _ => {
+                    let mut c = Cursor::new(literal, 0);
+                    c.string()
+                        .and_then(|_| c.eat(JSON_DELTA_END))
+                        .filter(|()| c.at_end())
+                }
+            };
+            if done.is_some() {
+                self.seen_event = true;
+                return Ok(());
             }
-            return Ok(());
         }
         let ev: Event<'_> = serde_json::from_slice(data).map_err(|e| {
             if e.is_data() {
@@ -461,7 +455,7 @@ pub(crate) fn decode_whole(
 ) -> Result<DecodeOutcome, DecodeError> {
     let msg: WholeMessage<'_> =
         serde_json::from_slice(body).map_err(|e| malformed(FORMAT, e.to_string()))?;
-    let mut asm = Assembler::new(FORMAT, config.max_argument_bytes);
+    let mut asm = Assembler::new(config.max_argument_bytes);
     match msg.ty.as_deref() {
         Some("error") => {
             let (kind, message) = match &msg.error {
@@ -535,18 +529,34 @@ pub(crate) fn decode_whole(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::event::StreamEvent;
 
     #[test]
     fn fast_path_recognises_the_canonical_shape_only() {
         let d = br#"{"type":"content_block_delta","index":12,"delta":{"type":"input_json_delta","partial_json":"{\"a\\"}}"#;
-        let (i, body) = fast_json_delta(d).unwrap();
+        let (i, literal) = fast_json_delta(d).unwrap();
         assert_eq!(i, 12);
-        assert_eq!(body, br#"{\"a\\"#);
-        assert!(fast_json_delta(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x"},"extra":1}"#).is_none());
-        assert!(fast_json_delta(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x\"}}"#).is_none());
+        assert_eq!(literal, br#""{\"a\\"}}"#);
+        let mut events = Events::new(DecoderConfig::default());
+        let mut got = Vec::new();
+        let mut emit = |e: StreamEvent<'_>| got.push(e.into_owned());
+        events.on_data(br#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#, &mut emit).unwrap();
+        events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\\"}}"#, &mut emit).unwrap();
+        // Shapes the scan does not take go through serde, with the same result.
+        events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x"},"extra":1}"#, &mut emit).unwrap();
+        events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"y"} }"#, &mut emit).unwrap();
+        assert!(events.on_data(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"x\"}}"#, &mut emit).is_err());
         assert!(
             fast_json_delta(br#"{"type":"content_block_delta","index":,"delta":{}}"#).is_none()
         );
+        let frags: Vec<_> = got
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCallArguments { fragment, .. } => Some(fragment.to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frags, ["{\"a\\", "x", "y"]);
     }
 
     #[test]

@@ -43,11 +43,10 @@ impl NdjsonFramer {
     }
 
     /// Feeds a chunk; calls `on_line` for every line completed by it.
-    pub fn feed(
-        &mut self,
-        chunk: &[u8],
-        on_line: &mut dyn FnMut(&[u8]) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+    pub fn feed<F>(&mut self, chunk: &[u8], on_line: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(&[u8]) -> Result<(), DecodeError> + ?Sized,
+    {
         let mut rest = chunk;
         if self.seen < BOM.len() {
             // Keep the first bytes in `partial` until a BOM is ruled in or out.
@@ -70,21 +69,20 @@ impl NdjsonFramer {
     }
 
     /// Ends the stream, handing out an unterminated last line. Resets the framer.
-    pub fn finish(
-        &mut self,
-        on_line: &mut dyn FnMut(&[u8]) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+    pub fn finish<F>(&mut self, on_line: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(&[u8]) -> Result<(), DecodeError> + ?Sized,
+    {
         let line = std::mem::take(&mut self.partial);
         *self = NdjsonFramer::new(self.max_line_bytes);
         let line = line.strip_prefix(BOM).unwrap_or(&line);
         emit(line, on_line)
     }
 
-    fn split(
-        &mut self,
-        chunk: &[u8],
-        on_line: &mut dyn FnMut(&[u8]) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+    fn split<F>(&mut self, chunk: &[u8], on_line: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(&[u8]) -> Result<(), DecodeError> + ?Sized,
+    {
         let mut rest = chunk;
         if !self.partial.is_empty() {
             match memchr::memchr(b'\n', rest) {
@@ -123,10 +121,11 @@ impl NdjsonFramer {
     }
 }
 
-fn emit(
-    line: &[u8],
-    on_line: &mut dyn FnMut(&[u8]) -> Result<(), DecodeError>,
-) -> Result<(), DecodeError> {
+#[inline]
+fn emit<F>(line: &[u8], on_line: &mut F) -> Result<(), DecodeError>
+where
+    F: FnMut(&[u8]) -> Result<(), DecodeError> + ?Sized,
+{
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(());

@@ -60,6 +60,16 @@ pub struct SseFramer {
     skip_lf: bool,
     /// The stream start has been checked for a BOM.
     bom_done: bool,
+    /// Report `event:` names (decoders that ignore them skip the work).
+    names: bool,
+}
+
+/// Borrowed field values of the current event, from the chunk being framed: moved into
+/// the framer's own buffers only when the event continues past the chunk.
+#[derive(Default)]
+struct Pending<'c> {
+    data: Option<&'c [u8]>,
+    event: Option<&'c [u8]>,
 }
 
 impl SseFramer {
@@ -75,16 +85,25 @@ impl SseFramer {
             has_event: false,
             skip_lf: false,
             bom_done: false,
+            names: true,
+        }
+    }
+
+    /// A framer whose events never carry the `event:` name (always `None`), for callers
+    /// that only read the data.
+    pub(crate) fn data_only(max_event_bytes: usize) -> Self {
+        SseFramer {
+            names: false,
+            ..SseFramer::new(max_event_bytes)
         }
     }
 
     /// Feeds a chunk; calls `on_event` for every event completed by it. An error from the
     /// callback stops framing and is returned.
-    pub fn feed(
-        &mut self,
-        chunk: &[u8],
-        on_event: &mut dyn FnMut(SseEvent<'_>) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+    pub fn feed<F>(&mut self, chunk: &[u8], on_event: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+    {
         if self.bom_done {
             return self.feed_lines(chunk, on_event);
         }
@@ -110,10 +129,10 @@ impl SseFramer {
 
     /// Ends the stream: an unterminated last line is taken as a line, and a pending event
     /// is dispatched. The framer is reset and can frame a new stream.
-    pub fn finish(
-        &mut self,
-        on_event: &mut dyn FnMut(SseEvent<'_>) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+    pub fn finish<F>(&mut self, on_event: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+    {
         if !self.bom_done {
             self.bom_done = true;
             let head = std::mem::take(&mut self.partial);
@@ -122,24 +141,26 @@ impl SseFramer {
         let result = (|| {
             if !self.partial.is_empty() {
                 let line = std::mem::take(&mut self.partial);
-                let mut pending = None;
+                let mut pending = Pending::default();
                 self.line(&line, &mut pending, on_event)?;
-                self.keep_pending(pending)?;
+                self.keep_pending(pending);
             }
             if self.has_data {
-                self.dispatch(None, on_event)?;
+                self.dispatch(Pending::default(), on_event)?;
             }
             Ok(())
         })();
-        *self = SseFramer::new(self.max_event_bytes);
+        *self = SseFramer {
+            names: self.names,
+            ..SseFramer::new(self.max_event_bytes)
+        };
         result
     }
 
-    fn feed_lines(
-        &mut self,
-        chunk: &[u8],
-        on_event: &mut dyn FnMut(SseEvent<'_>) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+    fn feed_lines<F>(&mut self, chunk: &[u8], on_event: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+    {
         let mut rest = chunk;
         if rest.is_empty() {
             return Ok(());
@@ -150,39 +171,48 @@ impl SseFramer {
                 rest = &rest[1..];
             }
         }
+        let line_end = |b: &[u8]| memchr::memchr2(b'\n', b'\r', b);
         // Complete a line begun in an earlier chunk.
         if !self.partial.is_empty() {
-            match memchr::memchr2(b'\n', b'\r', rest) {
-                None => {
-                    self.grow_partial(rest)?;
-                    return Ok(());
-                }
+            match line_end(rest) {
+                None => return self.grow_partial(rest),
                 Some(i) => {
                     self.grow_partial(&rest[..i])?;
                     rest = self.after_line_end(rest, i);
                     let mut line = std::mem::take(&mut self.partial);
-                    let mut pending = None;
-                    let result = self
-                        .line(&line, &mut pending, on_event)
-                        .and_then(|()| self.keep_pending(pending));
+                    let mut pending = Pending::default();
+                    let result = self.line(&line, &mut pending, on_event);
+                    if result.is_ok() {
+                        self.keep_pending(pending);
+                    }
                     line.clear();
                     self.partial = line;
                     result?;
                 }
             }
         }
-        // Lines wholly inside this chunk: data stays borrowed until dispatch.
-        let mut pending: Option<&[u8]> = None;
-        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
+        // Lines wholly inside this chunk: field values stay borrowed until dispatch.
+        let mut pending = Pending::default();
+        loop {
+            let i = match rest.first() {
+                None => break,
+                // A blank line (the end of an event) needs no search.
+                Some(b'\n' | b'\r') => 0,
+                Some(_) => match line_end(rest) {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
             let line = &rest[..i];
             rest = self.after_line_end(rest, i);
             self.line(line, &mut pending, on_event)?;
         }
-        self.keep_pending(pending)?;
+        self.keep_pending(pending);
         self.grow_partial(rest)
     }
 
     /// Skips the line end at `rest[i]` (CR, LF or CRLF) and returns what follows.
+    #[inline]
     fn after_line_end<'c>(&mut self, rest: &'c [u8], i: usize) -> &'c [u8] {
         let mut next = i + 1;
         if rest[i] == b'\r' {
@@ -205,21 +235,28 @@ impl SseFramer {
         Ok(())
     }
 
-    /// Moves a borrowed single data line into the owned buffer (end of a chunk).
-    fn keep_pending(&mut self, pending: Option<&[u8]>) -> Result<(), DecodeError> {
-        if let Some(p) = pending {
+    /// Moves borrowed field values into the owned buffers (end of a chunk).
+    fn keep_pending(&mut self, pending: Pending<'_>) {
+        if let Some(p) = pending.data {
             self.data.clear();
             self.data.extend_from_slice(p);
         }
-        Ok(())
+        if let Some(e) = pending.event.filter(|_| self.names) {
+            self.event.clear();
+            self.event.extend_from_slice(e);
+        }
     }
 
-    fn line<'c>(
+    #[inline]
+    fn line<'c, F>(
         &mut self,
         line: &'c [u8],
-        pending: &mut Option<&'c [u8]>,
-        on_event: &mut dyn FnMut(SseEvent<'_>) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
+        pending: &mut Pending<'c>,
+        on_event: &mut F,
+    ) -> Result<(), DecodeError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+    {
         if line.len() > self.max_event_bytes {
             return Err(DecodeError::LineTooLong {
                 limit: self.max_event_bytes,
@@ -227,31 +264,35 @@ impl SseFramer {
         }
         if line.is_empty() {
             if self.has_data {
-                let p = pending.take();
-                return self.dispatch(p, on_event);
+                return self.dispatch(std::mem::take(pending), on_event);
             }
+            pending.event = None;
             self.event.clear();
             self.has_event = false;
             return Ok(());
         }
-        if line[0] == b':' {
-            return Ok(());
-        }
-        let (name, value) = match memchr::memchr(b':', line) {
-            Some(c) => {
-                let v = &line[c + 1..];
-                (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
+        // The two fields that matter, spelled the usual way, skip the colon search.
+        let (name, value): (&[u8], &[u8]) = if let Some(v) = line.strip_prefix(b"data:") {
+            (b"data", v)
+        } else if let Some(v) = line.strip_prefix(b"event:") {
+            (b"event", v)
+        } else if line[0] == b':' {
+            return Ok(()); // a comment
+        } else {
+            match memchr::memchr(b':', line) {
+                Some(c) => (&line[..c], &line[c + 1..]),
+                None => (line, &line[line.len()..]),
             }
-            None => (line, &line[line.len()..]),
         };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
         match name {
             b"data" => {
                 if !self.has_data {
                     self.has_data = true;
                     self.data.clear();
-                    *pending = Some(value);
+                    pending.data = Some(value);
                 } else {
-                    if let Some(p) = pending.take() {
+                    if let Some(p) = pending.data.take() {
                         self.data.clear();
                         self.data.extend_from_slice(p);
                     }
@@ -265,8 +306,7 @@ impl SseFramer {
                 }
             }
             b"event" => {
-                self.event.clear();
-                self.event.extend_from_slice(value);
+                pending.event = Some(value);
                 self.has_event = true;
             }
             _ => {} // id, retry and unknown fields are ignored
@@ -274,14 +314,14 @@ impl SseFramer {
         Ok(())
     }
 
-    fn dispatch(
-        &mut self,
-        pending: Option<&[u8]>,
-        on_event: &mut dyn FnMut(SseEvent<'_>) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
-        let data = pending.unwrap_or(&self.data);
-        let event = if self.has_event {
-            std::str::from_utf8(&self.event).ok()
+    #[inline]
+    fn dispatch<F>(&mut self, pending: Pending<'_>, on_event: &mut F) -> Result<(), DecodeError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+    {
+        let data = pending.data.unwrap_or(&self.data);
+        let event = if self.has_event && self.names {
+            std::str::from_utf8(pending.event.unwrap_or(&self.event)).ok()
         } else {
             None
         };
@@ -406,6 +446,26 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ptr, body[6..].as_ptr());
+    }
+
+    #[test]
+    fn data_only_framer_gives_the_same_data_without_names() {
+        let body = b"event: a\ndata: 1\n\nevent: b\r\ndata: 2\r\n\r\ndata: 3\n\n";
+        let named = frame(body);
+        for size in [1, 3, body.len()] {
+            let mut f = SseFramer::data_only(100);
+            let mut got = Vec::new();
+            let mut cb = |e: SseEvent<'_>| {
+                got.push((e.event.map(str::to_owned), e.data.to_vec()));
+                Ok(())
+            };
+            for c in body.chunks(size) {
+                f.feed(c, &mut cb).unwrap();
+            }
+            f.finish(&mut cb).unwrap();
+            let want: Vec<Ev> = named.iter().map(|(_, d)| (None, d.clone())).collect();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

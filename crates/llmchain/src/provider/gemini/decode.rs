@@ -166,7 +166,7 @@ impl Events {
     pub(crate) fn new(config: DecoderConfig) -> Self {
         Events {
             config,
-            asm: Assembler::new(FORMAT, config.max_argument_bytes),
+            asm: Assembler::new(config.max_argument_bytes),
             id_prefix: None,
             finished: false,
         }

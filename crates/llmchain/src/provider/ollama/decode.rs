@@ -91,7 +91,7 @@ impl Events {
     pub(crate) fn new(config: DecoderConfig) -> Self {
         Events {
             config,
-            asm: Assembler::new(FORMAT, config.max_argument_bytes),
+            asm: Assembler::new(config.max_argument_bytes),
             id_prefix: None,
             done: false,
             seen_created: false,

@@ -13,8 +13,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::message::{ContentType, MessageStatus, TokenUsage};
-use crate::provider::assemble::{Assembler, End, OnEvent};
-use crate::provider::framing::SseFramer;
+use crate::provider::assembly::{Assembler, Emit, End};
+use crate::provider::framed::{EventHandler, SseDecoder};
+use crate::provider::json_scan::Cursor;
 use crate::provider::wire::{
     ArgsField, ContentField, WireUsage, chat_stop_reason, malformed, provider_error, wrong_format,
 };
@@ -88,13 +89,11 @@ struct WireFunction<'a> {
 struct State {
     asm: Assembler,
     /// Open calls by wire index: (wire index, position in `asm.calls`).
-    open: Vec<(u64, usize)>,
+    open: Vec<(u64, u32)>,
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
     error: Option<crate::provider::ProviderError>,
     done: bool,
-    /// Reused buffer for unescaped fast-path fragments.
-    scratch: String,
     /// The last chunk prefix (`{…,"choices":`) the fast path validated: consecutive
     /// chunks repeat it byte for byte, so it is compared, not re-validated.
     known_prefix: Vec<u8>,
@@ -109,12 +108,11 @@ impl State {
             usage: None,
             error: None,
             done: false,
-            scratch: String::new(),
             known_prefix: Vec::new(),
         }
     }
 
-    fn open_at(&self, wire: u64) -> Option<usize> {
+    fn open_at(&self, wire: u64) -> Option<u32> {
         self.open
             .iter()
             .rev()
@@ -123,7 +121,7 @@ impl State {
     }
 
     /// One `data:` payload of the stream.
-    fn data(&mut self, data: &[u8], on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
+    fn data(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
         if self.done {
             return Ok(()); // after [DONE] nothing counts
         }
@@ -132,29 +130,19 @@ impl State {
             self.done = true;
             return Ok(());
         }
-        if let Some((wire, frag)) = fast_fragment(trimmed, &mut self.known_prefix)
+        if let Some((wire, literal)) = fast_fragment(trimmed, &mut self.known_prefix)
             && let Some(pos) = self.open_at(wire)
+            && self
+                .asm
+                .push_arguments_literal(pos, literal, fragment_chunk_end, on_event)
+                .is_some()
         {
-            let text: &str = match frag {
-                Frag::Plain(s) => s,
-                Frag::Escaped(span) => {
-                    self.scratch.clear();
-                    if unescape_into(span, &mut self.scratch).is_some() {
-                        // Borrow-split: take the scratch out while pushing.
-                        let scratch = std::mem::take(&mut self.scratch);
-                        let r = self.asm.push_args(pos, &scratch, on_event);
-                        self.scratch = scratch;
-                        return r;
-                    }
-                    return self.slow(trimmed, on_event);
-                }
-            };
-            return self.asm.push_args(pos, text, on_event);
+            return Ok(());
         }
         self.slow(trimmed, on_event)
     }
 
-    fn slow(&mut self, data: &[u8], on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
+    fn slow(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
         let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| bad_json(data, &e))?;
         self.chunk(chunk, on_event, true)
     }
@@ -162,7 +150,7 @@ impl State {
     fn chunk(
         &mut self,
         chunk: Chunk<'_>,
-        on_event: &mut OnEvent<'_>,
+        on_event: Emit<'_>,
         streaming: bool,
     ) -> Result<(), DecodeError> {
         if let Some(err) = chunk.error.as_ref().filter(|e| !e.is_null()) {
@@ -204,7 +192,7 @@ impl State {
                     raw: Cow::Borrowed(&r),
                 });
                 self.finish_reason = Some(r.into_owned());
-                self.asm.finish_all(on_event);
+                self.asm.finish_all(on_event)?;
                 self.open.clear();
             }
         }
@@ -216,7 +204,7 @@ impl State {
         Ok(())
     }
 
-    fn delta(&mut self, d: Delta<'_>, on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
+    fn delta(&mut self, d: Delta<'_>, on_event: Emit<'_>) -> Result<(), DecodeError> {
         for r in [&d.reasoning_content, &d.reasoning].into_iter().flatten() {
             self.asm.push_content(ContentType::Thinking, r, on_event);
         }
@@ -248,7 +236,7 @@ impl State {
     }
 
     /// Correlates one `tool_calls[]` entry (wire-formats.md §9.3).
-    fn call(&mut self, c: WireCall<'_>, on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
+    fn call(&mut self, c: WireCall<'_>, on_event: Emit<'_>) -> Result<(), DecodeError> {
         let f = c.function;
         let id =
             c.id.as_deref()
@@ -258,18 +246,13 @@ impl State {
         let existing = match c.index {
             Some(wire) => self.open_at(wire).filter(|&p| {
                 // A different id at an open index starts a new call.
-                match (id, self.asm.calls[p].call_id.as_deref()) {
+                match (id, self.asm.call(p).and_then(|k| k.call_id.as_deref())) {
                     (Some(new), Some(old)) => new == old,
                     _ => true,
                 }
             }),
             // No index (Mistral): one call per entry, unless the id repeats.
-            None => id.and_then(|id| {
-                self.asm
-                    .calls
-                    .iter()
-                    .rposition(|k| k.call_id.as_deref() == Some(id))
-            }),
+            None => id.and_then(|id| self.asm.last_call_with_id(id)),
         };
         let pos = match existing {
             Some(p) => {
@@ -286,15 +269,15 @@ impl State {
             }
         };
         match f.and_then(|f| f.arguments) {
-            Some(ArgsField::Text(t)) => self.asm.push_args(pos, &t, on_event)?,
-            Some(ArgsField::Object(o)) => self.asm.set_args_object(pos, o, on_event)?,
-            Some(ArgsField::Other(t)) => self.asm.push_args(pos, &t, on_event)?,
+            Some(ArgsField::Text(t)) => self.asm.push_arguments(pos, &t, on_event)?,
+            Some(ArgsField::Object(o)) => self.asm.set_arguments_object(pos, o, on_event)?,
+            Some(ArgsField::Other(t)) => self.asm.push_arguments(pos, &t, on_event)?,
             None => {}
         }
         Ok(())
     }
 
-    fn end(self, streaming: bool) -> DecodeOutcome {
+    fn end(mut self, streaming: bool) -> DecodeOutcome {
         let (status, stop_reason) = if self.error.is_some() {
             (MessageStatus::Cancelled, Some(StopReason::Error))
         } else {
@@ -313,7 +296,10 @@ impl State {
                 None => (MessageStatus::Complete, None),
             }
         };
-        self.asm.into_outcome(End {
+        if status == MessageStatus::Complete {
+            self.asm.synthesize_missing_ids();
+        }
+        self.asm.into_outcome_as(End {
             status,
             stop_reason,
             raw_stop_reason: self.finish_reason,
@@ -323,76 +309,34 @@ impl State {
     }
 }
 
-/// The streaming OpenAI Chat decoder.
-#[derive(Debug)]
-pub struct ChatStreamDecoder {
-    framer: SseFramer,
-    state: Option<State>,
-    saw_bytes: bool,
-    saw_data: bool,
-    failed: Option<DecodeError>,
-}
+impl EventHandler for State {
+    // A Chat stream is SSE only: a plain JSON body is a non-streaming response.
+    const WHOLE_BODIES: bool = false;
 
-impl ChatStreamDecoder {
-    /// A decoder with the given limits.
-    pub fn new(config: DecoderConfig) -> Self {
-        ChatStreamDecoder {
-            framer: SseFramer::new(config.max_line_bytes),
-            state: Some(State::new(config)),
-            saw_bytes: false,
-            saw_data: false,
-            failed: None,
-        }
-    }
-}
-
-impl crate::provider::StreamDecoder for ChatStreamDecoder {
-    fn feed(
-        &mut self,
-        chunk: &[u8],
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
-    ) -> Result<(), DecodeError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        self.saw_bytes |= !chunk.is_empty();
-        let Some(state) = self.state.as_mut() else {
-            return Err(wrong_format(FORMAT, "the decoder has already finished"));
-        };
-        let saw_data = &mut self.saw_data;
-        let r = self.framer.feed(chunk, &mut |ev| {
-            *saw_data = true;
-            state.data(ev.data, on_event)
-        });
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
-        }
-        r
+    fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
+        self.data(data, emit)
     }
 
-    fn finish(
+    fn on_done(&mut self) {
+        self.done = true; // after [DONE] nothing counts
+    }
+
+    fn finish(self, _emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        Ok(self.end(true))
+    }
+
+    fn decode_whole(
         &mut self,
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
+        _body: &[u8],
+        _emit: Emit<'_>,
     ) -> Result<DecodeOutcome, DecodeError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        let Some(mut state) = self.state.take() else {
-            return Err(wrong_format(FORMAT, "the decoder has already finished"));
-        };
-        let saw_data = &mut self.saw_data;
-        self.framer.finish(&mut |ev| {
-            *saw_data = true;
-            state.data(ev.data, on_event)
-        })?;
-        if self.saw_bytes && !self.saw_data {
-            return Err(wrong_format(
-                FORMAT,
-                "no SSE `data:` event in the body (is it a non-streaming response?)",
-            ));
-        }
-        Ok(state.end(true))
+        Err(wrong_format(FORMAT, "not an SSE stream"))
     }
+}
+
+/// The streaming OpenAI Chat decoder: the shared SSE decoder over the Chat handler.
+pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHandler> {
+    SseDecoder::new(FORMAT, State::new(config), config)
 }
 
 /// Decodes a whole non-streaming Chat Completions body.
@@ -407,7 +351,7 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
         ));
     }
     state.chunk(chunk, &mut sink, false)?;
-    state.asm.finish_all(&mut sink);
+    state.asm.finish_all(&mut sink)?;
     Ok(state.end(false))
 }
 
@@ -438,26 +382,19 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 // ---------------------------------------------------------------------------------
 // Fast path: an argument-fragment-only chunk.
 
-/// The fragment of a fast-path chunk.
-#[derive(Debug, PartialEq)]
-enum Frag<'a> {
-    /// No escapes: the text as it is.
-    Plain(&'a str),
-    /// The raw JSON string body, with escapes.
-    Escaped(&'a [u8]),
-}
-
-/// Recognises `{<flat scalar members>,"choices":[{"index":0,"delta":{"tool_calls":
-/// [{"index":N,"function":{"arguments":"…"}}]}[,"logprobs":null][,"finish_reason":null]}]
-/// [,"usage":null]}` exactly (no whitespace, no other members) and returns `N` and the
-/// fragment. Anything else returns `None` and takes the full parse.
+/// Recognises the start of `{<flat scalar members>,"choices":[{"index":0,"delta":
+/// {"tool_calls":[{"index":N,"function":{"arguments":"…"}}]}[,"logprobs":null]
+/// [,"finish_reason":null]}][,"usage":null]}` exactly (no whitespace, no other members)
+/// and returns `N` and the bytes from the fragment's opening quote on; the rest is
+/// checked by [`fragment_chunk_end`] as the fragment is read. Anything else returns
+/// `None` and takes the full parse.
 ///
 /// `known_prefix` caches the last validated `{…,"choices":` prefix.
-fn fast_fragment<'d>(data: &'d [u8], known_prefix: &mut Vec<u8>) -> Option<(u64, Frag<'d>)> {
-    let mut p = Cursor { b: data, i: 0 };
-    if !known_prefix.is_empty() && data.starts_with(known_prefix) {
-        p.i = known_prefix.len();
+fn fast_fragment<'d>(data: &'d [u8], known_prefix: &mut Vec<u8>) -> Option<(u64, &'d [u8])> {
+    let mut p = if !known_prefix.is_empty() && data.starts_with(known_prefix) {
+        Cursor::new(data, known_prefix.len())
     } else {
+        let mut p = Cursor::new(data, 0);
         p.eat(b"{")?;
         loop {
             let key = p.string_plain()?;
@@ -469,207 +406,54 @@ fn fast_fragment<'d>(data: &'d [u8], known_prefix: &mut Vec<u8>) -> Option<(u64,
             p.eat(b",")?;
         }
         known_prefix.clear();
-        known_prefix.extend_from_slice(&data[..p.i]);
-    }
+        known_prefix.extend_from_slice(&data[..p.pos()]);
+        p
+    };
     p.eat(b"[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":")?;
     let wire = p.number_u64()?;
     p.eat(b",\"function\":{\"arguments\":")?;
-    let frag = p.string_any()?;
-    p.eat(b"}}]}")?;
-    p.peek_eat(b",\"logprobs\":null");
-    p.peek_eat(b",\"finish_reason\":null");
-    p.eat(b"}]")?;
-    p.peek_eat(b",\"usage\":null");
-    p.eat(b"}")?;
-    (p.i == data.len()).then_some((wire, frag))
+    Some((wire, &data[p.pos()..]))
 }
 
-struct Cursor<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn eat(&mut self, lit: &[u8]) -> Option<()> {
-        if self.b.get(self.i..self.i + lit.len())? == lit {
-            self.i += lit.len();
-            Some(())
-        } else {
-            None
-        }
-    }
-
-    fn peek_eat(&mut self, lit: &[u8]) -> bool {
-        self.eat(lit).is_some()
-    }
-
-    /// A string without escapes or control characters; returns its bytes.
-    fn string_plain(&mut self) -> Option<&'a [u8]> {
-        self.eat(b"\"")?;
-        let rest = &self.b[self.i..];
-        let end = memchr::memchr2(b'"', b'\\', rest)?;
-        if rest[end] != b'"' {
-            return None;
-        }
-        let s = &rest[..end];
-        if s.iter().any(|&c| c < 0x20) || std::str::from_utf8(s).is_err() {
-            return None;
-        }
-        self.i += end + 1;
-        Some(s)
-    }
-
-    /// A string that may hold escapes; returns the fragment.
-    fn string_any(&mut self) -> Option<Frag<'a>> {
-        self.eat(b"\"")?;
-        let start = self.i;
-        let mut escaped = false;
-        let mut j = start;
-        loop {
-            let k = j + memchr::memchr2(b'"', b'\\', &self.b[j..])?;
-            if self.b[k] == b'"' {
-                let s = &self.b[start..k];
-                if s.iter().any(|&c| c < 0x20) {
-                    return None;
-                }
-                self.i = k + 1;
-                return Some(if escaped {
-                    Frag::Escaped(s)
-                } else {
-                    Frag::Plain(std::str::from_utf8(s).ok()?)
-                });
-            }
-            escaped = true;
-            j = k + 2; // skip the escaped character
-            if j > self.b.len() {
-                return None;
-            }
-        }
-    }
-
-    /// A string, number, `null`, `true` or `false` (no objects or arrays).
-    fn scalar(&mut self) -> Option<()> {
-        match *self.b.get(self.i)? {
-            b'"' => self.string_plain().map(|_| ()),
-            b'n' => self.eat(b"null"),
-            b't' => self.eat(b"true"),
-            b'f' => self.eat(b"false"),
-            b'-' | b'0'..=b'9' => {
-                let start = self.i;
-                while let Some(c) = self.b.get(self.i) {
-                    if matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
-                        self.i += 1;
-                    } else {
-                        break;
-                    }
-                }
-                // Let serde_json judge anything but a plain integer.
-                let n = &self.b[start..self.i];
-                let digits = n.strip_prefix(b"-").unwrap_or(n);
-                (!digits.is_empty()
-                    && digits.iter().all(u8::is_ascii_digit)
-                    && (digits.len() == 1 || digits[0] != b'0'))
-                    .then_some(())
-            }
-            _ => None,
-        }
-    }
-
-    fn number_u64(&mut self) -> Option<u64> {
-        let start = self.i;
-        while matches!(self.b.get(self.i), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
-        let n = &self.b[start..self.i];
-        if n.is_empty() || n.len() > 18 || (n.len() > 1 && n[0] == b'0') {
-            return None;
-        }
-        Some(n.iter().fold(0u64, |a, &d| a * 10 + u64::from(d - b'0')))
-    }
-}
-
-/// Unescapes a JSON string body into `out`. `None` for anything invalid (lone
-/// surrogates, bad escapes, invalid UTF-8): the caller then takes the full parse, which
-/// reports the error.
-fn unescape_into(span: &[u8], out: &mut String) -> Option<()> {
-    let s = std::str::from_utf8(span).ok()?;
-    let b = s.as_bytes();
-    let mut i = 0;
-    while let Some(k) = memchr::memchr(b'\\', &b[i..]) {
-        let k = i + k;
-        out.push_str(&s[i..k]);
-        let c = *b.get(k + 1)?;
-        i = k + 2;
-        match c {
-            b'"' => out.push('"'),
-            b'\\' => out.push('\\'),
-            b'/' => out.push('/'),
-            b'b' => out.push('\u{8}'),
-            b'f' => out.push('\u{c}'),
-            b'n' => out.push('\n'),
-            b'r' => out.push('\r'),
-            b't' => out.push('\t'),
-            b'u' => {
-                let hi = hex4(b.get(i..i + 4)?)?;
-                i += 4;
-                let cp = if (0xD800..0xDC00).contains(&hi) {
-                    if b.get(i..i + 2)? != b"\\u" {
-                        return None;
-                    }
-                    let lo = hex4(b.get(i + 2..i + 6)?)?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    i += 6;
-                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                } else if (0xDC00..0xE000).contains(&hi) {
-                    return None;
-                } else {
-                    hi
-                };
-                out.push(char::from_u32(cp)?);
-            }
-            _ => return None,
-        }
-    }
-    out.push_str(&s[i..]);
-    Some(())
-}
-
-fn hex4(h: &[u8]) -> Option<u32> {
-    let mut v = 0u32;
-    for &c in h {
-        v = v * 16 + (c as char).to_digit(16)?;
-    }
-    Some(v)
+/// True when `rest` is exactly what closes a fragment-only chunk after its fragment.
+fn fragment_chunk_end(rest: &[u8]) -> bool {
+    let mut p = Cursor::new(rest, 0);
+    let ok = (|| {
+        p.eat(b"}}]}")?;
+        p.peek_eat(b",\"logprobs\":null");
+        p.peek_eat(b",\"finish_reason\":null");
+        p.eat(b"}]")?;
+        p.peek_eat(b",\"usage\":null");
+        p.eat(b"}")
+    })();
+    ok.is_some() && p.at_end()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::provider::json_scan::read_string_into;
+
+    /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
+    fn fast(d: &[u8], known: &mut Vec<u8>) -> Option<(u64, String)> {
+        let (w, literal) = fast_fragment(d, known)?;
+        let mut s = String::new();
+        let n = read_string_into(literal, &mut s)?;
+        fragment_chunk_end(&literal[n..]).then_some((w, s))
+    }
+
     #[test]
     fn fast_path_recognises_fragment_chunks() {
         let d = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp_x","choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"function":{"arguments":"{\"ci"}}]},"logprobs":null,"finish_reason":null}]}"#;
-        let (w, f) = fast_fragment(d, &mut Vec::new()).unwrap();
-        assert_eq!(w, 2);
-        let Frag::Escaped(span) = f else { panic!() };
-        let mut s = String::new();
-        unescape_into(span, &mut s).unwrap();
-        assert_eq!(s, "{\"ci");
+        assert_eq!(fast(d, &mut Vec::new()), Some((2, "{\"ci".to_owned())));
         let plain = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"city"}}]}}],"usage":null}"#;
         let mut known = Vec::new();
-        assert_eq!(
-            fast_fragment(plain, &mut known),
-            Some((0, Frag::Plain("city")))
-        );
+        assert_eq!(fast(plain, &mut known), Some((0, "city".to_owned())));
         assert_eq!(known, b"{\"choices\":");
         // With a known prefix, the rest is still checked.
-        assert_eq!(
-            fast_fragment(plain, &mut known),
-            Some((0, Frag::Plain("city")))
-        );
-        assert_eq!(fast_fragment(b"{\"choices\":[]}", &mut known), None);
+        assert_eq!(fast(plain, &mut known), Some((0, "city".to_owned())));
+        assert_eq!(fast(b"{\"choices\":[]}", &mut known), None);
         // Anything else is left to the full parse.
         for other in [
             &br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"arguments":""}}]}}]}"#[..],
@@ -678,33 +462,13 @@ mod tests {
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]} "#,
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"finish_reason":"stop"}]}"#,
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a\"}}]}}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\ud83d"}}]}}]}"#,
         ] {
             assert_eq!(
-                fast_fragment(other, &mut Vec::new()),
+                fast(other, &mut Vec::new()),
                 None,
                 "{}",
                 String::from_utf8_lossy(other)
-            );
-        }
-    }
-
-    #[test]
-    fn unescape_matches_serde() {
-        for s in [
-            r#"plain"#,
-            r#"a\"b\\c\/d\n\r\t\b\f"#,
-            r#"\u00e9\u4e2d\ud83d\ude00"#,
-        ] {
-            let mut out = String::new();
-            unescape_into(s.as_bytes(), &mut out).unwrap();
-            let expect: String = serde_json::from_str(&format!("\"{s}\"")).unwrap();
-            assert_eq!(out, expect);
-        }
-        for bad in [r#"\ud83d"#, r#"\ude00"#, r#"\x"#, r#"\u12"#, "\\"] {
-            assert_eq!(
-                unescape_into(bad.as_bytes(), &mut String::new()),
-                None,
-                "{bad}"
             );
         }
     }

@@ -4,7 +4,7 @@
 mod decode;
 mod encode;
 
-pub use decode::{ChatStreamDecoder, decode_response};
+pub use decode::decode_response;
 pub(crate) use encode::{
     ArgumentsText, UrlOrData, answered_ids, joined_text, mode_str, part_url, result_text, sendable,
     to_vec, tool_parameters,
@@ -31,7 +31,7 @@ impl Codec for OpenAiChatCodec {
     }
 
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
-        Box::new(ChatStreamDecoder::new(config))
+        Box::new(decode::stream_decoder(config))
     }
 
     fn decode_response(

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::message::{ContentType, MessageStatus, TokenUsage};
-use crate::provider::assemble::{Assembler, End, OnEvent};
-use crate::provider::framing::SseFramer;
+use crate::provider::assembly::{Assembler, Emit, End};
+use crate::provider::framed::{EventHandler, SseDecoder};
 use crate::provider::wire::{ArgsField, WireUsage, malformed, provider_error, wrong_format};
 use crate::provider::{
     DecodeError, DecodeOutcome, DecoderConfig, ProviderError, StopReason, StreamEvent,
@@ -83,7 +83,7 @@ struct Response<'a> {
 struct State {
     asm: Assembler,
     /// Function-call items by item id: (item id, position).
-    items: Vec<(String, usize)>,
+    items: Vec<(String, u32)>,
     /// Reasoning items already turned into parts: (item id, part position).
     reasoning: Vec<(String, usize)>,
     status: Option<String>,
@@ -107,11 +107,11 @@ impl State {
         }
     }
 
-    fn item_pos(&self, id: &str) -> Option<usize> {
+    fn item_pos(&self, id: &str) -> Option<u32> {
         self.items.iter().find(|(i, _)| i == id).map(|(_, p)| *p)
     }
 
-    fn data(&mut self, data: &[u8], on_event: &mut OnEvent<'_>) -> Result<(), DecodeError> {
+    fn data(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
         let data = data.trim_ascii();
         if data == b"[DONE]" {
             return Ok(()); // some proxies add it
@@ -152,15 +152,15 @@ impl State {
             "response.function_call_arguments.delta" => {
                 let pos = self.pos_for(ev.item_id.as_deref(), on_event);
                 if let Some(d) = &ev.delta {
-                    self.asm.push_args(pos, d, on_event)?;
+                    self.asm.push_arguments(pos, d, on_event)?;
                 }
             }
             "response.function_call_arguments.done" => {
                 let pos = self.pos_for(ev.item_id.as_deref(), on_event);
                 if let Some(a) = &ev.arguments {
-                    self.asm.replace_args(pos, a)?;
+                    self.asm.replace_arguments(pos, a)?;
                 }
-                self.asm.finish_call(pos, on_event);
+                self.asm.finish_call(pos, on_event)?;
             }
             "response.completed" | "response.incomplete" | "response.failed" | "response.done" => {
                 if let Some(r) = ev.response {
@@ -212,7 +212,7 @@ impl State {
         Ok(())
     }
 
-    fn set_error(&mut self, e: ProviderError, on_event: &mut OnEvent<'_>) {
+    fn set_error(&mut self, e: ProviderError, on_event: Emit<'_>) {
         on_event(StreamEvent::Error {
             kind: Cow::Borrowed(&e.kind),
             message: Cow::Borrowed(&e.message),
@@ -221,49 +221,42 @@ impl State {
     }
 
     /// The call for an item id, created (nameless) when the item was never announced.
-    fn pos_for(&mut self, item_id: Option<&str>, on_event: &mut OnEvent<'_>) -> usize {
+    fn pos_for(&mut self, item_id: Option<&str>, on_event: Emit<'_>) -> u32 {
         let id = item_id.unwrap_or("");
         if let Some(p) = self.item_pos(id) {
             return p;
         }
         let p = self.asm.start_call(None, "", on_event);
         if !id.is_empty() {
-            self.asm.calls[p]
-                .metadata
-                .insert("item_id".into(), Value::String(id.to_owned()));
+            self.asm
+                .set_call_metadata(p, "item_id", Value::String(id.to_owned()));
         }
         self.items.push((id.to_owned(), p));
         p
     }
 
-    fn reasoning_delta(&mut self, item_id: Option<&str>, text: &str, on_event: &mut OnEvent<'_>) {
+    fn reasoning_delta(&mut self, item_id: Option<&str>, text: &str, on_event: Emit<'_>) {
         let id = item_id.unwrap_or("");
         if !self.reasoning.iter().any(|(i, _)| i == id) {
             self.asm.split_content();
             let p = self.asm.part_for(ContentType::Thinking);
             if !id.is_empty() {
-                self.asm.content[p]
-                    .options
-                    .insert("item_id".into(), Value::String(id.to_owned()));
+                self.asm
+                    .set_part_option(p, "item_id", Value::String(id.to_owned()));
             }
             self.reasoning.push((id.to_owned(), p));
         }
         self.asm.push_content(ContentType::Thinking, text, on_event);
     }
 
-    fn item(
-        &mut self,
-        item: Item<'_>,
-        done: bool,
-        on_event: &mut OnEvent<'_>,
-    ) -> Result<(), DecodeError> {
+    fn item(&mut self, item: Item<'_>, done: bool, on_event: Emit<'_>) -> Result<(), DecodeError> {
         match item.kind.as_deref() {
             Some("function_call") => {
                 let item_id = item.id.as_deref().unwrap_or("");
                 let pos = match self.item_pos(item_id) {
                     Some(p) => {
                         self.asm.update_call(p, item.call_id.as_deref(), None);
-                        if self.asm.calls[p].name.is_empty() {
+                        if self.asm.call(p).is_some_and(|c| c.name.is_empty()) {
                             self.asm.update_call(p, None, item.name.as_deref());
                         }
                         p
@@ -275,23 +268,27 @@ impl State {
                             on_event,
                         );
                         if !item_id.is_empty() {
-                            self.asm.calls[p]
-                                .metadata
-                                .insert("item_id".into(), Value::String(item_id.to_owned()));
+                            self.asm.set_call_metadata(
+                                p,
+                                "item_id",
+                                Value::String(item_id.to_owned()),
+                            );
                         }
                         self.items.push((item_id.to_owned(), p));
                         p
                     }
                 };
                 match item.arguments {
-                    Some(ArgsField::Text(t)) if done => self.asm.replace_args(pos, &t)?,
-                    Some(ArgsField::Text(t)) => self.asm.push_args(pos, &t, on_event)?,
-                    Some(ArgsField::Object(o)) => self.asm.set_args_object(pos, o, on_event)?,
-                    Some(ArgsField::Other(t)) => self.asm.replace_args(pos, &t)?,
+                    Some(ArgsField::Text(t)) if done => self.asm.replace_arguments(pos, &t)?,
+                    Some(ArgsField::Text(t)) => self.asm.push_arguments(pos, &t, on_event)?,
+                    Some(ArgsField::Object(o)) => {
+                        self.asm.set_arguments_object(pos, o, on_event)?
+                    }
+                    Some(ArgsField::Other(t)) => self.asm.replace_arguments(pos, &t)?,
                     None => {}
                 }
                 if done {
-                    self.asm.finish_call(pos, on_event);
+                    self.asm.finish_call(pos, on_event)?;
                 }
             }
             Some("reasoning") if done => {
@@ -316,21 +313,14 @@ impl State {
                     }
                 };
                 if let Some(enc) = item.encrypted_content.as_deref()
-                    && let Some(part) = self.asm.content.get_mut(pos)
+                    && let Some(part) = self.asm.part_mut(pos)
                 {
                     part.options
                         .insert("encrypted_content".into(), Value::String(enc.to_owned()));
                 }
             }
             // Text normally streams as deltas; take it from the item only if none came.
-            Some("message")
-                if done
-                    && !self
-                        .asm
-                        .content
-                        .iter()
-                        .any(|p| p.r#type == ContentType::Text) =>
-            {
+            Some("message") if done && !self.asm.has_part(ContentType::Text) => {
                 for c in item.content.iter().flatten() {
                     if let Some(t) = c.get("text").and_then(Value::as_str) {
                         self.asm.push_content(ContentType::Text, t, on_event);
@@ -346,7 +336,7 @@ impl State {
         &mut self,
         r: Response<'_>,
         whole: bool,
-        on_event: &mut OnEvent<'_>,
+        on_event: Emit<'_>,
     ) -> Result<(), DecodeError> {
         if whole {
             for item in r.output.into_iter().flatten() {
@@ -376,8 +366,8 @@ impl State {
         Ok(())
     }
 
-    fn end(mut self, on_event: &mut OnEvent<'_>) -> DecodeOutcome {
-        let has_calls = !self.asm.calls.is_empty();
+    fn end(mut self, on_event: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        let has_calls = self.asm.call_count() > 0;
         let (status, reason, raw) = match (self.status.as_deref(), &self.error) {
             (_, Some(_)) | (Some("failed"), _) => (
                 MessageStatus::Cancelled,
@@ -420,88 +410,43 @@ impl State {
             });
         }
         if status == MessageStatus::Complete {
-            self.asm.finish_all(on_event);
+            self.asm.finish_all(on_event)?;
+            self.asm.synthesize_missing_ids();
         }
-        self.asm.into_outcome(End {
+        Ok(self.asm.into_outcome_as(End {
             status,
             stop_reason: reason,
             raw_stop_reason: raw,
             usage: self.usage,
             error: self.error,
-        })
+        }))
     }
 }
 
-/// The streaming OpenAI Responses decoder.
-#[derive(Debug)]
-pub struct ResponsesStreamDecoder {
-    framer: SseFramer,
-    state: Option<State>,
-    saw_bytes: bool,
-    saw_data: bool,
-    failed: Option<DecodeError>,
-}
+impl EventHandler for State {
+    // A Responses stream is SSE only: a plain JSON body is a non-streaming response.
+    const WHOLE_BODIES: bool = false;
 
-impl ResponsesStreamDecoder {
-    /// A decoder with the given limits.
-    pub fn new(config: DecoderConfig) -> Self {
-        ResponsesStreamDecoder {
-            framer: SseFramer::new(config.max_line_bytes),
-            state: Some(State::new(config)),
-            saw_bytes: false,
-            saw_data: false,
-            failed: None,
-        }
+    fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
+        self.data(data, emit)
     }
-}
 
-impl crate::provider::StreamDecoder for ResponsesStreamDecoder {
-    fn feed(
+    fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        self.end(emit)
+    }
+
+    fn decode_whole(
         &mut self,
-        chunk: &[u8],
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
-    ) -> Result<(), DecodeError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        self.saw_bytes |= !chunk.is_empty();
-        let Some(state) = self.state.as_mut() else {
-            return Err(wrong_format(FORMAT, "the decoder has already finished"));
-        };
-        let saw_data = &mut self.saw_data;
-        let r = self.framer.feed(chunk, &mut |ev| {
-            *saw_data = true;
-            state.data(ev.data, on_event)
-        });
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
-        }
-        r
-    }
-
-    fn finish(
-        &mut self,
-        on_event: &mut dyn FnMut(StreamEvent<'_>),
+        _body: &[u8],
+        _emit: Emit<'_>,
     ) -> Result<DecodeOutcome, DecodeError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        let Some(mut state) = self.state.take() else {
-            return Err(wrong_format(FORMAT, "the decoder has already finished"));
-        };
-        let saw_data = &mut self.saw_data;
-        self.framer.finish(&mut |ev| {
-            *saw_data = true;
-            state.data(ev.data, on_event)
-        })?;
-        if self.saw_bytes && !self.saw_data {
-            return Err(wrong_format(
-                FORMAT,
-                "no SSE `data:` event in the body (is it a non-streaming response?)",
-            ));
-        }
-        Ok(state.end(on_event))
+        Err(wrong_format(FORMAT, "not an SSE stream"))
     }
+}
+
+/// The streaming OpenAI Responses decoder: the shared SSE decoder over the Responses handler.
+pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHandler> {
+    SseDecoder::new(FORMAT, State::new(config), config)
 }
 
 /// Decodes a whole non-streaming Responses body.
@@ -519,7 +464,7 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     if head.object.as_deref() != Some("response") {
         if let Some(e) = head.error.as_ref().filter(|e| !e.is_null()) {
             state.set_error(provider_error(e), &mut sink);
-            return Ok(state.end(&mut sink));
+            return state.end(&mut sink);
         }
         return Err(wrong_format(
             FORMAT,
@@ -529,7 +474,7 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     let r: Response<'_> = serde_json::from_slice(body).map_err(|e| malformed(FORMAT, &e))?;
     state.response(r, true, &mut sink)?;
     state.ended = true;
-    Ok(state.end(&mut sink))
+    state.end(&mut sink)
 }
 
 fn is_responses_type(t: &str) -> bool {

@@ -3,7 +3,7 @@
 mod decode;
 mod encode;
 
-pub use decode::{ResponsesStreamDecoder, decode_response};
+pub use decode::decode_response;
 pub use encode::encode;
 
 use crate::conversation::Conversation;
@@ -26,7 +26,7 @@ impl Codec for OpenAiResponsesCodec {
     }
 
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
-        Box::new(ResponsesStreamDecoder::new(config))
+        Box::new(decode::stream_decoder(config))
     }
 
     fn decode_response(
