@@ -11,11 +11,16 @@ for path in glob.glob(os.path.join(d, "*.jsonl")):
         if line.startswith("{"):
             r = json.loads(line)
             rows[(r["impl"], r["workload"])] = r
+            if "cpu_seconds" in r:
+                rows[(r["impl"], r["workload"] + "_cpu")] = {"seconds": r["cpu_seconds"]}
+            elif "timeout" in r and r["workload"] == "D":
+                rows[(r["impl"], "D_cpu")] = r
 
 impls = [i for i in ["llmchain", "floor", "rig", "aisdk", "langchain"] if any(k[0] == i for k in rows)]
-workloads = ["A_1024", "A_65536", "A_1048576", "A_8388608", "B", "C"]
+workloads = ["A_1024", "A_65536", "A_1048576", "A_8388608", "B", "C", "D", "D_cpu"]
 names = {"A_1024": "A 1 KiB", "A_65536": "A 64 KiB", "A_1048576": "A 1 MiB", "A_8388608": "A 8 MiB",
-         "B": "B 64×16 KiB", "C": "C encode 2,000 msgs"}
+         "B": "B 64×16 KiB", "C": "C encode 2,000 msgs", "D": "D local server, wall",
+         "D_cpu": "D local server, client CPU"}
 
 
 def cell(impl, w):
