@@ -11,9 +11,9 @@ PEERS="${PEERS:-llmchain rig langchain aisdk}"
 LIMIT="${LIMIT:-60}"
 WORKLOADS="${WORKLOADS:-ABC D}"
 mkdir -p results
-./install.sh
+[ -n "${SKIP_INSTALL:-}" ] || ./install.sh  # SKIP_INSTALL=1: use what is built
 python3 gen_data.py
-{ echo "date: $(date -u +%FT%TZ)"; echo "start: $(cat /proc/loadavg)"; } > results/load.txt
+{ echo "date: $(date -u +%FT%TZ) peers=$PEERS workloads=$WORKLOADS"; echo "start: $(cat /proc/loadavg)"; } >> results/load.txt
 
 if [[ "$WORKLOADS" == *ABC* ]]; then
 for peer in $PEERS; do
