@@ -55,6 +55,8 @@ impl HttpClientExt for Replay {
         )))
     }
 
+    // The item type is rig's (`http_client::Result<Bytes>`); its error size is not ours.
+    #[allow(clippy::result_large_err)]
     fn send_streaming<T>(
         &self,
         _req: Request<T>,
