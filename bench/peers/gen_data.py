@@ -5,6 +5,9 @@ A_<S>.sse   one tool call whose arguments are S bytes, in 8-byte deltas (OpenAI 
 B.sse       64 calls of 16 KiB arguments each, deltas interleaved round-robin
 C.json      a 2,000-message conversation (500 rounds: user, assistant with 2 calls,
             2 tool results) as neutral JSON each implementation converts to its own types
+D.sse       the response the local server (d-server) streams for workload D: a realistic
+            OpenAI Chat completion (full chunk envelope, `logprobs`, a usage chunk) with a
+            text reply in word deltas, then one 64 KiB tool call in 8-byte deltas
 expect.json the argument strings' lengths, for each implementation to check its result
 """
 import json, os, sys
@@ -55,6 +58,40 @@ def stream(calls):
     return "".join(out).encode()
 
 
+D_ARGS = 64 << 10
+D_TEXT = ("I'll write the generated module to disk now; it holds the lookup table "
+          "you asked for, one entry per line, so it is long. ") * 4
+
+
+def d_stream():
+    """Workload D: what api.openai.com sends for a streamed completion with a text reply
+    and one tool call (stream_options.include_usage on)."""
+    def ev(delta, finish=None):
+        c = {"id": "chatcmpl-AhxL2pQzS1n0RYkQ3Xf2TgW8vUu4", "object": "chat.completion.chunk",
+             "created": 1734611820, "model": "gpt-4o-2024-08-06",
+             "system_fingerprint": "fp_d28bcae782",
+             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return "data: " + json.dumps(c, separators=(",", ":")) + "\n\n"
+    out = [ev({"role": "assistant", "content": "", "refusal": None})]
+    words = D_TEXT.split(" ")
+    for k, w in enumerate(words):
+        out.append(ev({"content": w if k == 0 else " " + w}))
+    call = {"index": 0, "id": "call_c91SqDXlYFuETYv8mUHzz6pp", "type": "function",
+            "function": {"name": "write_file", "arguments": ""}}
+    out.append(ev({"tool_calls": [call]}))
+    args = args_of(D_ARGS, 3)
+    for j in range(0, len(args), DELTA):
+        out.append(ev({"tool_calls": [arg_delta(0, args[j:j + DELTA])]}))
+    out.append(ev({}, "tool_calls"))
+    usage = {"id": "chatcmpl-AhxL2pQzS1n0RYkQ3Xf2TgW8vUu4", "object": "chat.completion.chunk",
+             "created": 1734611820, "model": "gpt-4o-2024-08-06",
+             "system_fingerprint": "fp_d28bcae782", "choices": [],
+             "usage": {"prompt_tokens": 412, "completion_tokens": 16410, "total_tokens": 16822}}
+    out.append("data: " + json.dumps(usage, separators=(",", ":")) + "\n\n")
+    out.append("data: [DONE]\n\n")
+    return "".join(out).encode(), len(D_TEXT)
+
+
 def conversation():
     rounds = []
     for r in range(500):
@@ -84,6 +121,10 @@ def main():
         with open(path, "wb") as f:
             f.write(stream(b))
     expect["B"] = [len(a) for a in b]
+    body, text_len = d_stream()
+    with open(os.path.join(DATA, "D.sse"), "wb") as f:
+        f.write(body)
+    expect["D"] = {"arguments": [D_ARGS], "text": text_len}
     with open(os.path.join(DATA, "C.json"), "w") as f:
         json.dump(conversation(), f)
     with open(os.path.join(DATA, "expect.json"), "w") as f:

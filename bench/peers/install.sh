@@ -13,5 +13,8 @@ if [ ! -d "$here/node/node_modules/@ai-sdk/openai" ]; then
   (cd "$here/node" && if [ -f package-lock.json ]; then npm ci --silent; else npm install --silent; fi)
 fi
 
-(cd "$here/rig-bench" && cargo build --release --quiet)
+# Both bench crates (each its own workspace) share one target dir: their common
+# dependencies (tokio, hyper, rustls) are built once.
+export CARGO_TARGET_DIR="$here/target"
 (cd "$here/llmchain-bench" && cargo build --release --quiet)
+(cd "$here/rig-bench" && cargo build --release --quiet)

@@ -11,11 +11,19 @@ for path in glob.glob(os.path.join(d, "*.jsonl")):
         if line.startswith("{"):
             r = json.loads(line)
             rows[(r["impl"], r["workload"])] = r
+            if "cpu_seconds" in r and r["workload"] == "D":
+                rows[(r["impl"], r["workload"] + "_cpu")] = {"seconds": r["cpu_seconds"]}
+            elif "cpu_seconds" in r:  # llmchain and floor on A-C: their own CPU time too
+                rows[(r["impl"] + "_cpu", r["workload"])] = {"seconds": r["cpu_seconds"]}
+            elif "timeout" in r and r["workload"] == "D":
+                rows[(r["impl"], "D_cpu")] = r
 
-impls = [i for i in ["llmchain", "floor", "rig", "aisdk", "langchain"] if any(k[0] == i for k in rows)]
-workloads = ["A_1024", "A_65536", "A_1048576", "A_8388608", "B", "C"]
+impls = [i for i in ["llmchain", "llmchain_cpu", "floor", "floor_cpu", "rig", "aisdk", "langchain"]
+         if any(k[0] == i for k in rows)]
+workloads = ["A_1024", "A_65536", "A_1048576", "A_8388608", "B", "C", "D", "D_cpu"]
 names = {"A_1024": "A 1 KiB", "A_65536": "A 64 KiB", "A_1048576": "A 1 MiB", "A_8388608": "A 8 MiB",
-         "B": "B 64×16 KiB", "C": "C encode 2,000 msgs"}
+         "B": "B 64×16 KiB", "C": "C encode 2,000 msgs", "D": "D local server, wall",
+         "D_cpu": "D local server, client CPU"}
 
 
 def cell(impl, w):
@@ -33,8 +41,12 @@ def cell(impl, w):
 def ratio(impl, w):
     """Peer time / llmchain time (llmchain's speed-up); for the floor, llmchain / floor."""
     a, b = rows.get(("llmchain", w)), rows.get((impl, w))
+    if impl == "llmchain_cpu":
+        return ""
     if impl == "floor":
         a, b = b, a
+    if impl == "floor_cpu":
+        a, b = b, rows.get(("llmchain_cpu", w))
     if not a or "seconds" not in a or not b:
         return ""
     if "seconds" in b:
@@ -44,11 +56,13 @@ def ratio(impl, w):
     return ""
 
 
-header = ["workload"] + impls + [("llmchain/floor" if i == "floor" else f"{i}/llmchain") for i in impls if i != "llmchain"]
+ratio_impls = [i for i in impls if i not in ("llmchain", "llmchain_cpu")]
+ratio_name = {"floor": "llmchain/floor", "floor_cpu": "llmchain/floor (CPU)"}
+header = ["workload"] + impls + [ratio_name.get(i, f"{i}/llmchain") for i in ratio_impls]
 lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 for w in workloads:
     lines.append("| " + " | ".join([names[w]] + [cell(i, w) for i in impls] +
-                                   [ratio(i, w) for i in impls if i != "llmchain"]) + " |")
+                                   [ratio(i, w) for i in ratio_impls]) + " |")
 table = "\n".join(lines)
 print(table)
 open(os.path.join(d, "table.md"), "w").write(table + "\n")
@@ -57,7 +71,7 @@ open(os.path.join(d, "table.md"), "w").write(table + "\n")
 W, H, L, B, T, R = 640, 420, 70, 50, 30, 140
 sizes = [1 << 10, 64 << 10, 1 << 20, 8 << 20]
 pts = {i: [(s, rows[(i, f"A_{s}")]["seconds"]) for s in sizes
-           if "seconds" in rows.get((i, f"A_{s}"), {})] for i in impls}
+           if "seconds" in rows.get((i, f"A_{s}"), {})] for i in impls if not i.endswith("_cpu")}
 ys = [t for p in pts.values() for _, t in p] or [1e-6, 1]
 y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
 y1 = max(y1, y0 + 1)

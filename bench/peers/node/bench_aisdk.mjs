@@ -4,8 +4,11 @@
 // tracker). C times `doGenerate` up to the moment it calls `fetch` (message conversion
 // plus `JSON.stringify` of the body). One workload per process (run.sh applies the
 // 60 s limit): node bench_aisdk.mjs <data_dir> <workload>. Prints one JSON line.
+// D: `streamText` with `createOpenAI({ baseURL })` (Node's own fetch, undici) against the
+// local d-server, until `result.toolCalls` resolves: node bench_aisdk.mjs <data_dir> D <base_url>.
 import { readFileSync } from "node:fs";
 import { createOpenAI } from "@ai-sdk/openai";
+import { jsonSchema, streamText, tool } from "ai";
 
 const CHUNK = 64 * 1024;
 const [dataDir, workload] = process.argv.slice(2);
@@ -74,8 +77,49 @@ function prompt(c) {
 
 class Sent extends Error {}
 
+async function workloadD(baseURL, want) {
+  const model = createOpenAI({ apiKey: "sk-bench", baseURL }).chat("gpt-4o-2024-08-06");
+  const tools = {
+    write_file: tool({
+      description: "Writes a file",
+      inputSchema: jsonSchema({
+        type: "object",
+        properties: { content: { type: "string" } },
+        required: ["content"],
+      }),
+    }),
+  };
+  const once = async () => {
+    const result = streamText({ model, prompt: "Write the lookup table module.", tools, maxRetries: 0 });
+    const [calls, text] = await Promise.all([result.toolCalls, result.text]);
+    const lens = calls.map((c) => JSON.stringify(c.input).length);
+    if (JSON.stringify(lens) !== JSON.stringify(want.arguments)) throw new Error(`AI SDK assembled different calls: ${lens}`);
+    if (text.length !== want.text) throw new Error(`AI SDK assembled a different text: ${text.length}`);
+  };
+  const wall = [];
+  const cpu = [];
+  const start = performance.now();
+  while (wall.length < 20 && (wall.length === 0 || performance.now() - start < 2000)) {
+    const t = performance.now();
+    const c = process.cpuUsage();
+    await once();
+    const d = process.cpuUsage(c);
+    cpu.push((d.user + d.system) / 1e6);
+    wall.push((performance.now() - t) / 1000);
+  }
+  wall.sort((a, b) => a - b);
+  cpu.sort((a, b) => a - b);
+  const mid = Math.floor(wall.length / 2);
+  return { seconds: wall[mid], cpu_seconds: cpu[mid], iters: wall.length };
+}
+
 async function main() {
   let result;
+  if (workload === "D") {
+    const r = await workloadD(process.argv[4], expect.D);
+    console.log(JSON.stringify({ impl: "aisdk", workload, ...r }));
+    return;
+  }
   if (workload === "C") {
     const c = JSON.parse(readFileSync(`${dataDir}/C.json`, "utf8"));
     const p = prompt(c);

@@ -4,7 +4,10 @@ chunks. `invoke` goes through the openai SDK's SSE parser, `_convert_chunk_to_ge
 and `generate_from_stream` (`AIMessageChunk` `+` accumulation, whose `tool_call_chunks`
 are re-parsed with `parse_partial_json` on every merge). C times `_get_request_payload`
 (the message conversion) plus `json.dumps` of the body.
-Prints one JSON line per workload. argv: data_dir [max_A_size] [time_budget_s]."""
+D: `ChatOpenAI(base_url=…, streaming=True).bind_tools([write_file]).invoke(…)` over its
+real httpx client against the local d-server, until the AIMessage has the parsed tool call:
+argv: data_dir D base_url.
+Prints one JSON line per workload. argv: data_dir [max_A_size]."""
 import json, os, signal, sys, time
 
 import httpx
@@ -66,6 +69,35 @@ def _timeit(f, budget, max_iters):
     return samples[len(samples) // 2], len(samples)
 
 
+def workload_d(data, base_url):
+    """D: a real streamed request to the local server; wall and process CPU per request."""
+    want = json.load(open(os.path.join(data, "expect.json")))["D"]
+    llm = ChatOpenAI(model="gpt-4o-2024-08-06", api_key="sk-bench", base_url=base_url,
+                     streaming=True, max_retries=0)
+    tool = {"type": "function", "function": {
+        "name": "write_file", "description": "Writes a file",
+        "parameters": {"type": "object", "properties": {"content": {"type": "string"}},
+                       "required": ["content"]}}}
+    llm = llm.bind_tools([tool])
+    cpu = []
+
+    def once():
+        c = time.process_time()
+        msg = llm.invoke("Write the lookup table module.")
+        lens = [len(json.dumps(k["args"], separators=(",", ":"))) for k in msg.tool_calls]
+        assert lens == want["arguments"], lens
+        assert len(msg.text) == want["text"], len(msg.text)
+        cpu.append(time.process_time() - c)
+
+    r = timeit(once, max_iters=20)
+    if r is None:
+        report("D", None)
+    else:
+        cpu.sort()
+        print(json.dumps({"impl": "langchain", "workload": "D", "seconds": r[0],
+                          "cpu_seconds": cpu[len(cpu) // 2], "iters": r[1]}), flush=True)
+
+
 def report(workload, r):
     if r is None:
         print(json.dumps({"impl": "langchain", "workload": workload, "timeout": LIMIT}), flush=True)
@@ -91,6 +123,9 @@ def conversation(c):
 
 def main():
     data = sys.argv[1]
+    if len(sys.argv) > 3 and sys.argv[2] == "D":
+        workload_d(data, sys.argv[3])
+        return
     max_size = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 62
     expect = json.load(open(os.path.join(data, "expect.json")))
     timed_out = False

@@ -9,11 +9,14 @@
 //! ```
 //!
 //! Soak mode runs waves of `--chains` concurrent chains until the duration has passed and
-//! prints RSS after every wave, so a leak shows as RSS growing wave over wave.
+//! prints RSS after every wave, so a leak shows as RSS growing wave over wave. The
+//! latencies of the whole run go into fixed-size histograms (3 significant digits), so
+//! the harness itself does not grow with the run's length.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use llmchain::chain::{LLMChain, Mode, RunOutcome, ScriptedModel};
 use llmchain::message::Message;
 use llmchain::provider::Format;
@@ -133,6 +136,23 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// A histogram of durations in microseconds, 1 µs to 1 h, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
+}
+
+/// Adds each duration (in µs, clamped into the histogram's range).
+fn record(h: &mut Histogram<u64>, samples: &[Duration]) {
+    for d in samples {
+        h.saturating_record(d.as_micros().max(1) as u64);
+    }
+}
+
+/// The `q` quantile of `h` in ms.
+fn quantile_ms(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1e3
+}
+
 fn main() {
     let args = args();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -142,8 +162,8 @@ fn main() {
     rt.block_on(async {
         let started = Instant::now();
         let mut waves = 0usize;
-        let mut all = Vec::new();
-        let mut all_service = Vec::new();
+        let mut all = histogram();
+        let mut all_service = histogram();
         loop {
             let t = Instant::now();
             let pairs = wave(args.chains, args.chunk_delay).await;
@@ -154,8 +174,9 @@ fn main() {
             service.sort();
             let elapsed = t.elapsed();
             println!(
-                "wave {waves}: {} chains in {:.3} s; latency since issued p50 {:.3} ms, p99 {:.3} ms; \
+                "wave {waves} (t = {:.1} s): {} chains in {:.3} s; latency since issued p50 {:.3} ms, p99 {:.3} ms; \
                  running time p50 {:.3} ms, p99 {:.3} ms; RSS {} KiB, peak RSS {} KiB",
+                started.elapsed().as_secs_f64(),
                 args.chains,
                 elapsed.as_secs_f64(),
                 percentile(&lat, 0.50).as_secs_f64() * 1e3,
@@ -165,24 +186,22 @@ fn main() {
                 proc_status_kib("VmRSS:"),
                 proc_status_kib("VmHWM:"),
             );
-            all.extend(lat);
-            all_service.extend(service);
+            record(&mut all, &lat);
+            record(&mut all_service, &service);
             match args.soak {
                 Some(d) if started.elapsed() < d => continue,
                 _ => break,
             }
         }
-        all.sort();
-        all_service.sort();
         println!(
             "total: {} chains in {waves} wave(s) over {:.1} s; latency since issued p50 {:.3} ms, \
              p99 {:.3} ms; running time p50 {:.3} ms, p99 {:.3} ms; peak RSS (VmHWM) {} KiB",
             all.len(),
             started.elapsed().as_secs_f64(),
-            percentile(&all, 0.50).as_secs_f64() * 1e3,
-            percentile(&all, 0.99).as_secs_f64() * 1e3,
-            percentile(&all_service, 0.50).as_secs_f64() * 1e3,
-            percentile(&all_service, 0.99).as_secs_f64() * 1e3,
+            quantile_ms(&all, 0.50),
+            quantile_ms(&all, 0.99),
+            quantile_ms(&all_service, 0.50),
+            quantile_ms(&all_service, 0.99),
             proc_status_kib("VmHWM:"),
         );
     });

@@ -1,31 +1,94 @@
 //! llmchain on the peer workloads: the OpenAI Chat stream decoder fed the workload's
 //! bytes in 64 KiB chunks (A, B), and the OpenAI Chat request encoder (C). Also times a
 //! floor for A: touching every byte of the body (memchr line scan) plus one serde_json
-//! parse of the final arguments. Prints one JSON line per workload.
+//! parse of the final arguments. D: `HttpModel` (OpenAI Chat) streams one completion
+//! from the local `d-server` over HTTP until it has the parsed tool call. Prints one JSON
+//! line per workload.
 
 use std::time::{Duration, Instant};
 
-use llmchain::conversation::Conversation;
-use llmchain::message::{Message, ToolCall, ToolResult};
+use llmchain::chain::{ChatModel, collect_stream};
+use llmchain::conversation::{Conversation, ToolDefinition};
+use llmchain::message::{Arguments, Message, ToolCall, ToolResult};
+use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::{DecoderConfig, Format, RequestOptions, StreamEvent};
 use serde_json::Value;
 
 const CHUNK: usize = 64 * 1024;
 
-fn time<F: FnMut()>(mut f: F) -> (f64, usize) {
-    let mut samples = Vec::new();
-    let start = Instant::now();
-    while samples.len() < 20 && (samples.is_empty() || start.elapsed() < Duration::from_secs(2)) {
-        let t = Instant::now();
-        f();
-        samples.push(t.elapsed().as_secs_f64());
-    }
-    samples.sort_by(f64::total_cmp);
-    (samples[samples.len() / 2], samples.len())
+/// CPU time of the whole process (all threads), for D's client-side cost.
+fn process_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-fn report(name: &str, workload: &str, (seconds, iters): (f64, usize)) {
-    println!(r#"{{"impl":"{name}","workload":"{workload}","seconds":{seconds},"iters":{iters}}}"#);
+/// Median wall time and median process CPU time of `f` over up to 20 runs within ~2 s.
+/// The process is single-threaded for A-C, so its CPU time is the decoder's own, which
+/// the shared machine's load does not inflate (wall time it does).
+fn time<F: FnMut()>(mut f: F) -> (f64, f64, usize) {
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    let start = Instant::now();
+    while wall.len() < 20 && (wall.is_empty() || start.elapsed() < Duration::from_secs(2)) {
+        let (t, c) = (Instant::now(), process_cpu());
+        f();
+        cpu.push(process_cpu() - c);
+        wall.push(t.elapsed().as_secs_f64());
+    }
+    wall.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    (wall[wall.len() / 2], cpu[cpu.len() / 2], wall.len())
+}
+
+/// Workload D: one streamed completion from the local server through `HttpModel`, to
+/// the parsed tool call (and the text reply).
+fn workload_d(base: &str, expect: &Value) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let model = HttpModel::new(
+        HttpModelConfig::openai("gpt-4o-2024-08-06")
+            .api_key("sk-bench")
+            .base_url(base)
+            .retry(RetryPolicy::none()),
+    )
+    .expect("a model");
+    let mut conv = Conversation::new();
+    conv.tools.push(ToolDefinition {
+        name: "write_file".into(),
+        description: "Writes a file".into(),
+        parameters_schema: serde_json::json!({"type": "object",
+            "properties": {"content": {"type": "string"}}, "required": ["content"]}),
+        ..ToolDefinition::default()
+    });
+    conv.messages
+        .push(Message::user("Write the lookup table module."));
+    let args_len = expect["arguments"][0].as_u64().unwrap_or(0) as usize;
+    let text_len = expect["text"].as_u64().unwrap_or(0) as usize;
+    let (seconds, cpu, iters) = time(|| {
+        let outcome = rt
+            .block_on(collect_stream(model.stream(&conv), |_| {}))
+            .expect("D streams");
+        let call = &outcome.message.tool_calls[0];
+        assert!(call.is_complete(), "an incomplete call");
+        let args = call.arguments_as_map();
+        assert_eq!(args["content"].as_str().map_or(0, str::len) + 14, args_len);
+        assert_eq!(outcome.message.text().map_or(0, |t| t.len()), text_len);
+    });
+    println!(
+        r#"{{"impl":"llmchain","workload":"D","seconds":{seconds},"cpu_seconds":{cpu},"iters":{iters}}}"#
+    );
+}
+
+fn report(name: &str, workload: &str, (seconds, cpu, iters): (f64, f64, usize)) {
+    println!(
+        r#"{{"impl":"{name}","workload":"{workload}","seconds":{seconds},"cpu_seconds":{cpu},"iters":{iters}}}"#
+    );
 }
 
 fn decode(body: &[u8], expect: &[usize]) {
@@ -44,7 +107,13 @@ fn decode(body: &[u8], expect: &[usize]) {
         .message
         .tool_calls
         .iter()
-        .map(|c| serde_json::to_string(&c.arguments_as_map()).map_or(0, |s| s.len()))
+        .map(|c| match &c.arguments {
+            // Parsed by the decoder: `{"content":"…"}` is the string plus 14 bytes.
+            Some(Arguments::Object(m)) if c.is_complete() => {
+                m["content"].as_str().map_or(0, |s| s.len() + 14)
+            }
+            _ => 0,
+        })
         .collect();
     assert_eq!(lens, expect, "llmchain assembled different calls");
     assert!(events > 0);
@@ -118,6 +187,11 @@ fn main() {
     let expect: Value =
         serde_json::from_slice(&std::fs::read(format!("{data}/expect.json")).expect("expect.json"))
             .expect("json");
+    if let Some(base) = std::env::args().nth(2) {
+        // `llmchain-bench DATA BASE_URL`: workload D only.
+        workload_d(&base, &expect["D"]);
+        return;
+    }
     for size in [1usize << 10, 64 << 10, 1 << 20, 8 << 20] {
         let body = std::fs::read(format!("{data}/A_{size}.sse")).expect("A");
         report(

@@ -3,13 +3,15 @@
 //! bytes in 64 KiB chunks (rig's chat-completions accumulator is `pub(crate)`, so the
 //! public streaming path — `Model::stream` then `Streamed::finish` — is the only way in).
 //! Prints one JSON line per workload: {"impl","workload","seconds","iters"}.
+//! D: rig's own reqwest transport (`OpenAIConfig::with_base_url(..).client()`) streams one
+//! completion from the local `d-server` to the parsed tool call.
 
 use std::future::{self, Future};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rig_core::completion::{CompletionRequest, Message};
+use rig_core::completion::{CompletionRequest, Message, ToolDefinition};
 use rig_core::http_client::{
     self, BoxedStream, HttpClientExt, LazyBody, MultipartForm, Request, Response, StatusCode,
     StreamingResponse,
@@ -53,6 +55,8 @@ impl HttpClientExt for Replay {
         )))
     }
 
+    // The item type is rig's (`http_client::Result<Bytes>`); its error size is not ours.
+    #[allow(clippy::result_large_err)]
     fn send_streaming<T>(
         &self,
         _req: Request<T>,
@@ -86,6 +90,75 @@ fn time<F: FnMut()>(mut f: F) -> (f64, usize) {
     }
     samples.sort_by(f64::total_cmp);
     (samples[samples.len() / 2], samples.len())
+}
+
+/// CPU time of the whole process (all threads), for D's client-side cost.
+fn process_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// Workload D: one streamed completion from the local server over rig's reqwest
+/// transport, to the parsed tool call and the text reply.
+fn workload_d(rt: &tokio::runtime::Runtime, base: &str, expect: &serde_json::Value) {
+    let model = OpenAIConfig::new("sk-bench")
+        .with_base_url(base)
+        .client()
+        .chat("gpt-4o-2024-08-06");
+    let args_len = expect["arguments"][0].as_u64().unwrap_or(0) as usize;
+    let text_len = expect["text"].as_u64().unwrap_or(0) as usize;
+    let once = || {
+        let mut request = CompletionRequest::new("Write the lookup table module.");
+        request.tools.push(ToolDefinition::new(
+            ToolName::new("write_file").expect("name"),
+            "Writes a file",
+            serde_json::json!({"type": "object",
+                "properties": {"content": {"type": "string"}}, "required": ["content"]}),
+        ));
+        let response = rt.block_on(async {
+            let mut stream = model.stream(request).expect("opens");
+            while let Some(item) = stream.next().await {
+                item.expect("item");
+            }
+            stream.finish().await.expect("finishes")
+        });
+        let mut text = 0;
+        let mut args = Vec::new();
+        for c in &response.choice {
+            match c {
+                AssistantContent::Text(t) => text += t.text.len(),
+                AssistantContent::ToolCall(call) => args.push(
+                    call.function.arguments["content"]
+                        .as_str()
+                        .map_or(0, |s| s.len() + 14),
+                ),
+                _ => {}
+            }
+        }
+        assert_eq!(args, [args_len], "rig assembled different calls");
+        assert_eq!(text, text_len, "rig assembled a different text");
+    };
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    let start = Instant::now();
+    while wall.len() < 20 && (wall.is_empty() || start.elapsed() < Duration::from_secs(2)) {
+        let (t, c) = (Instant::now(), process_cpu());
+        once();
+        cpu.push(process_cpu() - c);
+        wall.push(t.elapsed().as_secs_f64());
+    }
+    wall.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    println!(
+        r#"{{"impl":"rig","workload":"D","seconds":{},"cpu_seconds":{},"iters":{}}}"#,
+        wall[wall.len() / 2],
+        cpu[cpu.len() / 2],
+        wall.len()
+    );
 }
 
 fn report(workload: &str, (seconds, iters): (f64, usize)) {
@@ -159,8 +232,14 @@ fn main() {
         serde_json::from_slice(&std::fs::read(format!("{data}/expect.json")).expect("expect.json"))
             .expect("json");
     let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .expect("rt");
+    if let Some(base) = std::env::args().nth(3) {
+        // `rig-bench DATA MAX BASE_URL`: workload D only.
+        workload_d(&rt, &base, &expect["D"]);
+        return;
+    }
     for size in [1usize << 10, 64 << 10, 1 << 20, 8 << 20] {
         if size > max {
             continue;
