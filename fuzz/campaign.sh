@@ -7,7 +7,8 @@
 #   fuzz/campaign.sh 240                         # every target, 4 minutes each
 #   ONLY="cli_encode decode_body" fuzz/campaign.sh 60
 #
-# Environment: ONLY (target names to run, default all), SANITIZER (address, or none
+# Environment: ONLY (target names to run, default all), DIRS (fuzz dirs to run, default
+# "fuzz fuzz-codecs fuzz-providers"), SANITIZER (address, or none
 # where ASan is unavailable), NICE (niceness, default 10), LOG_DIR (default
 # fuzz/logs/<UTC timestamp>). Needs cargo-fuzz (`cargo install cargo-fuzz`); on a
 # stable toolchain RUSTC_BOOTSTRAP=1 (set here) enables the nightly flags it uses.
@@ -21,7 +22,9 @@ nice_level="${NICE:-10}"
 log_dir="${LOG_DIR:-fuzz/logs/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$log_dir"
 export RUSTC_BOOTSTRAP=1
-fuzz_dirs=(fuzz fuzz-codecs fuzz-providers)
+read -r -a fuzz_dirs <<<"${DIRS:-fuzz fuzz-codecs fuzz-providers}"
+# One target dir for the three crates: they share every dependency build.
+target_dir="${FUZZ_TARGET_DIR:-$root/fuzz/target}"
 
 python3 fuzz/seed_corpora.py || exit 1
 
@@ -30,7 +33,7 @@ printf 'dir\ttarget\tseconds\texecs\texecs/s\tcorpus\tpeak_rss_mb\tresult\n' >"$
 # Build everything first, so the runs fuzz one snapshot of the library.
 for dir in "${fuzz_dirs[@]}"; do
     echo "== building $dir (sanitizer $sanitizer)"
-    if ! nice -n "$nice_level" cargo fuzz build --fuzz-dir "$dir" --sanitizer "$sanitizer" \
+    if ! nice -n "$nice_level" cargo fuzz build --fuzz-dir "$dir" --target-dir "$target_dir" --sanitizer "$sanitizer" \
         >"$log_dir/build-$dir.log" 2>&1; then
         echo "== build of $dir failed; see $log_dir/build-$dir.log"
         exit 2
@@ -45,7 +48,7 @@ for dir in "${fuzz_dirs[@]}"; do
         log="$log_dir/$target.log"
         echo "== $dir/$target: $secs s ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
         start=$(date +%s)
-        nice -n "$nice_level" cargo fuzz run --fuzz-dir "$dir" --sanitizer "$sanitizer" "$target" -- \
+        nice -n "$nice_level" cargo fuzz run --fuzz-dir "$dir" --target-dir "$target_dir" --sanitizer "$sanitizer" "$target" -- \
             -max_total_time="$secs" -timeout=30 -print_final_stats=1 >"$log" 2>&1
         rc=$?
         elapsed=$(($(date +%s) - start))
