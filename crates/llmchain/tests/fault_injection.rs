@@ -309,9 +309,15 @@ fn model_calling(tool: &str, args: &str) -> ScriptedModel {
 }
 
 async fn run_one(tool: Tool) -> (LLMChain, Arc<ScriptedModel>) {
+    run_capped(tool, llmchain::tool::DEFAULT_MAX_RESULT_BYTES).await
+}
+
+/// [`run_one`] with a cap on tool result size.
+async fn run_capped(tool: Tool, max_result_bytes: usize) -> (LLMChain, Arc<ScriptedModel>) {
     let name = tool.name().to_owned();
     let model = Arc::new(model_calling(&name, "{}"));
     let mut chain = LLMChain::new(model.clone()).with_tool(tool);
+    chain.max_tool_result_bytes = max_result_bytes;
     chain.add_message(Message::user("go")).await.unwrap();
     chain.run(Mode::while_needs_response()).await.unwrap();
     (chain, model)
@@ -324,6 +330,21 @@ fn tool_result_of(chain: &LLMChain) -> &llmchain::message::ToolResult {
         .find(|m| m.role == Role::Tool)
         .expect("a tool message");
     &tool_msg.tool_results[0]
+}
+
+/// Asserts the tool result is a plain error (not an exception nor a refusal) with
+/// exactly `text`, and that the chain went on to the model's answer.
+fn assert_error_result_then_answer(chain: &LLMChain, text: &str) {
+    let r = tool_result_of(chain);
+    assert!(
+        r.is_error() && !r.is_exception() && !r.is_refusal(),
+        "{r:?}"
+    );
+    assert_eq!(r.content_text(), text);
+    assert_eq!(
+        chain.last_message().unwrap().text().as_deref(),
+        Some("done")
+    );
 }
 
 #[tokio::test]
@@ -367,20 +388,76 @@ async fn a_hanging_tool_times_out_with_an_error_result() {
     );
 }
 
-#[tokio::test]
-async fn a_huge_tool_output_is_kept_whole_and_encodes() {
-    // 8 MiB of output. llmchain has no output cap yet (see docs/testing.md): the result
-    // is kept whole and the next request carries it; this pins "no panic, no loss".
-    let tool = Tool::builder("huge")
+fn huge_tool() -> Tool {
+    Tool::builder("huge")
         .handler(|_, _| async move { ToolOutput::text("x".repeat(8 << 20)) })
         .build()
-        .unwrap();
-    let (chain, model) = run_one(tool).await;
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_huge_tool_output_becomes_a_bounded_error_result() {
+    // 8 MiB of output against the default 1 MiB cap: the model gets an error result
+    // naming the tool, the size and the limit; the chain goes on to the model's answer.
+    let (chain, model) = run_one(huge_tool()).await;
+    assert_error_result_then_answer(
+        &chain,
+        "Tool huge returned 8388608 bytes of content, more than the limit of 1048576 bytes; \
+         the output was discarded. Call the tool again in a way that returns less \
+         (a narrower query, fewer fields or a page of results).",
+    );
+    assert_eq!(tool_result_of(&chain).name.as_deref(), Some("huge"));
+    let requests = model.requests();
+    let last = requests.last().unwrap();
+    assert!(
+        last.len() < 4096,
+        "the next request is {} bytes",
+        last.len()
+    );
+    let body: serde_json::Value = serde_json::from_slice(last).unwrap();
+    assert!(
+        body.to_string()
+            .contains("more than the limit of 1048576 bytes")
+    );
+}
+
+#[tokio::test]
+async fn the_tool_output_cap_is_configurable_and_can_be_lifted() {
+    // No cap: the result is kept whole and the next request carries it.
+    let (chain, model) = run_capped(huge_tool(), usize::MAX).await;
     assert_eq!(tool_result_of(&chain).content_text().len(), 8 << 20);
     let requests = model.requests();
     let last = requests.last().unwrap();
     assert!(last.len() > 8 << 20);
     serde_json::from_slice::<serde_json::Value>(last).unwrap();
+
+    // A smaller cap.
+    let (chain, _) = run_capped(huge_tool(), 1000).await;
+    assert_error_result_then_answer(
+        &chain,
+        "Tool huge returned 8388608 bytes of content, more than the limit of 1000 bytes; \
+         the output was discarded. Call the tool again in a way that returns less \
+         (a narrower query, fewer fields or a page of results).",
+    );
+}
+
+#[tokio::test]
+async fn invalid_utf8_bytes_from_a_tool_become_an_error_result() {
+    let tool = Tool::builder("bytes")
+        .handler(|_, _| async move {
+            ToolOutput::from_utf8(vec![b'o', b'k', 0xff, 0xfe, b' ', 0xc3, 0x28])
+        })
+        .build()
+        .unwrap();
+    let (chain, model) = run_one(tool).await;
+    assert_error_result_then_answer(
+        &chain,
+        "The tool's output is not valid UTF-8 text (7 bytes; invalid utf-8 sequence of 1 \
+         bytes from index 2), so it was not sent to the model.",
+    );
+    let requests = model.requests();
+    let body: serde_json::Value = serde_json::from_slice(requests.last().unwrap()).unwrap();
+    assert!(body.to_string().contains("not valid UTF-8 text"));
 }
 
 #[tokio::test]

@@ -542,3 +542,82 @@ async fn bad_arguments_of_every_json_type() {
         "no bad argument reached the body"
     );
 }
+
+/// The executor's result-size cap: content is counted in bytes over every part (text,
+/// and base64 data for images and files); a result at the cap is kept, one byte over
+/// becomes an error result with the exact text below, whatever kind the body returned.
+#[tokio::test]
+async fn results_over_the_size_cap_become_errors_naming_tool_size_and_limit() {
+    use llmchain::message::ToolCall;
+    use llmchain::tool::{DEFAULT_MAX_RESULT_BYTES, ToolExecutor};
+
+    assert_eq!(DEFAULT_MAX_RESULT_BYTES, 1 << 20);
+    let tool = |name: &str, out: ToolOutput| {
+        Tool::builder(name)
+            .handler(move |_, _| {
+                let out = out.clone();
+                async move { out }
+            })
+            .build()
+            .unwrap()
+    };
+    let parts = vec![
+        ContentPart::text("é".repeat(30)),               // 60 bytes
+        ContentPart::image("A".repeat(40), "image/png"), // 40 bytes of base64
+    ];
+    let executor = ToolExecutor::new([
+        tool("at_cap", ToolOutput::text("x".repeat(100))),
+        tool("parts", ToolOutput::Parts(parts.clone())),
+        tool("over", ToolOutput::text("x".repeat(101))),
+        tool("big_error", ToolOutput::error("e".repeat(500))),
+        tool("big_refusal", ToolOutput::refusal("r".repeat(500))),
+        tool(
+            "big_data",
+            ToolOutput::with_data("small", json!({"blob": "d".repeat(5000)})),
+        ),
+    ])
+    .unwrap()
+    .with_max_result_bytes(100);
+    let mut calls: Vec<ToolCall> = [
+        "at_cap",
+        "parts",
+        "over",
+        "big_error",
+        "big_refusal",
+        "big_data",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, n)| ToolCall::function(format!("c{i}"), *n, json!({})).unwrap())
+    .collect();
+    let results = executor.execute(&mut calls).await;
+
+    assert_eq!(flags(&results[0]), OK);
+    assert_eq!(results[0].content_text().len(), 100);
+    assert_eq!(flags(&results[1]), OK, "100 bytes of parts are at the cap");
+    assert_eq!(results[1].content, parts);
+    // Native data is not content: it never goes to the model.
+    assert_eq!(flags(&results[5]), OK);
+
+    let over = |name: &str, size: usize| {
+        format!(
+            "Tool {name} returned {size} bytes of content, more than the limit of 100 bytes; \
+             the output was discarded. Call the tool again in a way that returns less \
+             (a narrower query, fewer fields or a page of results)."
+        )
+    };
+    for (i, name, size) in [
+        (2, "over", 101),
+        (3, "big_error", 500),
+        (4, "big_refusal", 500),
+    ] {
+        let r = &results[i];
+        assert_eq!(flags(r), (true, false, false, false), "{name}: {r:?}");
+        assert_eq!(r.content_text(), over(name, size));
+        assert_eq!(r.tool_call_id, format!("c{i}"));
+        assert_eq!(r.name.as_deref(), Some(name));
+        assert!(r.processed_content.is_none());
+        assert_eq!(calls[i].execution_status(), "failed");
+    }
+    assert_eq!(calls[0].execution_status(), "completed");
+}

@@ -290,6 +290,7 @@ impl LLMChain {
         let executor = ToolExecutor::new(self.tools.iter().cloned())
             .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
             .map_err(|e| ChainError::Resume(e.to_string()))?
+            .with_max_result_bytes(self.max_tool_result_bytes)
             .with_context_arc(self.custom_context.clone())
             .with_observer(observer.clone());
         let span = tracing::info_span!(

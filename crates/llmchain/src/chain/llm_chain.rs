@@ -47,6 +47,9 @@ pub struct LLMChain {
     pub max_repeated_failures: u32,
     /// Concurrent tool calls per batch.
     pub max_concurrent_tools: usize,
+    /// The cap on one tool result's content, in bytes (see
+    /// [`ToolExecutor::with_max_result_bytes`](crate::tool::ToolExecutor::with_max_result_bytes)).
+    pub max_tool_result_bytes: usize,
 }
 
 impl std::fmt::Debug for LLMChain {
@@ -80,6 +83,7 @@ impl LLMChain {
             max_retry_count: DEFAULT_MAX_RETRY_COUNT,
             max_repeated_failures: DEFAULT_MAX_REPEATED_FAILURES,
             max_concurrent_tools: 16,
+            max_tool_result_bytes: crate::tool::DEFAULT_MAX_RESULT_BYTES,
         }
     }
 

@@ -23,6 +23,10 @@ use crate::message::{Arguments, ExecutionStatus, ToolCall, ToolException, ToolRe
 /// The default global limit of calls running at once in one executor.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
 
+/// The default cap on the content of one tool result: 1 MiB. See
+/// [`ToolExecutor::with_max_result_bytes`].
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
+
 /// A boxed future returned by [`ExecutionObserver`] methods.
 pub type ObserverFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
@@ -63,6 +67,10 @@ type ExceptionHook = dyn Fn(&ToolCall, &ToolException) + Send + Sync;
 ///   never run: each gives a refusal that says why (and, for an unknown tool, names
 ///   the available ones with a suggestion).
 /// * A caught panic is passed to the `on_tool_execution_exception` hook.
+/// * A result whose content is larger than
+///   [`with_max_result_bytes`](Self::with_max_result_bytes) (default
+///   [`DEFAULT_MAX_RESULT_BYTES`]) is replaced by an error result that names the tool,
+///   the size and the limit; nothing is truncated silently.
 ///
 /// Bodies run on the caller's task (no `tokio::spawn`): dropping the future returned
 /// by [`execute`](Self::execute) drops every running body. Put CPU-heavy work in
@@ -100,6 +108,7 @@ pub struct ToolExecutor {
     by_name: HashMap<String, usize>,
     global: Arc<Semaphore>,
     max_concurrency: usize,
+    max_result_bytes: usize,
     custom: Option<CustomContext>,
     observer: Option<Arc<dyn ExecutionObserver>>,
     on_exception: Option<Arc<ExceptionHook>>,
@@ -110,6 +119,7 @@ impl fmt::Debug for ToolExecutor {
         f.debug_struct("ToolExecutor")
             .field("tools", &self.tools)
             .field("max_concurrency", &self.max_concurrency)
+            .field("max_result_bytes", &self.max_result_bytes)
             .field("custom", &self.custom.is_some())
             .field("observer", &self.observer.is_some())
             .field("on_exception", &self.on_exception.is_some())
@@ -134,6 +144,7 @@ impl ToolExecutor {
             by_name,
             global: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENCY)),
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             custom: None,
             observer: None,
             on_exception: None,
@@ -151,6 +162,19 @@ impl ToolExecutor {
         self.global = Arc::new(Semaphore::new(n));
         self.max_concurrency = n;
         Ok(self)
+    }
+
+    /// Sets the cap on the content of one tool result, in bytes (default
+    /// [`DEFAULT_MAX_RESULT_BYTES`]). Content is measured as the sum of its parts'
+    /// `content` lengths in bytes: UTF-8 text, and base64 data or a URL for images and
+    /// files. A result over the cap becomes an error result (`is_error`, not an
+    /// exception nor a refusal) that names the tool, the size and the limit, so the
+    /// model can ask for less; its content, native data and any message expansion are
+    /// dropped. Use `usize::MAX` for no cap.
+    #[must_use]
+    pub fn with_max_result_bytes(mut self, n: usize) -> Self {
+        self.max_result_bytes = n;
+        self
     }
 
     /// Sets the application's custom context, which every body can read with
@@ -300,6 +324,7 @@ impl ToolExecutor {
             use tracing::Instrument;
             tool.execute(args, ctx).instrument(span.clone()).await
         };
+        let result = self.bounded(result, &name);
         if result.is_exception() {
             span.record("error.type", "exception");
         } else if result.is_error() {
@@ -334,6 +359,23 @@ impl ToolExecutor {
         result
     }
 
+    /// `result`, or an error result in its place when its content is over the cap.
+    /// A caught panic is left as it is: its text is the library's, and the exception
+    /// must reach the hook.
+    fn bounded(&self, result: ToolResult, name: &str) -> ToolResult {
+        let size: usize = result.content.iter().map(|p| p.content.len()).sum();
+        if size <= self.max_result_bytes || result.is_exception() {
+            return result;
+        }
+        let mut r = ToolResult::error(
+            result.tool_call_id,
+            oversized_result_text(name, size, self.max_result_bytes),
+        );
+        r.name = result.name;
+        r.display_text = result.display_text;
+        r
+    }
+
     fn unknown_tool_text(&self, name: &str) -> String {
         let mut s = format!("Tool call made to {name} but tool not found.");
         if let Some(best) = suggest(name, self.tools.iter().map(Tool::name)) {
@@ -347,4 +389,13 @@ impl ToolExecutor {
         }
         s
     }
+}
+
+/// The error text that replaces a result over the size cap.
+pub(crate) fn oversized_result_text(name: &str, size: usize, limit: usize) -> String {
+    format!(
+        "Tool {name} returned {size} bytes of content, more than the limit of {limit} bytes; \
+         the output was discarded. Call the tool again in a way that returns less \
+         (a narrower query, fewer fields or a page of results)."
+    )
 }

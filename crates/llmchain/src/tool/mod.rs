@@ -87,7 +87,10 @@ pub use args::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, name_similarity, sugg
 pub use context::{CustomContext, ToolContext};
 pub use definition::{BoxToolFuture, Tool, ToolBuilder, ToolHandler, schema_for};
 pub use error::ToolError;
-pub use executor::{DEFAULT_MAX_CONCURRENCY, ExecutionObserver, ObserverFuture, ToolExecutor};
+pub use executor::{
+    DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RESULT_BYTES, ExecutionObserver, ObserverFuture,
+    ToolExecutor,
+};
 pub use name::{MAX_NAME_LEN, humanize_tool_name, validate_name};
 pub use output::ToolOutput;
 /// The cancellation token of [`ToolContext`] and [`ToolExecutor::execute_with_cancel`].

@@ -32,6 +32,11 @@ use crate::message::{Content, ContentPart, ToolResult};
 /// assert_eq!(err, ToolOutput::Error("no such city".into()));
 /// ```
 ///
+/// Every variant holds `String`s (image and file parts carry base64 text), so a tool
+/// cannot hand the model invalid UTF-8: bytes it read from a file or a process go
+/// through [`ToolOutput::from_utf8`] (an error result that says what was wrong) or
+/// `String::from_utf8_lossy` (U+FFFD in place of each bad sequence).
+///
 /// Unlike the reference, a bare `ToolResult` is accepted: in Rust the type says what
 /// it is, so there is nothing to guess.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +71,34 @@ impl ToolOutput {
     /// Text for the model plus native data for the application.
     pub fn with_data(s: impl Into<String>, data: Value) -> Self {
         ToolOutput::TextWithData(s.into(), data)
+    }
+
+    /// Text from bytes the tool read (a file, a process's output): `Text` when they are
+    /// UTF-8, otherwise an `Error` saying where the first invalid byte is and how many
+    /// bytes there were. Use `String::from_utf8_lossy` instead to send the text with
+    /// U+FFFD in place of the bad sequences.
+    ///
+    /// ```
+    /// use llmchain::tool::ToolOutput;
+    /// assert_eq!(ToolOutput::from_utf8(b"18C".to_vec()), ToolOutput::Text("18C".into()));
+    /// assert_eq!(
+    ///     ToolOutput::from_utf8(vec![b'o', b'k', 0xff]),
+    ///     ToolOutput::Error(
+    ///         "The tool's output is not valid UTF-8 text (3 bytes; invalid utf-8 sequence \
+    ///          of 1 bytes from index 2), so it was not sent to the model.".into()
+    ///     )
+    /// );
+    /// ```
+    pub fn from_utf8(bytes: Vec<u8>) -> Self {
+        match String::from_utf8(bytes) {
+            Ok(s) => ToolOutput::Text(s),
+            Err(e) => ToolOutput::Error(format!(
+                "The tool's output is not valid UTF-8 text ({} bytes; {}), so it was not \
+                 sent to the model.",
+                e.as_bytes().len(),
+                e.utf8_error()
+            )),
+        }
     }
 
     /// An error output.

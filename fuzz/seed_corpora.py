@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Seeds every fuzz target's corpus from the test fixtures.
+
+    python3 fuzz/seed_corpora.py        # from the repository root or anywhere
+
+Copies the provider bodies in crates/llmchain/tests/fixtures/<format>/ (SSE, NDJSON and
+JSON) into the corpora of the stream and framing targets, and the ```json examples of
+docs/storage-format.md (the storage-format fixtures, checked by
+tests/message_storage_doc.rs) into the storage, CLI and argument targets. Each seed gets
+the leading control byte its target reads (cut point, chunk size or format). Seeds are
+named seed-<source>, so re-running overwrites them and leaves what the fuzzer found alone.
+Corpora live in <fuzz dir>/corpus/<target>/, where `cargo fuzz run` looks by default.
+"""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "crates/llmchain/tests/fixtures"
+FORMATS = ["openai_chat", "openai_responses", "anthropic", "gemini", "ollama"]
+
+
+def fixtures(fmt, *exts):
+    return sorted(p for p in (FIXTURES / fmt).iterdir() if p.suffix.lstrip(".") in exts)
+
+
+def doc_blocks():
+    """The ```json blocks of docs/storage-format.md as (name, kind, bytes)."""
+    text = (ROOT / "docs/storage-format.md").read_text()
+    out = []
+    for n, m in enumerate(re.finditer(r"^```json([^\n]*)\n(.*?)^```", text, re.M | re.S)):
+        kind = (m.group(1).split() or ["json"])[0]
+        out.append((f"doc{n:02}-{kind}", kind, m.group(2).encode()))
+    return out
+
+
+def fragments(body, size=29):
+    """`fuzz/fuzz_targets/common.rs` records: a length byte, then that many bytes."""
+    out = bytearray()
+    for i in range(0, len(body), size):
+        piece = body[i : i + size]
+        out.append(len(piece))
+        out += piece
+    return bytes(out)
+
+
+def main():
+    corpora = {}  # (fuzz dir, target) -> {name: bytes}
+
+    def add(fuzz_dir, target, name, data):
+        corpora.setdefault((fuzz_dir, target), {})[f"seed-{name}"] = data
+
+    all_sse = []
+    for fmt in FORMATS:
+        bodies = fixtures(fmt, "sse", "ndjson", "json")
+        for p in bodies:
+            name = f"{fmt}-{p.name}"
+            body = p.read_bytes()
+            if p.suffix == ".sse":
+                all_sse.append((name, body))
+            # decode_body: the first byte picks the format (mod 5) and a chunk size.
+            fmt_byte = FORMATS.index(fmt) + 5 * 7
+            add("fuzz", "decode_body", name, bytes([fmt_byte]) + body)
+            if fmt in ("openai_chat", "openai_responses") and p.suffix == ".sse":
+                # The first byte is a cut point.
+                add("fuzz-codecs", f"{fmt}_stream", p.name, bytes([len(body) // 2 % 256]) + body)
+            elif fmt in ("anthropic", "gemini", "ollama"):
+                # The first byte picks a chunk size.
+                add("fuzz-providers", f"{fmt}_stream", p.name, b"\x06" + body)
+            if p.suffix == ".ndjson":
+                add("fuzz-providers", "ndjson_framing", p.name, b"\x05" + body)
+            if p.suffix == ".json":
+                add("fuzz", "complete_and_map", name, body)
+                add("fuzz", "preview", name, fragments(body))
+    for name, body in all_sse:
+        add("fuzz-codecs", "sse_framing", name, bytes([len(body) // 3 % 256]) + body)
+    for name, kind, body in doc_blocks():
+        add("fuzz", "storage_load", name, body)
+        add("fuzz", "cli_encode", name, body)
+        if kind in ("tool_call", "tool_result", "content_part", "tool_definition"):
+            add("fuzz", "complete_and_map", name, body)
+        add("fuzz", "preview", name, fragments(body))
+
+    for (fuzz_dir, target), seeds in sorted(corpora.items()):
+        d = ROOT / fuzz_dir / "corpus" / target
+        d.mkdir(parents=True, exist_ok=True)
+        for name, data in seeds.items():
+            (d / name).write_bytes(data)
+        print(f"{fuzz_dir}/corpus/{target}: {len(seeds)} seeds")
+
+
+if __name__ == "__main__":
+    main()
