@@ -524,7 +524,15 @@ impl ToolCall {
     }
 
     /// [`ToolCall::merge`] into `self` in place.
-    pub fn merge_from(&mut self, part: ToolCall) -> Result<(), MergeError> {
+    pub fn merge_from(&mut self, mut part: ToolCall) -> Result<(), MergeError> {
+        self.absorb(&mut part)
+    }
+
+    /// [`ToolCall::merge_from`] without moving the fragment: the fields it uses are
+    /// taken out of `part` (what is left of it is only fit to be dropped). Fragments
+    /// are merged one per streamed chunk, so avoiding the copies of a whole `ToolCall`
+    /// is worth it on the hot path.
+    pub(crate) fn absorb(&mut self, part: &mut ToolCall) -> Result<(), MergeError> {
         if self.index != part.index {
             return Err(MergeError::IndexMismatch {
                 primary: self.index,
@@ -539,29 +547,20 @@ impl ToolCall {
             && !part
                 .raw_arguments()
                 .is_some_and(|s| !s.is_empty() && s.trim().is_empty())
-            && *self == part
+            && *self == *part
         {
             return Ok(());
         }
-        let ToolCall {
-            r#type: _,
-            status,
-            call_id,
-            name,
-            arguments,
-            index: _,
-            display_text,
-            metadata,
-        } = part;
+        let status = part.status;
 
-        match (self.name.as_mut(), name) {
+        match (self.name.as_mut(), part.name.take()) {
             (_, None) => {}
             (Some(mine), Some(theirs)) if *mine == theirs => {}
             (Some(mine), Some(theirs)) => mine.push_str(&theirs),
             (None, Some(theirs)) => self.name = Some(theirs),
         }
 
-        match (self.arguments.as_mut(), arguments) {
+        match (self.arguments.as_mut(), part.arguments.take()) {
             (_, None) => {}
             (None, Some(theirs)) => self.arguments = Some(theirs),
             (Some(Arguments::Raw(mine)), Some(Arguments::Raw(theirs))) => {
@@ -584,17 +583,19 @@ impl ToolCall {
             }
         }
 
-        if let Some(id) = call_id.filter(|s| !s.is_empty()) {
+        if let Some(id) = part.call_id.take().filter(|s| !s.is_empty()) {
             self.call_id = Some(id);
         }
         if status == ToolCallStatus::Complete {
             self.status = ToolCallStatus::Complete;
         }
-        if display_text.is_some() {
-            self.display_text = display_text;
+        if let Some(text) = part.display_text.take() {
+            self.display_text = Some(text);
         }
-        for (k, v) in metadata {
-            self.metadata.insert(k, v);
+        if !part.metadata.is_empty() {
+            for (k, v) in std::mem::take(&mut part.metadata) {
+                self.metadata.insert(k, v);
+            }
         }
         Ok(())
     }
