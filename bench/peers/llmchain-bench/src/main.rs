@@ -14,6 +14,8 @@ use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::{DecoderConfig, Format, RequestOptions, StreamEvent};
 use serde_json::Value;
 
+mod workload;
+
 const CHUNK: usize = 64 * 1024;
 
 /// CPU time of the whole process (all threads), for D's client-side cost.
@@ -27,21 +29,30 @@ fn process_cpu() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-/// Median wall time and median process CPU time of `f` over up to 20 runs within ~2 s.
-/// The process is single-threaded for A-C, so its CPU time is the decoder's own, which
-/// the shared machine's load does not inflate (wall time it does).
+/// Median wall time and median process CPU time of one call of `f`, over up to 20
+/// samples within ~2 s. A sample runs `f` enough times back to back to last ~2 ms
+/// (once for the large sizes), so that the clock reads (one of them a system call for
+/// the CPU clock) do not weigh on the small sizes; the floor is timed the same way. The
+/// process is single-threaded for A-C, so its CPU time is the decoder's own, which the
+/// shared machine's load does not inflate (wall time it does).
 fn time<F: FnMut()>(mut f: F) -> (f64, f64, usize) {
+    let t = Instant::now();
+    f(); // warm-up, and an estimate of one call
+    let once = t.elapsed().as_secs_f64();
+    let batch = ((2e-3 / once.max(1e-9)).ceil() as usize).clamp(1, 100_000);
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     let start = Instant::now();
     while wall.len() < 20 && (wall.is_empty() || start.elapsed() < Duration::from_secs(2)) {
         let (t, c) = (Instant::now(), process_cpu());
-        f();
-        cpu.push(process_cpu() - c);
-        wall.push(t.elapsed().as_secs_f64());
+        for _ in 0..batch {
+            f();
+        }
+        cpu.push((process_cpu() - c) / batch as f64);
+        wall.push(t.elapsed().as_secs_f64() / batch as f64);
     }
     wall.sort_by(f64::total_cmp);
     cpu.sort_by(f64::total_cmp);
-    (wall[wall.len() / 2], cpu[cpu.len() / 2], wall.len())
+    (wall[wall.len() / 2], cpu[cpu.len() / 2], wall.len() * batch)
 }
 
 /// Workload D: one streamed completion from the local server through `HttpModel`, to
@@ -164,24 +175,6 @@ fn conversation(c: &Value) -> Conversation {
     conv
 }
 
-fn args_of(body: &[u8]) -> String {
-    // Reassemble the arguments the plain way (for the floor's parse input only).
-    let mut out = String::new();
-    for line in body.split(|&b| b == b'\n') {
-        if let Some(data) = line.strip_prefix(b"data: ")
-            && data != b"[DONE]"
-        {
-            let v: Value = serde_json::from_slice(data).expect("chunk");
-            if let Some(a) =
-                v["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
-            {
-                out.push_str(a);
-            }
-        }
-    }
-    out
-}
-
 fn main() {
     let data = std::env::args().nth(1).unwrap_or_else(|| "../data".into());
     let expect: Value =
@@ -199,7 +192,7 @@ fn main() {
             &format!("A_{size}"),
             time(|| decode(&body, &[size])),
         );
-        let args = args_of(&body);
+        let args = workload::args_of(&body);
         assert_eq!(args.len(), size);
         report("floor", &format!("A_{size}"), time(|| floor(&body, &args)));
     }

@@ -298,6 +298,20 @@ impl Assembler {
         Ok(())
     }
 
+    /// The argument text buffer of call `pos` and the argument cap, for a decoder's
+    /// bulk path to append fragments to directly; `None` when there is no such call or
+    /// its arguments came as an object. The caller keeps the buffer within the cap and
+    /// emits [`StreamEvent::ToolCallArguments`] for what it appends.
+    #[inline]
+    pub(crate) fn arguments_buffer(&mut self, pos: u32) -> Option<(&mut String, usize)> {
+        let limit = self.max_argument_bytes;
+        let c = self.calls.get_mut(pos as usize)?;
+        if c.object.is_some() {
+            return None;
+        }
+        Some((&mut c.raw, limit))
+    }
+
     /// The hot path of fragment streams: decodes the JSON string literal at the start
     /// of `literal` straight into the call's arguments, when `tail_ok` accepts the bytes
     /// that follow it.
@@ -309,7 +323,7 @@ impl Assembler {
         literal: &[u8],
         tail_ok: impl FnOnce(&[u8]) -> bool,
         emit: Emit<'_>,
-    ) -> Option<()> {
+    ) -> Option<usize> {
         let limit = self.max_argument_bytes;
         let c = self
             .calls
@@ -320,20 +334,20 @@ impl Assembler {
             return None;
         }
         let start = c.raw.len();
-        match read_string_into(literal, &mut c.raw) {
-            Some(n) if tail_ok(&literal[n..]) => {}
+        let n = match read_string_into(literal, &mut c.raw) {
+            Some(n) if tail_ok(&literal[n..]) => n,
             _ => {
                 c.raw.truncate(start);
                 return None;
             }
-        }
+        };
         if c.raw.len() > start {
             emit(StreamEvent::ToolCallArguments {
                 index: pos,
                 fragment: Cow::Borrowed(&c.raw[start..]),
             });
         }
-        Some(())
+        Some(n)
     }
 
     /// Replaces a call's arguments with the final text the wire gave (unless they came

@@ -56,7 +56,17 @@ pub fn stream_with_cuts(
     body: &[u8],
     cuts: &[usize],
 ) -> (Result<DecodeOutcome, String>, EventSummary) {
-    let mut dec = codec.stream_decoder(DecoderConfig::default());
+    stream_with_cuts_config(codec, body, cuts, DecoderConfig::default())
+}
+
+/// [`stream_with_cuts`] with a decoder configuration.
+pub fn stream_with_cuts_config(
+    codec: &dyn Codec,
+    body: &[u8],
+    cuts: &[usize],
+    config: DecoderConfig,
+) -> (Result<DecodeOutcome, String>, EventSummary) {
+    let mut dec = codec.stream_decoder(config);
     let mut summary = EventSummary::default();
     let mut last = 0;
     let mut bounds: Vec<usize> = cuts.iter().copied().filter(|&c| c <= body.len()).collect();

@@ -233,10 +233,10 @@ impl Events {
         }
         if let Some((index, literal)) = fast_json_delta(data) {
             let done = match self.block(index) {
-                Some(BlockState::Tool { pos, .. }) => {
-                    self.asm
-                        .push_arguments_literal(pos, literal, |t| t == JSON_DELTA_END, emit)
-                }
+                Some(BlockState::Tool { pos, .. }) => self
+                    .asm
+                    .push_arguments_literal(pos, literal, |t| t == JSON_DELTA_END, emit)
+                    .map(|_| ()),
                 // A fragment for no tool block is dropped, once checked.
                 _ => {
                     let mut c = Cursor::new(literal, 0);

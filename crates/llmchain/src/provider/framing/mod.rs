@@ -14,4 +14,5 @@ mod ndjson;
 mod sse;
 
 pub use ndjson::NdjsonFramer;
+pub(crate) use sse::EventSink;
 pub use sse::{SseEvent, SseFramer};

@@ -104,8 +104,17 @@ impl SseFramer {
     where
         F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
+        self.feed_sink(chunk, &mut Events(on_event))
+    }
+
+    /// [`feed`](Self::feed) into a sink that may also take whole events in bulk (see
+    /// [`EventSink::bulk`]).
+    pub(crate) fn feed_sink<S>(&mut self, chunk: &[u8], sink: &mut S) -> Result<(), DecodeError>
+    where
+        S: EventSink + ?Sized,
+    {
         if self.bom_done {
-            return self.feed_lines(chunk, on_event);
+            return self.feed_lines(chunk, sink);
         }
         // Gather up to three bytes to decide whether the stream starts with a BOM.
         let need = BOM.len() - self.partial.len();
@@ -118,13 +127,13 @@ impl SseFramer {
         self.bom_done = true;
         let mut head = std::mem::take(&mut self.partial);
         let start = if head.starts_with(BOM) { BOM.len() } else { 0 };
-        let result = self.feed_lines(&head[start..], on_event);
+        let result = self.feed_lines(&head[start..], sink);
         head.clear();
         if self.partial.is_empty() {
             self.partial = head; // keep the allocation
         }
         result?;
-        self.feed_lines(rest, on_event)
+        self.feed_lines(rest, sink)
     }
 
     /// Ends the stream: an unterminated last line is taken as a line, and a pending event
@@ -132,6 +141,14 @@ impl SseFramer {
     pub fn finish<F>(&mut self, on_event: &mut F) -> Result<(), DecodeError>
     where
         F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+    {
+        self.finish_sink(&mut Events(on_event))
+    }
+
+    /// [`finish`](Self::finish) into a sink.
+    pub(crate) fn finish_sink<S>(&mut self, on_event: &mut S) -> Result<(), DecodeError>
+    where
+        S: EventSink + ?Sized,
     {
         if !self.bom_done {
             self.bom_done = true;
@@ -157,9 +174,9 @@ impl SseFramer {
         result
     }
 
-    fn feed_lines<F>(&mut self, chunk: &[u8], on_event: &mut F) -> Result<(), DecodeError>
+    fn feed_lines<S>(&mut self, chunk: &[u8], on_event: &mut S) -> Result<(), DecodeError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+        S: EventSink + ?Sized,
     {
         let mut rest = chunk;
         if rest.is_empty() {
@@ -194,6 +211,12 @@ impl SseFramer {
         // Lines wholly inside this chunk: field values stay borrowed until dispatch.
         let mut pending = Pending::default();
         loop {
+            if !self.has_data && !self.has_event && rest.len() > 1 {
+                // Between events (at a line start, no field pending): the sink may
+                // take whole events.
+                let n = on_event.bulk(rest)?;
+                rest = &rest[n.min(rest.len())..];
+            }
             let i = match rest.first() {
                 None => break,
                 // A blank line (the end of an event) needs no search.
@@ -248,14 +271,14 @@ impl SseFramer {
     }
 
     #[inline]
-    fn line<'c, F>(
+    fn line<'c, S>(
         &mut self,
         line: &'c [u8],
         pending: &mut Pending<'c>,
-        on_event: &mut F,
+        on_event: &mut S,
     ) -> Result<(), DecodeError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+        S: EventSink + ?Sized,
     {
         if line.len() > self.max_event_bytes {
             return Err(DecodeError::LineTooLong {
@@ -315,9 +338,9 @@ impl SseFramer {
     }
 
     #[inline]
-    fn dispatch<F>(&mut self, pending: Pending<'_>, on_event: &mut F) -> Result<(), DecodeError>
+    fn dispatch<S>(&mut self, pending: Pending<'_>, on_event: &mut S) -> Result<(), DecodeError>
     where
-        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+        S: EventSink + ?Sized,
     {
         let data = pending.data.unwrap_or(&self.data);
         let event = if self.has_event && self.names {
@@ -325,12 +348,42 @@ impl SseFramer {
         } else {
             None
         };
-        let result = on_event(SseEvent { event, data });
+        let result = on_event.event(SseEvent { event, data });
         self.has_data = false;
         self.data.clear();
         self.has_event = false;
         self.event.clear();
         result
+    }
+}
+
+/// Where a framer's events go.
+pub(crate) trait EventSink {
+    /// Called wherever the framer stands between events (at a line start, no field of
+    /// an event seen yet) with the rest of the chunk: the sink may take any number of
+    /// **whole** events off its front, handling them itself, and returns how many bytes
+    /// they span (0 for none). A sink must take only bytes that frame as complete events
+    /// (`data:` lines each ending its event with a blank line), so the events are the
+    /// same as without it; it is how a decoder skips line-by-line framing for the events
+    /// it recognises by their exact bytes.
+    fn bulk(&mut self, _rest: &[u8]) -> Result<usize, DecodeError> {
+        Ok(0)
+    }
+
+    /// One dispatched event.
+    fn event(&mut self, event: SseEvent<'_>) -> Result<(), DecodeError>;
+}
+
+/// A callback as a sink that takes nothing in bulk.
+struct Events<'f, F: ?Sized>(&'f mut F);
+
+impl<F> EventSink for Events<'_, F>
+where
+    F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
+{
+    #[inline]
+    fn event(&mut self, event: SseEvent<'_>) -> Result<(), DecodeError> {
+        (self.0)(event)
     }
 }
 

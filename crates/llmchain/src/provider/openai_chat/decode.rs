@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::message::{ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
 use crate::provider::framed::{EventHandler, SseDecoder};
-use crate::provider::json_scan::Cursor;
+use crate::provider::json_scan::{Cursor, read_string_into, starts_with_bytes};
 use crate::provider::wire::{
     ArgsField, ContentField, WireUsage, chat_stop_reason, malformed, provider_error, wrong_format,
 };
@@ -97,7 +97,30 @@ struct State {
     /// The last chunk prefix (`{…,"choices":`) the fast path validated: consecutive
     /// chunks repeat it byte for byte, so it is compared, not re-validated.
     known_prefix: Vec<u8>,
+    /// The raw bytes of the last fragment-only event the fast path accepted, around its
+    /// wire index and fragment: [`bulk`](EventHandler::bulk) takes the events that
+    /// repeat them byte for byte without framing or re-validating them.
+    shape: Option<Shape>,
+    /// The framer's line cap, which events taken in bulk respect too.
+    max_line: usize,
+    /// Scratch for [`bulk`](Self::bulk): a shape's tail followed by a call's prefix.
+    joint: Vec<u8>,
 }
+
+/// The bytes of a fragment-only event around its variable parts (see [`State::bulk`]).
+#[derive(Debug)]
+struct Shape {
+    /// `data: ` and the validated chunk prefix through `"tool_calls":[{"index":`.
+    head: Vec<u8>,
+    /// What closed the chunk after the fragment's string, then the blank line (`\n\n`).
+    tail: Vec<u8>,
+}
+
+/// What follows the wire index in a fragment-only chunk, up to the fragment's string.
+const FRAGMENT_KEY: &[u8; 25] = b",\"function\":{\"arguments\":";
+
+/// What follows the chunk prefix in a fragment-only chunk, up to the wire index.
+const FRAGMENT_MIDDLE: &[u8] = b"[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":";
 
 impl State {
     fn new(config: DecoderConfig) -> Self {
@@ -109,15 +132,14 @@ impl State {
             error: None,
             done: false,
             known_prefix: Vec::new(),
+            shape: None,
+            max_line: config.max_line_bytes,
+            joint: Vec::new(),
         }
     }
 
     fn open_at(&self, wire: u64) -> Option<u32> {
-        self.open
-            .iter()
-            .rev()
-            .find(|(w, _)| *w == wire)
-            .map(|(_, p)| *p)
+        open_at(&self.open, wire)
     }
 
     /// One `data:` payload of the stream.
@@ -132,14 +154,110 @@ impl State {
         }
         if let Some((wire, literal)) = fast_fragment(trimmed, &mut self.known_prefix)
             && let Some(pos) = self.open_at(wire)
-            && self
-                .asm
-                .push_arguments_literal(pos, literal, fragment_chunk_end, on_event)
-                .is_some()
+            && let Some(n) =
+                self.asm
+                    .push_arguments_literal(pos, literal, fragment_chunk_end, on_event)
         {
+            self.learn_shape(&literal[n..]);
             return Ok(());
         }
         self.slow(trimmed, on_event)
+    }
+
+    /// Remembers the bytes of a fragment-only chunk the fast path just accepted (its
+    /// prefix is `known_prefix`, `tail` what closed it) for [`bulk`](Self::bulk).
+    fn learn_shape(&mut self, tail: &[u8]) {
+        const DATA: &[u8] = b"data: ";
+        let same = self.shape.as_ref().is_some_and(|s| {
+            s.tail.len() == tail.len() + 2
+                && s.tail.starts_with(tail)
+                && s.head.len() == DATA.len() + self.known_prefix.len() + FRAGMENT_MIDDLE.len()
+                && s.head[DATA.len()..].starts_with(&self.known_prefix)
+        });
+        if !same {
+            self.shape = Some(Shape {
+                head: [DATA, &self.known_prefix, FRAGMENT_MIDDLE].concat(),
+                tail: [tail, b"\n\n"].concat(),
+            });
+        }
+    }
+
+    /// Takes the fragment-only events at the front of `bytes` (raw stream bytes at an
+    /// event boundary) that repeat the last accepted one's bytes around their wire index
+    /// and fragment: `data: ` + the validated prefix, an open call's index, the
+    /// fragment's string, the validated tail and a blank line. Such an event is exactly
+    /// the chunk the fast path validated with another fragment, so it is handled without
+    /// framing its lines or re-reading its JSON envelope; the first event that differs
+    /// in any byte (or whose fragment needs more than the plain scan) is left to the
+    /// framer and the full path.
+    fn bulk(&mut self, bytes: &[u8], emit: Emit<'_>) -> (usize, usize) {
+        let State {
+            shape,
+            asm,
+            open,
+            joint,
+            done,
+            max_line,
+            ..
+        } = self;
+        let Some(shape) = shape.as_ref().filter(|_| !*done) else {
+            return (0, 0);
+        };
+        let (head, tail) = (shape.head.as_slice(), shape.tail.as_slice());
+        let (mut at, mut events) = (0usize, 0usize);
+        // One call's run of events: from the head, through its wire index and key.
+        'calls: while starts_with_bytes(&bytes[at..], head) {
+            let mut p = Cursor::new(bytes, at + head.len());
+            let Some(wire) = p.number_u64() else { break };
+            if p.eat_array(FRAGMENT_KEY).is_none() {
+                break;
+            }
+            let Some(pos) = open_at(open, wire) else {
+                break;
+            };
+            let Some((raw, limit)) = asm.arguments_buffer(pos) else {
+                break;
+            };
+            // Every event of this call up to its fragment: `head`, the index, the key;
+            // between two fragments of the call come `tail` and `prefix`, compared at once.
+            let prefix = &bytes[at..p.pos()];
+            joint.clear();
+            joint.extend_from_slice(tail);
+            joint.extend_from_slice(prefix);
+            let mut lit = p.pos();
+            loop {
+                let start = raw.len();
+                let Some(end) = read_string_into(&bytes[lit..], raw)
+                    .map(|n| lit + n)
+                    // The arguments within their cap, else the full path decides.
+                    .filter(|_| raw.len() <= limit)
+                else {
+                    raw.truncate(start);
+                    break 'calls;
+                };
+                let more = starts_with_bytes(&bytes[end..], joint);
+                let next = end + tail.len();
+                // The event ends with `tail`; its line (without the two line ends) is
+                // within the framer's cap.
+                if !(more || starts_with_bytes(&bytes[end..], tail)) || next - at - 2 > *max_line {
+                    raw.truncate(start);
+                    break 'calls;
+                }
+                if raw.len() > start {
+                    emit(StreamEvent::ToolCallArguments {
+                        index: pos,
+                        fragment: Cow::Borrowed(&raw[start..]),
+                    });
+                }
+                events += 1;
+                at = next;
+                if !more {
+                    continue 'calls;
+                }
+                lit = at + prefix.len();
+            }
+        }
+        (at, events)
     }
 
     fn slow(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
@@ -317,6 +435,10 @@ impl EventHandler for State {
         self.data(data, emit)
     }
 
+    fn bulk(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
+        Ok(State::bulk(self, bytes, emit))
+    }
+
     fn on_done(&mut self) {
         self.done = true; // after [DONE] nothing counts
     }
@@ -375,6 +497,20 @@ fn bad_json(data: &[u8], e: &serde_json::Error) -> DecodeError {
     }
 }
 
+/// The call open at wire index `wire`, if any (the latest, should an index repeat).
+#[inline]
+fn open_at(open: &[(u64, u32)], wire: u64) -> Option<u32> {
+    // Indices usually count from 0 in order: try that slot before searching.
+    if let Ok(i) = usize::try_from(wire)
+        && let Some(&(w, p)) = open.get(i)
+        && w == wire
+        && !open[i + 1..].iter().any(|&(w, _)| w == wire)
+    {
+        return Some(p);
+    }
+    open.iter().rev().find(|(w, _)| *w == wire).map(|(_, p)| *p)
+}
+
 fn trim_ascii(b: &[u8]) -> &[u8] {
     b.trim_ascii()
 }
@@ -409,9 +545,9 @@ fn fast_fragment<'d>(data: &'d [u8], known_prefix: &mut Vec<u8>) -> Option<(u64,
         known_prefix.extend_from_slice(&data[..p.pos()]);
         p
     };
-    p.eat(b"[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":")?;
+    p.eat(FRAGMENT_MIDDLE)?;
     let wire = p.number_u64()?;
-    p.eat(b",\"function\":{\"arguments\":")?;
+    p.eat_array(FRAGMENT_KEY)?;
     Some((wire, &data[p.pos()..]))
 }
 
@@ -432,8 +568,6 @@ fn fragment_chunk_end(rest: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::provider::json_scan::read_string_into;
 
     /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
     fn fast(d: &[u8], known: &mut Vec<u8>) -> Option<(u64, String)> {
