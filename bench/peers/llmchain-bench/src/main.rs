@@ -185,7 +185,13 @@ fn main() {
         workload_d(&base, &expect["D"]);
         return;
     }
+    // `ONLY=A|B|C` runs one in-process workload (for profiling).
+    let only = std::env::var("ONLY").unwrap_or_default();
+    let run = |w: &str| only.is_empty() || only == w;
     for size in [1usize << 10, 64 << 10, 1 << 20, 8 << 20] {
+        if !run("A") {
+            break;
+        }
         let body = std::fs::read(format!("{data}/A_{size}.sse")).expect("A");
         report(
             "llmchain",
@@ -196,14 +202,19 @@ fn main() {
         assert_eq!(args.len(), size);
         report("floor", &format!("A_{size}"), time(|| floor(&body, &args)));
     }
-    let body = std::fs::read(format!("{data}/B.sse")).expect("B");
-    let lens: Vec<usize> = expect["B"]
-        .as_array()
-        .expect("B")
-        .iter()
-        .map(|v| v.as_u64().unwrap_or(0) as usize)
-        .collect();
-    report("llmchain", "B", time(|| decode(&body, &lens)));
+    if run("B") {
+        let body = std::fs::read(format!("{data}/B.sse")).expect("B");
+        let lens: Vec<usize> = expect["B"]
+            .as_array()
+            .expect("B")
+            .iter()
+            .map(|v| v.as_u64().unwrap_or(0) as usize)
+            .collect();
+        report("llmchain", "B", time(|| decode(&body, &lens)));
+    }
+    if !run("C") {
+        return;
+    }
 
     let c: Value =
         serde_json::from_slice(&std::fs::read(format!("{data}/C.json")).expect("C")).expect("json");
