@@ -1,4 +1,4 @@
-//! Pieces shared by the Anthropic, Gemini and Ollama request encoders.
+//! Pieces shared by the request encoders.
 
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 use super::assembly::SYNTHESIZED_ID_KEY;
 use super::error::EncodeError;
 use super::format::RequestOptions;
-use crate::message::{Arguments, ToolCall};
+use crate::conversation::Conversation;
+use crate::message::{Arguments, ContentPart, ToolCall};
 
 /// A call's arguments as a JSON object, borrowed when already parsed: what the
 /// object-argument wires (Anthropic `input`, Gemini `args`, Ollama `arguments`) get.
@@ -45,18 +46,52 @@ pub(crate) fn synthesized_id(call: &ToolCall) -> bool {
         .unwrap_or(false)
 }
 
+/// A guess at the size of a request body for `conv`: its text, arguments and results
+/// plus an allowance per message, call and tool. The body buffer starts at this size
+/// instead of doubling from a few KiB, which for a long conversation cost as much as
+/// the serialisation (copies, and fresh pages faulted in at each doubling). A guess that
+/// is short only means one more growth.
+pub(crate) fn body_size_hint(conv: &Conversation) -> usize {
+    let parts = |p: &[ContentPart]| p.iter().map(|c| c.content.len() + 32).sum::<usize>();
+    let arguments = |c: &ToolCall| match &c.arguments {
+        Some(Arguments::Object(m)) => m
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(16, str::len) + 8)
+            .sum(),
+        _ => c.raw_arguments_len(),
+    };
+    let messages: usize = conv
+        .messages
+        .iter()
+        .map(|m| {
+            64 + parts(&m.content)
+                + m.tool_calls
+                    .iter()
+                    .map(|c| 96 + c.name.as_deref().map_or(0, str::len) + arguments(c))
+                    .sum::<usize>()
+                + m.tool_results
+                    .iter()
+                    .map(|r| 96 + parts(&r.content))
+                    .sum::<usize>()
+        })
+        .sum();
+    let tools: usize = conv.tools.iter().map(|t| 256 + t.description.len()).sum();
+    (1024 + conv.system.as_ref().map_or(0, String::len) + messages + tools).min(64 << 20)
+}
+
 /// Serializes `body` and merges `opts.extra` last (top-level keys replace).
 pub(crate) fn to_body<T: Serialize>(
     format: &'static str,
     body: &T,
     opts: &RequestOptions,
+    size_hint: usize,
 ) -> Result<Vec<u8>, EncodeError> {
     let err = |e: serde_json::Error| EncodeError::Unsupported {
         format,
         message: e.to_string(),
     };
     if opts.extra.is_empty() {
-        let mut out = Vec::with_capacity(4096);
+        let mut out = Vec::with_capacity(size_hint);
         serde_json::to_writer(&mut out, body).map_err(err)?;
         return Ok(out);
     }
@@ -78,4 +113,46 @@ pub(crate) fn join_text(acc: &mut String, text: &str) {
         acc.push_str("\n\n");
     }
     acc.push_str(text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Message, ToolResult};
+    use crate::provider::Format;
+
+    #[test]
+    fn the_size_hint_is_near_every_format_body() {
+        let mut conv = Conversation::new();
+        conv.system = Some("You are terse.".into());
+        for i in 0..200 {
+            conv.messages.push(Message::user(
+                format!("Round {i}: read the files. ").repeat(4),
+            ));
+            let calls = (0..2)
+                .map(|k| {
+                    let args = serde_json::json!({"path": format!("src/{i}_{k}.rs"), "lines": 40});
+                    ToolCall::function(format!("call_{i}_{k}"), "read_file", args).unwrap()
+                })
+                .collect();
+            conv.messages.push(Message::assistant_with_calls("", calls));
+            let results = (0..2)
+                .map(|k| ToolResult::text(format!("call_{i}_{k}"), "fn main() {}\n".repeat(20)))
+                .collect();
+            conv.messages.push(Message::tool(results));
+        }
+        let hint = body_size_hint(&conv);
+        for format in Format::ALL {
+            let body = format
+                .codec()
+                .encode(&conv, &RequestOptions::default())
+                .unwrap();
+            // Within a factor of two either way: one growth at most, no large waste.
+            assert!(
+                hint >= body.len() / 2 && hint <= body.len() * 2,
+                "{format:?}: hint {hint}, body {}",
+                body.len()
+            );
+        }
+    }
 }

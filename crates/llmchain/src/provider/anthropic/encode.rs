@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
-use crate::provider::encoding::{ArgsObject, join_text, to_body};
+use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, to_body};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 
@@ -352,5 +352,5 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         temperature: opts.temperature,
         stream: opts.stream,
     };
-    to_body(FORMAT, &body, opts)
+    to_body(FORMAT, &body, opts, body_size_hint(conv))
 }

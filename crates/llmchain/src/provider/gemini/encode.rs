@@ -26,7 +26,7 @@ use super::schema::gemini_schema;
 use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::assembly::THOUGHT_SIGNATURE_KEY;
-use crate::provider::encoding::{ArgsObject, join_text, synthesized_id, to_body};
+use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, synthesized_id, to_body};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 
@@ -459,5 +459,5 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         tool_config,
         generation_config,
     };
-    to_body(FORMAT, &body, opts)
+    to_body(FORMAT, &body, opts, body_size_hint(conv))
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::conversation::Conversation;
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
-use crate::provider::encoding::{ArgsObject, join_text, synthesized_id, to_body};
+use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, synthesized_id, to_body};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 
@@ -280,5 +280,5 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         stream: opts.stream,
         options,
     };
-    to_body(FORMAT, &body, opts)
+    to_body(FORMAT, &body, opts, body_size_hint(conv))
 }

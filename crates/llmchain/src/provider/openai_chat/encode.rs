@@ -16,6 +16,7 @@ use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, ToolDefiniti
 use crate::message::{
     Arguments, ContentPart, ContentType, Message, MessageStatus, Role, ToolCall, ToolResult,
 };
+use crate::provider::encoding::body_size_hint;
 use crate::provider::{EncodeError, RequestOptions};
 
 const FORMAT: &str = "openai_chat";
@@ -46,12 +47,16 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
         temperature: opts.temperature,
         extra: &opts.extra,
     };
-    to_vec(&body, FORMAT)
+    to_vec(&body, FORMAT, body_size_hint(conv))
 }
 
 /// Serialises to JSON bytes, mapping the (impossible for these types) error.
-pub(crate) fn to_vec<T: Serialize>(v: &T, format: &'static str) -> Result<Vec<u8>, EncodeError> {
-    let mut out = Vec::with_capacity(4096);
+pub(crate) fn to_vec<T: Serialize>(
+    v: &T,
+    format: &'static str,
+    size_hint: usize,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::with_capacity(size_hint);
     serde_json::to_writer(&mut out, v).map_err(|e| EncodeError::Unsupported {
         format,
         message: e.to_string(),

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::conversation::{Conversation, ToolChoice, ToolDefinition};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
+use crate::provider::encoding::body_size_hint;
 use crate::provider::openai_chat::{
     ArgumentsText, UrlOrData, answered_ids, joined_text, mode_str, part_url, result_text, sendable,
     to_vec, tool_parameters,
@@ -45,7 +46,7 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
         temperature: opts.temperature,
         extra: &opts.extra,
     };
-    to_vec(&body, FORMAT)
+    to_vec(&body, FORMAT, body_size_hint(conv))
 }
 
 fn push_items<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<Item<'a>>) {
