@@ -97,8 +97,8 @@ pub struct TerminalReview {
     interactive: bool,
 }
 
-/// Builds the handler for `policy`, knowing these tools (unknown tools get the MCP
-/// default hints: not read-only, destructive). Questions go to stderr, answers come
+/// Builds the handler for `policy`, knowing these tools (a call to a tool it does not
+/// know is let through: nothing runs, the executor refuses it naming the tools there are). Questions go to stderr, answers come
 /// from stdin; `$EDITOR` is read now, and so is whether stdin and stderr are a terminal
 /// (for `auto`).
 pub fn approval_handler(
@@ -154,10 +154,12 @@ impl TerminalReview {
     /// Decides about one call, asking if the policy says so (blocking).
     pub fn decide(&self, call: &ToolCall) -> ReviewDecision {
         let name = call.name.clone().unwrap_or_default();
-        let meta = self.tools.get(&name).cloned().unwrap_or_else(|| ToolMeta {
-            display_text: llmchain::tool::humanize_tool_name(&name),
-            hints: ToolHints::default(),
-        });
+        let Some(meta) = self.tools.get(&name).cloned() else {
+            // No such tool in this session: nothing can run, and the executor answers
+            // with a refusal that names the tools there are, which helps the model more
+            // than a denial would.
+            return ReviewDecision::Approve;
+        };
         match self.policy {
             ApprovalPolicy::Always => ReviewDecision::Approve,
             ApprovalPolicy::Never => ReviewDecision::Deny {
@@ -492,10 +494,20 @@ mod tests {
             }
         );
         let (h, _) = handler(ApprovalPolicy::Ask, "d\n\n", None);
-        let ReviewDecision::Deny { reason } = h.decide(&call("other", json!({}))) else {
+        let ReviewDecision::Deny { reason } = h.decide(&call("rm", json!({}))) else {
             panic!()
         };
         assert!(reason.contains("denied"));
+        // A tool the session does not have is let through without a question (and under
+        // `never` too): nothing can run, the executor refuses it naming the tools.
+        for policy in [
+            ApprovalPolicy::Ask,
+            ApprovalPolicy::Never,
+            ApprovalPolicy::Auto,
+        ] {
+            let (h, _) = handler(policy, "", None);
+            assert_eq!(h.decide(&call("other", json!({}))), ReviewDecision::Approve);
+        }
         let (h, _) = handler(ApprovalPolicy::Ask, "", None);
         assert!(matches!(
             h.decide(&call("rm", json!({}))),

@@ -1,5 +1,5 @@
-//! The built-in tools of `llmchain demo` and `llmchain run`: a calculator, a clock and a
-//! file reader confined to one directory.
+//! The built-in tools of `llmchain demo`, `llmchain run` and `llmchain conversations
+//! resume`: a calculator, a clock and a file reader confined to one directory.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -8,6 +8,12 @@ use llmchain::tool::{Tool, ToolOutput};
 use serde_json::json;
 
 /// `calculator {"expression": "(17 * 23) + 4"}` — arithmetic with + - * / ^ and parentheses.
+/// The built-in tools, `read_file` confined to `root`.
+pub fn builtins(root: PathBuf) -> Vec<Tool> {
+    vec![calculator(), clock(), read_file(root)]
+}
+
+/// A calculator tool.
 pub fn calculator() -> Tool {
     Tool::builder("calculator")
         .description("Evaluates an arithmetic expression with + - * / ^ and parentheses.")

@@ -177,3 +177,90 @@ fn default_database_is_in_the_data_dir() {
     assert!(out.status.success(), "{out:?}");
     assert!(dir.path().join("llmchain").join("llmchain.db").exists());
 }
+
+/// A new database `name` in `dir` holding a conversation whose last message asks for
+/// `llmchain__read_file` of notes.txt (never started); returns its URL and the id.
+async fn outstanding_call(dir: &Path, name: &str) -> (String, String) {
+    let path = dir.join(name);
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut conv = Conversation::new();
+    conv.messages.push(Message::user("When do we ship?"));
+    let call = ToolCall::function(
+        "call_9",
+        "llmchain__read_file",
+        json!({"path": "notes.txt"}),
+    )
+    .unwrap();
+    conv.messages.push(Message::assistant_with_calls(
+        "Reading the notes.",
+        vec![call],
+    ));
+    let id = store
+        .create_conversation(NewConversation::from_conversation(conv))
+        .await
+        .unwrap();
+    store.create_run(&id, &Default::default()).await.unwrap();
+    store.pool().close().await;
+    (format!("sqlite://{}", path.display()), id)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn resume_runs_outstanding_calls_with_the_tools_of_mcp_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "Ship on Friday.\n").unwrap();
+    // `mcp serve`'s tools collide with the built-in ones: they carry the server's name.
+    let server = format!(
+        "{} mcp serve --root {}",
+        env!("CARGO_BIN_EXE_llmchain"),
+        dir.path().display()
+    );
+    let resume = |url: &str, id: &str, more: &[&str]| {
+        let mut args = vec!["conversations", "--db", url, "resume", id];
+        args.extend_from_slice(more);
+        let out = llmchain(&args, None);
+        let text = stdout(&out);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+
+    // Without the server the tool is unknown: the call fails, the model is told which
+    // tools there are.
+    let (url, id) = outstanding_call(dir.path(), "without.db").await;
+    let text = resume(&url, &id, &[]);
+    assert!(text.contains("failed call_9"), "{text}");
+    assert!(
+        text.contains("calculator"),
+        "the available tools are named: {text}"
+    );
+
+    // With it, the call runs (read-only, so `--approve auto` needs no terminal) and the
+    // result is stored.
+    let (url, id) = outstanding_call(dir.path(), "with.db").await;
+    let text = resume(&url, &id, &["--mcp", &server]);
+    assert!(text.contains("ran call_9: Ship on Friday."), "{text}");
+    assert!(text.contains("waiting for the model"), "{text}");
+    let export = llmchain(&["conversations", "--db", &url, "export", &id], None);
+    let conv = Conversation::from_json(&stdout(&export)).unwrap();
+    assert_eq!(conv.messages.len(), 3);
+    assert_eq!(
+        conv.messages[1].tool_calls[0].execution_status(),
+        "completed"
+    );
+    assert_eq!(
+        conv.messages[2].tool_results[0].content_text(),
+        "Ship on Friday.\n"
+    );
+
+    // --approve never: nothing runs; the call is answered as denied.
+    let (url, id) = outstanding_call(dir.path(), "denied.db").await;
+    let text = resume(&url, &id, &["--mcp", &server, "--approve", "never"]);
+    assert!(
+        text.contains("denied call_9: The user does not allow tool calls"),
+        "{text}"
+    );
+    assert!(!text.contains("Ship on Friday"), "{text}");
+}

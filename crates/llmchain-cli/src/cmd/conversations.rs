@@ -6,11 +6,15 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use llmchain::message::{ContentType, Message, parts_to_string};
+use llmchain::chain::{ReviewDecision, ReviewFuture, ReviewHandler};
+use llmchain::message::{ContentType, Message, ToolCall, parts_to_string};
 use llmchain_store::{AnyStore, Store, StoreError, StoredConversation};
 
+use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
 use crate::error::{CliError, CliResult};
+use crate::review::{ApprovalPolicy, TerminalReview, ToolMeta, approval_handler};
 
 /// The environment variable naming the database.
 pub const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
@@ -44,10 +48,22 @@ pub enum Action {
         /// The conversation id.
         id: String,
     },
-    /// Show what resuming a conversation would do (outstanding tool calls, runs).
+    /// Resume a conversation: run its outstanding tool calls (the built-in tools, and
+    /// those of the MCP servers given, as for `run`), store the results and say what
+    /// it needs next.
     Resume {
         /// The conversation id.
         id: String,
+        /// MCP servers whose tools the outstanding calls may use (named as in `run`:
+        /// a tool whose name collides with a built-in one gets the server's name as
+        /// prefix).
+        #[command(flatten)]
+        servers: ServerArgs,
+        /// Review of the outstanding calls, as for `run`: auto (read-only tools run,
+        /// others are asked about on a terminal and denied otherwise), ask, always,
+        /// never.
+        #[arg(long, value_enum, default_value = "auto")]
+        approve: ApprovalPolicy,
     },
     /// Write a conversation as a storage-format conversation file (JSON).
     Export {
@@ -160,8 +176,12 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
                 ));
             }
         }
-        Action::Resume { id } => {
-            resume(store, &id, &mut out).await?;
+        Action::Resume {
+            id,
+            servers,
+            approve,
+        } => {
+            resume(store, &id, &servers, approve, &mut out).await?;
         }
         Action::Export { id, output } => {
             let stored = load(&store, &id).await?;
@@ -178,15 +198,21 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
     print(&out)
 }
 
-/// Resumes a stored conversation: outstanding tool calls run with the built-in tools
-/// (calls found `executing` get an "outcome unknown" result unless their tool is
-/// idempotent), the tool message is stored, and what the conversation needs next is
-/// printed. Model calls need a provider: continue with `llmchain run`.
-async fn resume(store: AnyStore, id: &str, out: &mut String) -> CliResult {
-    use std::sync::Arc;
-
+/// Resumes a stored conversation: outstanding tool calls run with the built-in tools and
+/// the MCP servers' tools, after review (calls found `executing` get an "outcome unknown"
+/// result unless their tool is idempotent), the tool message is stored, and what the
+/// conversation needs next is printed. Model calls need a provider: continue with
+/// `llmchain run`.
+async fn resume(
+    store: AnyStore,
+    id: &str,
+    servers: &ServerArgs,
+    approve: ApprovalPolicy,
+    out: &mut String,
+) -> CliResult {
     use llmchain::chain::{LLMChain, RunOutcome, ScriptedModel, Steps};
     use llmchain::provider::Format;
+    use llmchain::tool::Tool;
     use llmchain_store::sink::{StoreSink, load_chain_state};
 
     let store = Arc::new(store);
@@ -197,12 +223,30 @@ async fn resume(store: AnyStore, id: &str, out: &mut String) -> CliResult {
     let before = state.conversation.messages.len();
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+    let builtins = crate::tools::builtins(cwd);
+    let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
+    let mcp_tools = connect_mcp_tools(servers, &reserved).await?;
+    let reviewer = approval_handler(
+        approve,
+        builtins
+            .iter()
+            .map(ToolMeta::of_tool)
+            .chain(mcp_tools.iter().map(ToolMeta::of_mcp)),
+    );
+    let denied = Arc::new(Mutex::new(Vec::new()));
     // Only tools run here; this model is never called (it has no turns).
     let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
         .with_sink(Arc::new(StoreSink::new(store.clone(), id)))
-        .with_tool(crate::tools::calculator())
-        .with_tool(crate::tools::clock())
-        .with_tool(crate::tools::read_file(cwd));
+        .with_review(Recorded {
+            inner: reviewer,
+            denied: denied.clone(),
+        });
+    for t in builtins
+        .into_iter()
+        .chain(mcp_tools.iter().map(|t| t.tool.clone()))
+    {
+        chain = chain.with_tool(t);
+    }
     match Steps::execute_tools(&mut chain).await {
         Err(e) => return Err(CliError::Runtime(format!("resume failed: {e}"))),
         Ok(std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(p))) => {
@@ -211,11 +255,18 @@ async fn resume(store: AnyStore, id: &str, out: &mut String) -> CliResult {
         }
         Ok(_) => {}
     }
+    let denied = denied.lock().map(|d| d.clone()).unwrap_or_default();
     for m in &chain.messages()[before..] {
         for r in &m.tool_results {
             out.push_str(&format!(
                 "{} {}: {}\n",
-                if r.is_error() { "failed" } else { "ran" },
+                if denied.contains(&r.tool_call_id) {
+                    "denied"
+                } else if r.is_error() {
+                    "failed"
+                } else {
+                    "ran"
+                },
                 r.tool_call_id,
                 r.content_text().lines().next().unwrap_or("")
             ));
@@ -231,6 +282,28 @@ async fn resume(store: AnyStore, id: &str, out: &mut String) -> CliResult {
         }
     ));
     Ok(())
+}
+
+/// The terminal review, remembering the calls it denied (a denial is answered with a
+/// plain result, so the summary could not tell it from a call that ran).
+struct Recorded {
+    inner: TerminalReview,
+    denied: Arc<Mutex<Vec<String>>>,
+}
+
+impl ReviewHandler for Recorded {
+    fn review<'a>(&'a self, call: &'a ToolCall) -> ReviewFuture<'a> {
+        Box::pin(async move {
+            let decision = self.inner.review(call).await;
+            if matches!(decision, ReviewDecision::Deny { .. })
+                && let Some(id) = &call.call_id
+                && let Ok(mut d) = self.denied.lock()
+            {
+                d.push(id.clone());
+            }
+            decision
+        })
+    }
 }
 
 fn runtime(e: impl std::fmt::Display) -> CliError {

@@ -134,17 +134,13 @@ pub fn run(args: RunArgs) -> CliResult {
 }
 
 /// The built-in tools: calculator, clock, and a file reader confined to `cwd`.
-fn builtin_tools(cwd: std::path::PathBuf) -> Vec<Tool> {
-    vec![tools::calculator(), tools::clock(), tools::read_file(cwd)]
-}
-
 async fn agent(
     model: HttpModel,
     format: Format,
     args: RunArgs,
     cwd: std::path::PathBuf,
 ) -> CliResult {
-    let builtins = builtin_tools(cwd);
+    let builtins = tools::builtins(cwd);
     let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
     let mcp_tools = connect_mcp_tools(&args.servers, &reserved).await?;
     let reviewer = approval_handler(
