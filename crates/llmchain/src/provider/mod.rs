@@ -10,6 +10,7 @@ mod encoding;
 mod error;
 mod event;
 mod format;
+mod fragment_run;
 mod framed;
 pub mod framing;
 mod gemini;

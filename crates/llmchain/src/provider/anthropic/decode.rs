@@ -16,6 +16,7 @@ use crate::provider::assembly::{Assembler, Emit, malformed, wrong_format};
 use crate::provider::error::DecodeError;
 use crate::provider::event::StopReason;
 use crate::provider::format::DecoderConfig;
+use crate::provider::fragment_run::{FragmentShape, take_fragments};
 use crate::provider::framed::EventHandler;
 use crate::provider::json_scan::Cursor;
 use crate::provider::outcome::DecodeOutcome;
@@ -166,6 +167,8 @@ pub(crate) struct Events {
     output_tokens: Option<u64>,
     seen_event: bool,
     stopped: bool,
+    /// Scratch for [`take_fragments`].
+    joint: Vec<u8>,
 }
 
 // The hot path: `input_json_delta` events in the exact shape the API sends, read
@@ -187,9 +190,57 @@ fn fast_json_delta(data: &[u8]) -> Option<(u64, &[u8])> {
 /// The bytes that close a canonical `input_json_delta` event after its fragment.
 const JSON_DELTA_END: &[u8] = b"}}";
 
+/// A canonical `input_json_delta` event as the API frames it, for [`take_fragments`]:
+/// its `event:` line, then the data line of [`fast_json_delta`]'s shape.
+const BULK_SHAPE: FragmentShape<'static> = FragmentShape {
+    head: b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":",
+    key: JSON_DELTA_MID,
+    tail: b"}}\n\n",
+    lead: b"event: content_block_delta\n".len(),
+};
+
 impl EventHandler for Events {
     fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError> {
         Events::on_data(self, data, emit)
+    }
+    /// Runs of `input_json_delta` events for tool blocks, in the exact bytes the API
+    /// sends, are taken without framing (the same events [`fast_json_delta`] accepts,
+    /// with their `event:` line).
+    fn bulk(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
+        if self.stopped {
+            return Ok((0, 0));
+        }
+        let Events {
+            asm,
+            blocks,
+            last,
+            joint,
+            config,
+            ..
+        } = self;
+        let call_of = |index: u64| {
+            let block = match *last {
+                Some((i, b)) if i == index => Some(b),
+                _ => blocks.get(&index).copied(),
+            };
+            match block {
+                Some(BlockState::Tool { pos }) => Some(pos),
+                _ => None,
+            }
+        };
+        let taken = take_fragments(
+            bytes,
+            BULK_SHAPE,
+            config.max_line_bytes,
+            joint,
+            asm,
+            call_of,
+            emit,
+        );
+        if taken.1 > 0 {
+            self.seen_event = true;
+        }
+        Ok(taken)
     }
     fn finish(self, emit: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
         Events::finish(self, emit)
@@ -211,6 +262,7 @@ impl Events {
             output_tokens: None,
             seen_event: false,
             stopped: false,
+            joint: Vec::new(),
         }
     }
 

@@ -14,8 +14,9 @@ use serde_json::Value;
 
 use crate::message::{ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
+use crate::provider::fragment_run::{FragmentShape, take_fragments};
 use crate::provider::framed::{EventHandler, SseDecoder};
-use crate::provider::json_scan::{Cursor, read_string_into, starts_with_bytes};
+use crate::provider::json_scan::Cursor;
 use crate::provider::wire::{
     ArgsField, ContentField, WireUsage, chat_stop_reason, malformed, provider_error, wrong_format,
 };
@@ -203,61 +204,21 @@ impl State {
         let Some(shape) = shape.as_ref().filter(|_| !*done) else {
             return (0, 0);
         };
-        let (head, tail) = (shape.head.as_slice(), shape.tail.as_slice());
-        let (mut at, mut events) = (0usize, 0usize);
-        // One call's run of events: from the head, through its wire index and key.
-        'calls: while starts_with_bytes(&bytes[at..], head) {
-            let mut p = Cursor::new(bytes, at + head.len());
-            let Some(wire) = p.number_u64() else { break };
-            if p.eat_array(FRAGMENT_KEY).is_none() {
-                break;
-            }
-            let Some(pos) = open_at(open, wire) else {
-                break;
-            };
-            let Some((raw, limit)) = asm.arguments_buffer(pos) else {
-                break;
-            };
-            // Every event of this call up to its fragment: `head`, the index, the key;
-            // between two fragments of the call come `tail` and `prefix`, compared at once.
-            let prefix = &bytes[at..p.pos()];
-            joint.clear();
-            joint.extend_from_slice(tail);
-            joint.extend_from_slice(prefix);
-            let mut lit = p.pos();
-            loop {
-                let start = raw.len();
-                let Some(end) = read_string_into(&bytes[lit..], raw)
-                    .map(|n| lit + n)
-                    // The arguments within their cap, else the full path decides.
-                    .filter(|_| raw.len() <= limit)
-                else {
-                    raw.truncate(start);
-                    break 'calls;
-                };
-                let more = starts_with_bytes(&bytes[end..], joint);
-                let next = end + tail.len();
-                // The event ends with `tail`; its line (without the two line ends) is
-                // within the framer's cap.
-                if !(more || starts_with_bytes(&bytes[end..], tail)) || next - at - 2 > *max_line {
-                    raw.truncate(start);
-                    break 'calls;
-                }
-                if raw.len() > start {
-                    emit(StreamEvent::ToolCallArguments {
-                        index: pos,
-                        fragment: Cow::Borrowed(&raw[start..]),
-                    });
-                }
-                events += 1;
-                at = next;
-                if !more {
-                    continue 'calls;
-                }
-                lit = at + prefix.len();
-            }
-        }
-        (at, events)
+        let shape = FragmentShape {
+            head: &shape.head,
+            key: FRAGMENT_KEY,
+            tail: &shape.tail,
+            lead: 0,
+        };
+        take_fragments(
+            bytes,
+            shape,
+            *max_line,
+            joint,
+            asm,
+            |w| open_at(open, w),
+            emit,
+        )
     }
 
     fn slow(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
@@ -568,6 +529,7 @@ fn fragment_chunk_end(rest: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::json_scan::read_string_into;
 
     /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
     fn fast(d: &[u8], known: &mut Vec<u8>) -> Option<(u64, String)> {

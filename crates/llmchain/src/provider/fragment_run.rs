@@ -1,0 +1,112 @@
+//! Runs of argument-fragment events taken straight from a stream's raw bytes.
+//!
+//! A tool call's arguments usually stream as many consecutive SSE events that are the
+//! same bytes but for a block or wire index and the fragment. Once a decoder knows those
+//! bytes are valid (it validated one such event, or they are a format's fixed shape), it
+//! can take each following event by comparing its bytes and reading its fragment string,
+//! without framing lines or reading the JSON envelope again. The SSE framer offers the
+//! raw bytes at every event boundary ([`EventSink::bulk`](super::framing::EventSink));
+//! [`take_fragments`] does the taking. Anything that differs in a byte is left to the
+//! framer and the decoder's full path.
+
+use std::borrow::Cow;
+
+use super::assembly::{Assembler, Emit};
+use super::event::StreamEvent;
+use super::json_scan::{Cursor, read_string_into, starts_with_bytes};
+
+/// The fixed bytes of a fragment event around its index and fragment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FragmentShape<'s> {
+    /// From the start of the event through the key of its index (`…"index":`).
+    pub(crate) head: &'s [u8],
+    /// From after the index through the key of the fragment string.
+    pub(crate) key: &'s [u8],
+    /// What closes the event after the fragment string, ending with the blank line
+    /// (`\n\n`).
+    pub(crate) tail: &'s [u8],
+    /// The length of the lines at the start of `head` before the `data:` line (an
+    /// `event:` line and its line end); the line cap applies to them apart.
+    pub(crate) lead: usize,
+}
+
+/// Takes the fragment events at the front of `bytes` (raw stream bytes at an event
+/// boundary) that have `shape`, whose index `call_of` maps to a call of `asm` taking
+/// text fragments. Each fragment is appended to its call and emitted as
+/// [`StreamEvent::ToolCallArguments`]. Stops at the first event that differs in any
+/// byte, whose fragment the plain string scan does not take, whose line would pass
+/// `max_line` or whose call would pass the argument cap: the full path decides those.
+/// Returns the bytes and the number of events taken. `joint` is scratch space.
+pub(crate) fn take_fragments(
+    bytes: &[u8],
+    shape: FragmentShape<'_>,
+    max_line: usize,
+    joint: &mut Vec<u8>,
+    asm: &mut Assembler,
+    call_of: impl Fn(u64) -> Option<u32>,
+    emit: Emit<'_>,
+) -> (usize, usize) {
+    let FragmentShape {
+        head,
+        key,
+        tail,
+        lead,
+    } = shape;
+    if lead > max_line.saturating_add(1) {
+        return (0, 0);
+    }
+    let (mut at, mut events) = (0usize, 0usize);
+    // One call's run of events: from the head, through its index and key.
+    'calls: while starts_with_bytes(&bytes[at..], head) {
+        let mut p = Cursor::new(bytes, at + head.len());
+        let Some(index) = p.number_u64() else { break };
+        if !starts_with_bytes(&bytes[p.pos()..], key) {
+            break;
+        }
+        let after_key = p.pos() + key.len();
+        let Some(pos) = call_of(index) else { break };
+        let Some((raw, limit)) = asm.arguments_buffer(pos) else {
+            break;
+        };
+        // Every event of this call up to its fragment: `head`, the index, `key`;
+        // between two fragments of the call come `tail` and `prefix`, compared at once.
+        let prefix = &bytes[at..after_key];
+        joint.clear();
+        joint.extend_from_slice(tail);
+        joint.extend_from_slice(prefix);
+        let mut lit = after_key;
+        loop {
+            let start = raw.len();
+            let Some(end) = read_string_into(&bytes[lit..], raw)
+                .map(|n| lit + n)
+                // The arguments within their cap, else the full path decides.
+                .filter(|_| raw.len() <= limit)
+            else {
+                raw.truncate(start);
+                break 'calls;
+            };
+            let more = starts_with_bytes(&bytes[end..], joint);
+            let next = end + tail.len();
+            // The event ends with `tail`; its data line (without the two line ends) is
+            // within the framer's cap.
+            if !(more || starts_with_bytes(&bytes[end..], tail)) || next - at - lead - 2 > max_line
+            {
+                raw.truncate(start);
+                break 'calls;
+            }
+            if raw.len() > start {
+                emit(StreamEvent::ToolCallArguments {
+                    index: pos,
+                    fragment: Cow::Borrowed(&raw[start..]),
+                });
+            }
+            events += 1;
+            at = next;
+            if !more {
+                continue 'calls;
+            }
+            lit = at + prefix.len();
+        }
+    }
+    (at, events)
+}
