@@ -219,8 +219,8 @@ async fn agent(
     let outcome = match result {
         Err(ChainError::Cancelled) => {
             return Err(CliError::Interrupted(format!(
-                "interrupted; conversation {conversation_id} is saved: resume it with \
-                 `llmchain conversations{db_flag} resume {conversation_id}`"
+                "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
+                resume_command(&db_flag, &conversation_id, &args.servers, args.approve)
             )));
         }
         r => r.map_err(|e| CliError::Runtime(explain(&e, format)))?,
@@ -382,5 +382,65 @@ fn first_line(s: &str) -> String {
         line.chars().take(117).collect::<String>() + "..."
     } else {
         line.to_owned()
+    }
+}
+
+/// The command that resumes an interrupted run: the same database, MCP servers and
+/// review policy, so that the unfinished calls find their tools.
+fn resume_command(
+    db_flag: &str,
+    id: &str,
+    servers: &ServerArgs,
+    approve: ApprovalPolicy,
+) -> String {
+    let mut cmd = format!("llmchain conversations{db_flag} resume {id}");
+    for s in &servers.mcp {
+        cmd.push_str(&format!(" --mcp {}", shell_words::quote(s)));
+    }
+    for u in &servers.mcp_http {
+        cmd.push_str(&format!(" --mcp-http {}", shell_words::quote(u)));
+    }
+    if approve != ApprovalPolicy::default()
+        && let Some(v) = clap::ValueEnum::to_possible_value(&approve)
+    {
+        cmd.push_str(&format!(" --approve {}", v.get_name()));
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resume_hint_carries_the_servers_and_the_policy() {
+        let none = ServerArgs {
+            mcp: vec![],
+            mcp_http: vec![],
+        };
+        assert_eq!(
+            resume_command("", "c1", &none, ApprovalPolicy::Auto),
+            "llmchain conversations resume c1"
+        );
+        let servers = ServerArgs {
+            mcp: vec!["python3 server.py --root 'my dir'".into()],
+            mcp_http: vec!["http://127.0.0.1:9/mcp".into()],
+        };
+        let cmd = resume_command(
+            " --db sqlite://x.db",
+            "c1",
+            &servers,
+            ApprovalPolicy::Always,
+        );
+        assert_eq!(
+            cmd,
+            "llmchain conversations --db sqlite://x.db resume c1 \
+             --mcp 'python3 server.py --root '\\''my dir'\\''' \
+             --mcp-http http://127.0.0.1:9/mcp --approve always"
+        );
+        // The quoted server command splits back into the words it was given as.
+        let words = shell_words::split(&cmd).unwrap();
+        assert_eq!(words[6], "--mcp");
+        assert_eq!(words[7], "python3 server.py --root 'my dir'");
     }
 }
