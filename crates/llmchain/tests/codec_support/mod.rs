@@ -84,6 +84,27 @@ pub fn stream_with_cuts_config(
     (out, summary)
 }
 
+/// Decodes `body` whole (where a decoder takes what it can in bulk), one byte at a time
+/// (never in bulk) and cut at `cuts`; the three must give the same result and events.
+/// Returns the whole-body decode, or what differed (for `prop_assert`-style tests).
+pub fn decode_three_ways(
+    codec: &dyn Codec,
+    body: &[u8],
+    cuts: &[usize],
+    config: DecoderConfig,
+) -> Result<(Result<DecodeOutcome, String>, EventSummary), String> {
+    let whole = stream_with_cuts_config(codec, body, &[], config);
+    let bytes = stream_with_cuts_config(codec, body, &one_byte_cuts(body), config);
+    let mixed = stream_with_cuts_config(codec, body, cuts, config);
+    if whole != bytes {
+        return Err(format!("whole {whole:?}\n1-byte {bytes:?}"));
+    }
+    if whole != mixed {
+        return Err(format!("whole {whole:?}\ncut at {cuts:?}: {mixed:?}"));
+    }
+    Ok(whole)
+}
+
 pub fn one_byte_cuts(body: &[u8]) -> Vec<usize> {
     (1..body.len()).collect()
 }
