@@ -146,7 +146,7 @@ impl SseFramer {
     }
 
     /// [`finish`](Self::finish) into a sink.
-    pub(crate) fn finish_sink<S>(&mut self, on_event: &mut S) -> Result<(), DecodeError>
+    fn finish_sink<S>(&mut self, on_event: &mut S) -> Result<(), DecodeError>
     where
         S: EventSink + ?Sized,
     {
