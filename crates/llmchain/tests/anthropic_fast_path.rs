@@ -9,6 +9,7 @@
 
 mod codec_support;
 
+use codec_support::pieces::{Piece, piece};
 use codec_support::*;
 use llmchain::provider::{Codec, DecoderConfig, Format, codec};
 use proptest::prelude::*;
@@ -17,39 +18,12 @@ fn anthropic() -> &'static dyn Codec {
     codec(Format::Anthropic).unwrap()
 }
 
-#[derive(Debug, Clone)]
-enum Piece {
-    /// A `partial_json` fragment for block `index` (0 is a text block, 1 and 2 tool
-    /// blocks, 3 a block that was never started), written in one of several ways.
-    Fragment {
-        index: u8,
-        text: String,
-        variant: u8,
-    },
-    /// A ping event, a comment or a blank line between events.
-    Noise(u8),
-}
-
-fn fragment_text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        6 => "[a-z0-9 {}:,]{0,12}",
-        1 => "[a-z\"\\\\/\n\t]{1,6}",
-        1 => "[a-zé€😀]{1,4}",
-    ]
-}
-
-fn piece() -> impl Strategy<Value = Piece> {
-    prop_oneof![
-        12 => (0u8..4, fragment_text(), 0u8..10)
-            .prop_map(|(index, text, variant)| Piece::Fragment { index, text, variant }),
-        1 => (0u8..3).prop_map(Piece::Noise),
-    ]
-}
-
 fn event(name: &str, data: &str) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
+/// Writes a stream: block 0 is text, blocks 1 and 2 are tool calls, and fragments for
+/// block 3 name a block that was never started.
 fn stream(pieces: &[Piece]) -> Vec<u8> {
     let mut s = event(
         "message_start",
@@ -118,7 +92,7 @@ proptest! {
 
     #[test]
     fn bulk_and_framed_paths_agree_for_any_chunking(
-        pieces in proptest::collection::vec(piece(), 0..60),
+        pieces in proptest::collection::vec(piece(4, 10), 0..60),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
     ) {
         let body = stream(&pieces);
@@ -141,7 +115,7 @@ proptest! {
 
     #[test]
     fn caps_fail_the_same_for_any_chunking(
-        pieces in proptest::collection::vec(piece(), 1..40),
+        pieces in proptest::collection::vec(piece(4, 10), 1..40),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
         line in any::<prop::sample::Index>(),
         args in 0usize..64,

@@ -10,6 +10,7 @@
 
 mod codec_support;
 
+use codec_support::pieces::{Piece, piece};
 use codec_support::*;
 use llmchain::provider::{Codec, DecoderConfig, Format, codec};
 use proptest::prelude::*;
@@ -19,37 +20,6 @@ fn chat() -> &'static dyn Codec {
 }
 
 const HEAD: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":"#;
-
-/// One piece of a generated stream.
-#[derive(Debug, Clone)]
-enum Piece {
-    /// An argument fragment of call `index`, in the fast shape, with a variant of how
-    /// the event is written.
-    Fragment {
-        index: u8,
-        text: String,
-        variant: u8,
-    },
-    /// A comment line or an unknown field between events.
-    Noise(u8),
-}
-
-fn fragment_text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        6 => "[a-z0-9 ]{0,12}",
-        1 => "[a-z\"\\\\/\n\t]{1,6}",
-        1 => "[a-zé€😀]{1,4}",
-        1 => Just(String::new()),
-    ]
-}
-
-fn piece() -> impl Strategy<Value = Piece> {
-    prop_oneof![
-        12 => (0u8..3, fragment_text(), 0u8..12)
-            .prop_map(|(index, text, variant)| Piece::Fragment { index, text, variant }),
-        1 => (0u8..3).prop_map(Piece::Noise),
-    ]
-}
 
 /// Writes a stream: three calls opened, the pieces, a finish chunk and `[DONE]`.
 fn stream(pieces: &[Piece]) -> Vec<u8> {
@@ -113,7 +83,7 @@ proptest! {
 
     #[test]
     fn bulk_and_framed_paths_agree_for_any_chunking(
-        pieces in proptest::collection::vec(piece(), 0..60),
+        pieces in proptest::collection::vec(piece(3, 12), 0..60),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
     ) {
         let body = stream(&pieces);
@@ -132,7 +102,7 @@ proptest! {
 
     #[test]
     fn caps_fail_the_same_for_any_chunking(
-        pieces in proptest::collection::vec(piece(), 1..40),
+        pieces in proptest::collection::vec(piece(3, 12), 1..40),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
         line in any::<prop::sample::Index>(),
         args in 0usize..64,

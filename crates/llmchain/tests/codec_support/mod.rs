@@ -2,6 +2,8 @@
 //! summarise the events so chunkings can be compared.
 #![allow(dead_code)]
 
+pub mod pieces;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
