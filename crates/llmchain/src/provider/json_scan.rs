@@ -4,6 +4,8 @@
 //! Anything the scan does not accept (other shapes, whitespace, unusual escapes) returns
 //! `None` and the caller takes the full serde parse, which has the final word.
 
+use std::borrow::Cow;
+
 /// A JSON string body (between its quotes), checked: no raw control characters, no
 /// unescaped quote, valid UTF-8; escapes not decoded (nor checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +209,137 @@ impl<'a> Cursor<'a> {
         self.eat(lit).is_some()
     }
 
+    /// Skips JSON whitespace (space, tab, line feed, carriage return).
+    #[inline]
+    pub(crate) fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    /// Reads a string literal and returns its text: borrowed when it holds no escape,
+    /// decoded otherwise (`None` for an escape serde_json would reject).
+    pub(crate) fn string_text(&mut self) -> Option<Cow<'a, str>> {
+        let start = self.i;
+        let s = self.string()?;
+        if !s.escaped {
+            return Some(Cow::Borrowed(s.raw));
+        }
+        let mut out = String::with_capacity(s.raw.len());
+        read_string_into(&self.b[start..self.i], &mut out)?;
+        Some(Cow::Owned(out))
+    }
+
+    /// Reads an object, whitespace allowed between tokens, calling `member` with the
+    /// cursor at each value (after the `:` and whitespace) and the member's key (keys
+    /// with escapes are not read). `member` reads the value and may refuse it.
+    pub(crate) fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b"{")?;
+        self.ws();
+        if self.peek_eat(b"}") {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let key = self.string_plain()?;
+            self.ws();
+            self.eat(b":")?;
+            self.ws();
+            member(self, key)?;
+            self.ws();
+            if !self.peek_eat(b",") {
+                return self.eat(b"}");
+            }
+        }
+    }
+
+    /// Reads an array, whitespace allowed between tokens, with `item` reading each
+    /// element (the cursor at its first byte).
+    pub(crate) fn array<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        self.eat(b"[")?;
+        self.ws();
+        let mut items = Vec::new();
+        if self.peek_eat(b"]") {
+            return Some(items);
+        }
+        loop {
+            self.ws();
+            items.push(item(self)?);
+            self.ws();
+            if !self.peek_eat(b",") {
+                self.eat(b"]")?;
+                return Some(items);
+            }
+        }
+    }
+
+    /// Reads `null` as `Some(None)`, anything else with `value`.
+    #[inline]
+    pub(crate) fn nullable<T>(
+        &mut self,
+        value: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Option<Option<T>> {
+        if self.peek_eat(b"null") {
+            Some(None)
+        } else {
+            value(self).map(Some)
+        }
+    }
+
+    /// Reads any JSON value without keeping it (an unknown member's value): strings
+    /// with their escapes checked, numbers by the JSON grammar, arrays and objects
+    /// nested up to 32 deep. Keys with escapes are not read.
+    pub(crate) fn skip_value(&mut self) -> Option<()> {
+        self.skip_nested(0)
+    }
+
+    fn skip_nested(&mut self, depth: u32) -> Option<()> {
+        match *self.b.get(self.i)? {
+            b'"' => self.string_text().map(drop),
+            b'{' if depth < 32 => self.object(|p, _| p.skip_nested(depth + 1)),
+            b'[' if depth < 32 => self.array(|p| p.skip_nested(depth + 1)).map(drop),
+            b'n' => self.eat(b"null"),
+            b't' => self.eat(b"true"),
+            b'f' => self.eat(b"false"),
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            _ => None,
+        }
+    }
+
+    /// Reads a number by the JSON grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)?
+    /// ([eE] [+-]? [0-9]+)?`.
+    fn skip_number(&mut self) -> Option<()> {
+        let digits = |p: &mut Self| {
+            let start = p.i;
+            while let Some(b'0'..=b'9') = p.b.get(p.i) {
+                p.i += 1;
+            }
+            (p.i > start).then_some(start)
+        };
+        self.peek_eat(b"-");
+        let start = digits(self)?;
+        if self.i - start > 1 && self.b[start] == b'0' {
+            return None;
+        }
+        if self.peek_eat(b".") {
+            digits(self)?;
+        }
+        if let Some(b'e' | b'E') = self.b.get(self.i) {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.b.get(self.i) {
+                self.i += 1;
+            }
+            digits(self)?;
+        }
+        Some(())
+    }
+
     /// Reads a string without escapes; returns its body.
     pub(crate) fn string_plain(&mut self) -> Option<&'a [u8]> {
         let s = self.string()?;
@@ -368,6 +501,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn skipped_values_follow_the_json_grammar() {
+        for ok in [
+            "0",
+            "-0",
+            "12",
+            "1.5",
+            "-0.25e+3",
+            "1E9",
+            "2e-1",
+            "\"a\\\"b\"",
+            "[]",
+            "{}",
+            "[1, {\"a\": [null, true, false]}]",
+            "{ \"k\" : \"\\u00e9\" }",
+        ] {
+            let mut c = Cursor::new(ok.as_bytes(), 0);
+            assert!(c.skip_value().is_some() && c.at_end(), "{ok}");
+        }
+        for no in [
+            "01", "-", "1.", ".5", "1e", "1e+", "[1,]", "{\"a\"}", "nul", "[", "\"\\x\"",
+        ] {
+            let mut c = Cursor::new(no.as_bytes(), 0);
+            assert!(c.skip_value().is_none() || !c.at_end(), "{no}");
+        }
+        // Nesting deeper than 32 is left to serde_json.
+        let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+        assert!(Cursor::new(deep.as_bytes(), 0).skip_value().is_none());
+    }
+
     proptest::proptest! {
         #[test]
         fn the_word_scans_match_byte_by_byte_ones(
@@ -389,6 +552,22 @@ mod tests {
             if let Some(last) = q.last_mut() {
                 *last ^= 1;
                 proptest::prop_assert!(!starts_with_bytes(&b, &q));
+            }
+        }
+
+        #[test]
+        fn skipped_values_are_values_serde_json_reads(
+            toks in proptest::collection::vec(proptest::sample::select(vec![
+                "0", "1", "-", ".", "e", "+", "[", "]", "{", "}", ",", ":", " ", "\"", "\\",
+                "\"k\"", "null", "true", "u", "00",
+            ]), 0..24),
+        ) {
+            let text = toks.concat();
+            let mut c = Cursor::new(text.as_bytes(), 0);
+            if c.skip_value().is_some() {
+                let end = c.pos();
+                let got = serde_json::from_slice::<serde::de::IgnoredAny>(&text.as_bytes()[..end]);
+                proptest::prop_assert!(got.is_ok(), "{} ({:?})", &text[..end], got);
             }
         }
 

@@ -139,7 +139,7 @@ impl ContentField<'_> {
 
 /// Token usage in the OpenAI shapes (`prompt_tokens`/`completion_tokens` or
 /// `input_tokens`/`output_tokens`).
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct WireUsage {
     /// Input tokens.
     #[serde(default, alias = "input_tokens")]

@@ -12,78 +12,16 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::chunk::{Chunk, Delta, WireCall};
 use crate::message::{ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
 use crate::provider::fragment_run::{FragmentShape, take_fragments};
 use crate::provider::framed::{EventHandler, SseDecoder};
 use crate::provider::json_scan::Cursor;
-use crate::provider::wire::{
-    ArgsField, ContentField, WireUsage, chat_stop_reason, malformed, provider_error, wrong_format,
-};
+use crate::provider::wire::{ArgsField, chat_stop_reason, malformed, provider_error, wrong_format};
 use crate::provider::{DecodeError, DecodeOutcome, DecoderConfig, StopReason, StreamEvent};
 
 const FORMAT: &str = "openai_chat";
-
-#[derive(Debug, Deserialize)]
-struct Chunk<'a> {
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<Value>,
-    #[serde(default, borrow)]
-    object: Option<Cow<'a, str>>,
-    #[serde(default, rename = "type", borrow)]
-    kind: Option<Cow<'a, str>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Choice<'a> {
-    #[serde(default)]
-    index: Option<u64>,
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    #[serde(default, borrow)]
-    message: Option<Delta<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Delta<'a> {
-    #[serde(default, borrow)]
-    content: Option<ContentField<'a>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    tool_calls: Option<Vec<WireCall<'a>>>,
-    #[serde(default, borrow)]
-    function_call: Option<WireFunction<'a>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireCall<'a> {
-    #[serde(default)]
-    index: Option<u64>,
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    function: Option<WireFunction<'a>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireFunction<'a> {
-    #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    arguments: Option<ArgsField<'a>>,
-    /// Old llama.cpp builds put the id here.
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-}
 
 /// Decoding state shared by the streaming and the whole-body decoders.
 #[derive(Debug)]
@@ -222,7 +160,7 @@ impl State {
     }
 
     fn slow(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
-        let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| bad_json(data, &e))?;
+        let chunk = Chunk::parse(data).map_err(|e| bad_json(data, &e))?;
         self.chunk(chunk, on_event, true)
     }
 
@@ -424,7 +362,7 @@ pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHand
 
 /// Decodes a whole non-streaming Chat Completions body.
 pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutcome, DecodeError> {
-    let chunk: Chunk<'_> = serde_json::from_slice(body).map_err(|e| bad_json(body, &e))?;
+    let chunk = Chunk::parse(body).map_err(|e| bad_json(body, &e))?;
     let mut state = State::new(config);
     let mut sink = |_: StreamEvent<'_>| {};
     if chunk.choices.is_none() && chunk.error.as_ref().is_none_or(Value::is_null) {

@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions (`POST /v1/chat/completions`), also Mistral, DeepSeek, vLLM,
 //! llama.cpp, OpenRouter, LiteLLM and other compatible servers.
 
+mod chunk;
 mod decode;
 mod encode;
 
