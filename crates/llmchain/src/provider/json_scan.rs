@@ -19,8 +19,9 @@ pub(crate) struct JsonStr<'a> {
 /// Reads the string literal at the start of `lit` (opening quote included) and
 /// appends its decoded text to `out` in one pass; returns the bytes read. `None` for
 /// anything serde_json would reject or that is not a string; `out` may then hold part
-/// of the text (the caller truncates).
-#[inline]
+/// of the text (the caller truncates). Always inlined: the decoders' bulk path reads
+/// one fragment per event with it.
+#[inline(always)]
 pub(crate) fn read_string_into(lit: &[u8], out: &mut String) -> Option<usize> {
     if lit.first() != Some(&b'"') {
         return None;
@@ -104,7 +105,12 @@ fn push_plain_ascii(b: &[u8], out: &mut String) -> usize {
             | (x & HIGH);
         if marks != 0 {
             let k = (marks.trailing_zeros() / 8) as usize;
-            out.extend_from_slice(&bytes[..k]);
+            // The whole word, then back to its first `k` bytes: a fixed-size copy
+            // instead of a `memcpy` call for a few bytes (the bytes past `k` leave `out`
+            // before it is a `String` again).
+            let len = out.len();
+            out.extend_from_slice(&bytes);
+            out.truncate(len + k);
             return n + k;
         }
         out.extend_from_slice(&bytes);
@@ -340,21 +346,36 @@ impl<'a> Cursor<'a> {
         Some(())
     }
 
-    /// Reads a string without escapes; returns its body.
+    /// Reads a string without escapes; returns its body (valid UTF-8).
     pub(crate) fn string_plain(&mut self) -> Option<&'a [u8]> {
-        let s = self.string()?;
-        (!s.escaped).then_some(s.raw.as_bytes())
+        let (body, end) = self.string_body()?;
+        if end.escaped || (!end.ascii && std::str::from_utf8(body).is_err()) {
+            return None;
+        }
+        Some(body)
     }
 
     /// Reads a string literal (opening quote included).
     #[inline]
     pub(crate) fn string(&mut self) -> Option<JsonStr<'a>> {
-        self.eat(b"\"")?;
-        let rest = &self.b[self.i..];
-        let (len, escaped) = string_end(rest)?;
-        let raw = std::str::from_utf8(&rest[..len]).ok()?;
-        self.i += len + 1;
-        Some(JsonStr { raw, escaped })
+        let (body, end) = self.string_body()?;
+        let raw = std::str::from_utf8(body).ok()?;
+        Some(JsonStr {
+            raw,
+            escaped: end.escaped,
+        })
+    }
+
+    /// Reads a string literal; returns its body (escapes intact, UTF-8 not checked).
+    #[inline]
+    fn string_body(&mut self) -> Option<(&'a [u8], StringEnd)> {
+        if self.b.get(self.i) != Some(&b'"') {
+            return None;
+        }
+        let rest = &self.b[self.i + 1..];
+        let end = string_end(rest)?;
+        self.i += end.len + 2;
+        Some((&rest[..end.len], end))
     }
 
     /// Reads a string without escapes, `null`, `true`, `false` or a plain integer (no
@@ -393,38 +414,90 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The length of the string body at the start of `b` (up to its closing quote) and
-/// whether it holds escapes; `None` on a raw control character or no closing quote.
+/// Where a string body ends, and what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StringEnd {
+    /// The body's length (the closing quote is at `len`).
+    len: usize,
+    /// It holds at least one backslash escape.
+    escaped: bool,
+    /// Every byte is ASCII (no UTF-8 check needed).
+    ascii: bool,
+}
+
+/// Finds the end of the string body at the start of `b` (its closing quote); `None` on
+/// a raw control character or no closing quote. Escapes are skipped, not checked.
 #[inline]
-fn string_end(b: &[u8]) -> Option<(usize, bool)> {
-    let mut escaped = false;
+fn string_end(b: &[u8]) -> Option<StringEnd> {
+    let (mut escaped, mut ascii) = (false, true);
     let mut i = 0;
     loop {
-        // Short bodies (the common 8-byte fragments): a plain loop beats a SIMD search.
-        let k = if b.len() - i < 64 {
-            i + b[i..]
-                .iter()
-                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?
-        } else {
-            let k = i + memchr::memchr2(b'"', b'\\', &b[i..])?;
-            if b[i..k].iter().any(|&c| c < 0x20) {
-                return None;
-            }
-            k
-        };
+        let k = i + next_special(&b[i..], &mut ascii)?;
         match b[k] {
-            b'"' => return Some((k, escaped)),
+            b'"' => {
+                return Some(StringEnd {
+                    len: k,
+                    escaped,
+                    ascii,
+                });
+            }
             b'\\' => {
                 escaped = true;
                 // The escaped byte is checked when the escape is decoded.
-                if b.get(k + 1).is_none_or(|&c| c < 0x20) {
+                let c = *b.get(k + 1)?;
+                if c < 0x20 {
                     return None;
                 }
+                ascii &= c.is_ascii();
                 i = k + 2;
             }
             _ => return None, // a control character
         }
     }
+}
+
+/// The position of the first `"`, `\\` or control byte in `b`; clears `ascii` when a
+/// byte before it is not ASCII. Eight bytes at a time (SWAR) for the first 64 bytes,
+/// where keys and short values end; a SIMD search beyond (long text).
+#[inline]
+fn next_special(b: &[u8], ascii: &mut bool) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut n = 0;
+    while n < 64
+        && let Some(word) = b.get(n..n + 8)
+    {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes);
+        // High bit of each byte that is < 0x20, `"` or `\\`; the lowest mark is exact.
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        let marks = (x.wrapping_sub(ONES * 0x20) & !x & HIGH)
+            | zero(x ^ (ONES * u64::from(b'"')))
+            | zero(x ^ (ONES * u64::from(b'\\')));
+        if marks != 0 {
+            let k = marks.trailing_zeros() / 8;
+            // The high bits of the bytes before the mark.
+            let before = (1u64 << (k * 8)).wrapping_sub(1);
+            *ascii &= x & HIGH & before == 0;
+            return Some(n + k as usize);
+        }
+        *ascii &= x & HIGH == 0;
+        n += 8;
+    }
+    let rest = &b[n..];
+    let k = if rest.len() < 8 {
+        rest.iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?
+    } else {
+        let k = memchr::memchr2(b'"', b'\\', rest)?;
+        match rest[..k].iter().position(|&c| c < 0x20) {
+            Some(control) => control,
+            None => k,
+        }
+    };
+    *ascii &= rest[..k].is_ascii();
+    Some(n + k)
 }
 
 fn hex4(h: &[u8]) -> Option<u32> {
@@ -569,6 +642,41 @@ mod tests {
                 let got = serde_json::from_slice::<serde::de::IgnoredAny>(&text.as_bytes()[..end]);
                 proptest::prop_assert!(got.is_ok(), "{} ({:?})", &text[..end], got);
             }
+        }
+
+        #[test]
+        fn string_ends_match_a_byte_loop(
+            body in proptest::collection::vec(proptest::sample::select(vec![
+                b'a', b'Z', b' ', b'"', b'\\', b'n', b'\n', 0x01, 0x7f, 0x80, 0xc3, 0xa9, 0xff,
+            ]), 0..200),
+            plain in 0usize..150,
+        ) {
+            // Mostly plain bytes first, so that long bodies reach the SIMD search.
+            let b = [&b"x".repeat(plain)[..], &body].concat();
+            let want = (|| {
+                let (mut escaped, mut ascii, mut i) = (false, true, 0);
+                loop {
+                    let c = *b.get(i)?;
+                    match c {
+                        b'"' => return Some(StringEnd { len: i, escaped, ascii }),
+                        b'\\' => {
+                            let e = *b.get(i + 1)?;
+                            if e < 0x20 {
+                                return None;
+                            }
+                            escaped = true;
+                            ascii &= e.is_ascii();
+                            i += 2;
+                        }
+                        c if c < 0x20 => return None,
+                        c => {
+                            ascii &= c.is_ascii();
+                            i += 1;
+                        }
+                    }
+                }
+            })();
+            proptest::prop_assert_eq!(string_end(&b), want);
         }
 
         #[test]

@@ -45,8 +45,10 @@ pub(super) struct Choice<'a> {
     pub(super) index: Option<u64>,
     #[serde(default, borrow)]
     pub(super) delta: Option<Delta<'a>>,
+    /// Boxed: a streamed chunk has `delta`, only a whole response `message`, and the
+    /// chunk is smaller to move around without it inline.
     #[serde(default, borrow)]
-    pub(super) message: Option<Delta<'a>>,
+    pub(super) message: Option<Box<Delta<'a>>>,
     #[serde(default, borrow)]
     pub(super) finish_reason: Option<Cow<'a, str>>,
 }
@@ -62,8 +64,9 @@ pub(super) struct Delta<'a> {
     pub(super) reasoning: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub(super) tool_calls: Option<Vec<WireCall<'a>>>,
+    /// The legacy single call (boxed: rare).
     #[serde(default, borrow)]
-    pub(super) function_call: Option<WireFunction<'a>>,
+    pub(super) function_call: Option<Box<WireFunction<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -148,7 +151,7 @@ fn choice<'a>(p: &mut Cursor<'a>) -> Option<Choice<'a>> {
             }
             b"message" => {
                 seen.once(2)?;
-                c.message = p.nullable(delta)?;
+                c.message = p.nullable(|p| delta(p).map(Box::new))?;
             }
             b"finish_reason" => {
                 seen.once(3)?;
@@ -185,7 +188,7 @@ fn delta<'a>(p: &mut Cursor<'a>) -> Option<Delta<'a>> {
             }
             b"function_call" => {
                 seen.once(4)?;
-                d.function_call = p.nullable(function)?;
+                d.function_call = p.nullable(|p| function(p).map(Box::new))?;
             }
             _ => p.skip_value()?,
         }
@@ -520,7 +523,7 @@ mod tests {
     fn check(data: &[u8]) -> Option<usize> {
         let scanned = scan(data)?;
         let calls = scanned.choices.iter().flatten().map(|c| {
-            [&c.delta, &c.message]
+            [c.delta.as_ref(), c.message.as_deref()]
                 .into_iter()
                 .flatten()
                 .map(|d| d.tool_calls.as_ref().map_or(0, Vec::len))

@@ -195,9 +195,9 @@ impl State {
                 continue; // only the first choice is decoded
             }
             let delta = if streaming {
-                choice.delta.or(choice.message)
+                choice.delta.or(choice.message.map(|m| *m))
             } else {
-                choice.message.or(choice.delta)
+                choice.message.map(|m| *m).or(choice.delta)
             };
             if let Some(d) = delta {
                 self.delta(d, on_event)?;
@@ -244,7 +244,7 @@ impl State {
                 WireCall {
                     index: Some(u64::MAX),
                     id: None,
-                    function: Some(f),
+                    function: Some(*f),
                 },
                 on_event,
             )?;
