@@ -276,6 +276,9 @@ mod tests {
         out: String,
     }
 
+    /// A field's name and how its value is generated.
+    type Field = (&'static str, fn(&mut Gen<'_>));
+
     impl Gen<'_> {
         fn pick<'s>(&mut self, of: &[&'s str]) -> &'s str {
             of[(self.next)(of.len())]
@@ -296,7 +299,7 @@ mod tests {
             self.out.push_str(w);
         }
 
-        fn object(&mut self, fields: &[(&str, fn(&mut Self))]) {
+        fn object(&mut self, fields: &[Field]) {
             self.out.push('{');
             // Each field at most once, in any order, with unknown members among them;
             // now and then a field repeated.
