@@ -277,9 +277,9 @@ mod tests {
     }
 
     /// A field's name and how its value is generated.
-    type Field = (&'static str, fn(&mut Gen<'_>));
+    type Field<'r> = (&'static str, fn(&mut Gen<'r>));
 
-    impl Gen<'_> {
+    impl<'r> Gen<'r> {
         fn pick<'s>(&mut self, of: &[&'s str]) -> &'s str {
             of[(self.next)(of.len())]
         }
@@ -299,7 +299,7 @@ mod tests {
             self.out.push_str(w);
         }
 
-        fn object(&mut self, fields: &[Field]) {
+        fn object(&mut self, fields: &[Field<'r>]) {
             self.out.push('{');
             // Each field at most once, in any order, with unknown members among them;
             // now and then a field repeated.
