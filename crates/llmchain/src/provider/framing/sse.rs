@@ -116,6 +116,14 @@ impl SseFramer {
         if self.bom_done {
             return self.feed_lines(chunk, sink);
         }
+        // The usual first chunk decides at once, and its lines are framed in place.
+        if self.partial.is_empty()
+            && (chunk.len() >= BOM.len() || chunk.first().is_some_and(|&b| b != BOM[0]))
+        {
+            self.bom_done = true;
+            let start = if chunk.starts_with(BOM) { BOM.len() } else { 0 };
+            return self.feed_lines(&chunk[start..], sink);
+        }
         // Gather up to three bytes to decide whether the stream starts with a BOM.
         let need = BOM.len() - self.partial.len();
         let take = need.min(chunk.len());
