@@ -71,6 +71,11 @@ pub(crate) fn take_fragments(
         // Every event of this call up to its fragment: `head`, the index, `key`;
         // between two fragments of the call come `tail` and `prefix`, compared at once.
         let prefix = &bytes[at..after_key];
+        // Room for the fragments ahead at once, rather than doubling from a few bytes
+        // (each event is mostly envelope: a sixteenth of the bytes left is ample for
+        // the usual few-byte fragments, and the buffer still grows past it).
+        let ahead = ((bytes.len() - at) / 16).min(limit.saturating_sub(raw.len()));
+        raw.reserve(ahead);
         joint.clear();
         joint.extend_from_slice(tail);
         joint.extend_from_slice(prefix);
