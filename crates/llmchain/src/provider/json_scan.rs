@@ -1,8 +1,15 @@
 //! Byte-level JSON reading for the decoders' hot paths: a chunk in the exact shape a
 //! provider sends for "the next argument fragment" is recognised by a strict scan and
-//! its string unescaped straight into the call's buffer, without building a parse tree.
-//! Anything the scan does not accept (other shapes, whitespace, unusual escapes) returns
-//! `None` and the caller takes the full serde parse, which has the final word.
+//! its string unescaped straight into the call's buffer, without building a parse tree;
+//! [`Cursor`] also reads whole objects and arrays member by member, for the hand-written
+//! readers of a format's common chunks (`openai_chat/chunk.rs`). Anything a scan does
+//! not accept (other shapes, unusual escapes, numbers it does not check) returns `None`
+//! and the caller takes the full serde parse, which has the final word.
+//!
+//! Written by hand rather than with a crate: serde_json is the fallback and the
+//! reference (every scan is tested against it), and the SIMD JSON crates parse whole
+//! documents into their own trees, where these scans need a few known shapes read in
+//! place with no allocation.
 
 use std::borrow::Cow;
 
