@@ -37,6 +37,9 @@ pub(crate) struct FragmentShape<'s> {
 /// byte, whose fragment the plain string scan does not take, whose line would pass
 /// `max_line` or whose call would pass the argument cap: the full path decides those.
 /// Returns the bytes and the number of events taken. `joint` is scratch space.
+/// Always inlined into the decoder's `bulk` (measured: 64 KiB streams ~15 % slower
+/// when it is a call of its own).
+#[inline(always)]
 pub(crate) fn take_fragments(
     bytes: &[u8],
     shape: FragmentShape<'_>,
@@ -71,11 +74,6 @@ pub(crate) fn take_fragments(
         // Every event of this call up to its fragment: `head`, the index, `key`;
         // between two fragments of the call come `tail` and `prefix`, compared at once.
         let prefix = &bytes[at..after_key];
-        // Room for the fragments ahead at once, rather than doubling from a few bytes
-        // (each event is mostly envelope: a sixteenth of the bytes left is ample for
-        // the usual few-byte fragments, and the buffer still grows past it).
-        let ahead = ((bytes.len() - at) / 16).min(limit.saturating_sub(raw.len()));
-        raw.reserve(ahead);
         joint.clear();
         joint.extend_from_slice(tail);
         joint.extend_from_slice(prefix);

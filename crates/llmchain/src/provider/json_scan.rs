@@ -26,9 +26,8 @@ pub(crate) struct JsonStr<'a> {
 /// Reads the string literal at the start of `lit` (opening quote included) and
 /// appends its decoded text to `out` in one pass; returns the bytes read. `None` for
 /// anything serde_json would reject or that is not a string; `out` may then hold part
-/// of the text (the caller truncates). Always inlined: the decoders' bulk path reads
-/// one fragment per event with it.
-#[inline(always)]
+/// of the text (the caller truncates).
+#[inline]
 pub(crate) fn read_string_into(lit: &[u8], out: &mut String) -> Option<usize> {
     if lit.first() != Some(&b'"') {
         return None;
@@ -129,7 +128,7 @@ fn starts_with_words(b: &[u8], prefix: &[u8]) -> bool {
 /// path, one 8-byte fragment per streamed event, and `str::from_utf8` on such a short
 /// run costs more than the rest of the event's handling (measured: ~16 % of the OpenAI
 /// Chat decoder's time), while pushing byte by byte as `char`s costs more still.
-#[inline(always)]
+#[inline]
 fn push_plain_ascii(b: &[u8], out: &mut String) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -150,12 +149,7 @@ fn push_plain_ascii(b: &[u8], out: &mut String) -> usize {
             | (x & HIGH);
         if marks != 0 {
             let k = (marks.trailing_zeros() / 8) as usize;
-            // The whole word, then back to its first `k` bytes: a fixed-size copy
-            // instead of a `memcpy` call for a few bytes (the bytes past `k` leave `out`
-            // before it is a `String` again).
-            let len = out.len();
-            out.extend_from_slice(&bytes);
-            out.truncate(len + k);
+            out.extend_from_slice(&bytes[..k]);
             return n + k;
         }
         out.extend_from_slice(&bytes);
