@@ -7,11 +7,16 @@ pub fn thread_cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-/// Mean CPU time per call of `f` over `n` calls, in ms.
+/// Mean CPU time per call of `f`, in ms, over at least `n` calls and at least 100 ms:
+/// `schedstat` advances at scheduler ticks (every few ms), so a shorter run can read
+/// as no time at all.
 pub fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
     let start = thread_cpu_ns()?;
-    for _ in 0..n {
+    let wall = std::time::Instant::now();
+    let mut calls = 0u32;
+    while calls < n || wall.elapsed() < std::time::Duration::from_millis(100) {
         f();
+        calls += 1;
     }
-    Some((thread_cpu_ns()? - start) as f64 / f64::from(n) / 1e6)
+    Some((thread_cpu_ns()? - start) as f64 / f64::from(calls) / 1e6)
 }
