@@ -101,6 +101,74 @@ impl<'a> Chunk<'a> {
             None => serde_json::from_slice(data),
         }
     }
+
+    /// [`parse`](Self::parse) for a chunk whose first `prefix` bytes are a prefix
+    /// already validated by [`ChunkPrefix::learn`] (`{`, flat members, `"choices":`):
+    /// the scan starts at the `choices` value. Anything it does not accept takes the
+    /// full [`parse`](Self::parse).
+    pub(super) fn parse_after(
+        data: &'a [u8],
+        prefix: &ChunkPrefix,
+    ) -> Result<Self, serde_json::Error> {
+        let known = !prefix.bytes.is_empty() && data.starts_with(&prefix.bytes);
+        match known.then(|| scan_after(data, prefix)).flatten() {
+            Some(chunk) => Ok(chunk),
+            None => Self::parse(data),
+        }
+    }
+}
+
+/// A chunk's opening bytes through `"choices":`, validated once and compared byte for
+/// byte in later chunks (which repeat the same `id`, `object`, `created`, `model`…):
+/// `{`, then members whose values are scalars, without whitespace.
+#[derive(Debug, Default)]
+pub(super) struct ChunkPrefix {
+    /// The validated bytes (empty: none yet).
+    pub(super) bytes: Vec<u8>,
+    /// The top-level fields of [`Chunk`] among its members (as [`Seen`] bits): a
+    /// later member repeating one makes serde_json reject the chunk.
+    seen: u8,
+}
+
+impl ChunkPrefix {
+    /// The length of the validated prefix `data` starts with, validating and keeping
+    /// a new one when it differs; 0 when `data` does not start with one. A member the
+    /// scan would read differently from serde_json (a non-null `usage` or `error`, a
+    /// non-string `object` or `type`, a repeated field) makes it no prefix.
+    pub(super) fn learn(&mut self, data: &[u8]) -> usize {
+        if !self.bytes.is_empty() && data.starts_with(&self.bytes) {
+            return self.bytes.len();
+        }
+        let mut p = Cursor::new(data, 0);
+        let mut seen = Seen::default();
+        let ok = (|| {
+            p.eat(b"{")?;
+            loop {
+                let key = p.string_plain()?;
+                p.eat(b":")?;
+                match key {
+                    b"choices" => return Some(()),
+                    b"usage" | b"error" => {
+                        seen.once(if key == b"usage" { 1 } else { 2 })?;
+                        p.eat(b"null")?;
+                    }
+                    b"object" | b"type" => {
+                        seen.once(if key == b"object" { 3 } else { 4 })?;
+                        p.nullable(Cursor::string_plain)?;
+                    }
+                    _ => p.scalar()?,
+                }
+                p.eat(b",")?;
+            }
+        })();
+        if ok.is_none() {
+            return 0;
+        }
+        self.bytes.clear();
+        self.bytes.extend_from_slice(&data[..p.pos()]);
+        self.seen = seen.0;
+        p.pos()
+    }
 }
 
 /// The scan: `Some` only for a chunk it reads exactly as serde_json would.
@@ -109,31 +177,54 @@ fn scan(data: &[u8]) -> Option<Chunk<'_>> {
     p.ws();
     let mut chunk = Chunk::default();
     let mut seen = Seen::default();
-    p.object(|p, key| {
-        match key {
-            b"choices" => {
-                seen.once(0)?;
-                chunk.choices = p.nullable(|p| p.array(choice))?;
-            }
-            // Only a null `usage` or `error`: their objects are left to serde_json.
-            b"usage" | b"error" => {
-                seen.once(if key == b"usage" { 1 } else { 2 })?;
-                p.eat(b"null")?;
-            }
-            b"object" => {
-                seen.once(3)?;
-                chunk.object = p.nullable(Cursor::string_text)?;
-            }
-            b"type" => {
-                seen.once(4)?;
-                chunk.kind = p.nullable(Cursor::string_text)?;
-            }
-            _ => p.skip_value()?,
-        }
-        Some(())
-    })?;
+    p.object(|p, key| top_member(p, key, &mut chunk, &mut seen))?;
     p.ws();
     p.at_end().then_some(chunk)
+}
+
+/// The scan of a chunk after its validated `prefix` (through `"choices":`): the
+/// `choices` array, then the other members. A null `choices` is left to the full
+/// parse (the chunk's `object` and `type`, which the prefix holds, then matter).
+fn scan_after<'a>(data: &'a [u8], prefix: &ChunkPrefix) -> Option<Chunk<'a>> {
+    let mut p = Cursor::new(data, prefix.bytes.len());
+    let mut chunk = Chunk::default();
+    let mut seen = Seen(prefix.seen);
+    seen.once(0)?;
+    p.ws();
+    chunk.choices = Some(p.array(choice)?);
+    p.object_rest(|p, key| top_member(p, key, &mut chunk, &mut seen))?;
+    p.ws();
+    p.at_end().then_some(chunk)
+}
+
+/// One top-level member of a chunk.
+fn top_member<'a>(
+    p: &mut Cursor<'a>,
+    key: &[u8],
+    chunk: &mut Chunk<'a>,
+    seen: &mut Seen,
+) -> Option<()> {
+    match key {
+        b"choices" => {
+            seen.once(0)?;
+            chunk.choices = p.nullable(|p| p.array(choice))?;
+        }
+        // Only a null `usage` or `error`: their objects are left to serde_json.
+        b"usage" | b"error" => {
+            seen.once(if key == b"usage" { 1 } else { 2 })?;
+            p.eat(b"null")?;
+        }
+        b"object" => {
+            seen.once(3)?;
+            chunk.object = p.nullable(Cursor::string_text)?;
+        }
+        b"type" => {
+            seen.once(4)?;
+            chunk.kind = p.nullable(Cursor::string_text)?;
+        }
+        _ => p.skip_value()?,
+    }
+    Some(())
 }
 
 fn choice<'a>(p: &mut Cursor<'a>) -> Option<Choice<'a>> {
@@ -524,6 +615,7 @@ mod tests {
     /// Whatever the scan reads, serde_json reads the same from the same bytes; returns
     /// the number of tool calls the scan read, `None` when it left the bytes alone.
     fn check(data: &[u8]) -> Option<usize> {
+        check_after_prefix(data);
         let scanned = scan(data)?;
         let calls = scanned.choices.iter().flatten().map(|c| {
             [c.delta.as_ref(), c.message.as_deref()]
@@ -542,6 +634,82 @@ mod tests {
             ),
         }
         Some(calls)
+    }
+
+    /// The scan after a learned prefix reads what serde_json reads too (but for the
+    /// `object` and `type` the prefix holds, which it does not read); true when it
+    /// read the chunk.
+    fn check_after_prefix(data: &[u8]) -> bool {
+        let mut prefix = ChunkPrefix::default();
+        if prefix.learn(data) == 0 {
+            return false;
+        }
+        assert_eq!(
+            prefix.learn(data),
+            prefix.bytes.len(),
+            "a learned prefix is known"
+        );
+        let Some(after) = scan_after(data, &prefix) else {
+            return false;
+        };
+        let want: Chunk<'_> = serde_json::from_slice(data).unwrap_or_else(|e| {
+            panic!(
+                "the scan after a prefix read what serde_json rejects ({e}): {}",
+                String::from_utf8_lossy(data)
+            )
+        });
+        let text = String::from_utf8_lossy(data);
+        assert_eq!(after.choices, want.choices, "{text}");
+        assert_eq!(after.usage, want.usage, "{text}");
+        assert_eq!(after.error, want.error, "{text}");
+        assert!(
+            after.object.is_none() || after.object == want.object,
+            "{text}"
+        );
+        assert!(after.kind.is_none() || after.kind == want.kind, "{text}");
+        true
+    }
+
+    #[test]
+    fn the_scan_after_a_prefix_reads_generated_chunks_as_serde_json_does() {
+        let mut accepted = 0;
+        for seed in 0..20_000u64 {
+            let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |n: usize| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % n as u64) as usize
+            };
+            let mut g = Gen {
+                next: &mut next,
+                out: String::new(),
+            };
+            g.chunk();
+            accepted += usize::from(check_after_prefix(g.out.as_bytes()));
+        }
+        assert!(accepted > 100, "{accepted} of 20000");
+        // A prefix serde_json reads otherwise is no prefix.
+        for data in [
+            r#"{"error":"boom","choices":[]}"#,
+            r#"{"usage":1,"choices":[]}"#,
+            r#"{"object":"a","object":"b","choices":[]}"#,
+            r#"{"type":7,"choices":[]}"#,
+            r#"{"id":{},"choices":[]}"#,
+            r#"{ "choices":[]}"#,
+        ] {
+            assert_eq!(ChunkPrefix::default().learn(data.as_bytes()), 0, "{data}");
+        }
+        // A repeated field after the prefix, a null `choices`: the full parse decides.
+        let mut prefix = ChunkPrefix::default();
+        for data in [
+            r#"{"object":"a","choices":[],"object":"b"}"#,
+            r#"{"object":"a","choices":null}"#,
+            r#"{"choices":[],"choices":[]}"#,
+        ] {
+            assert!(prefix.learn(data.as_bytes()) > 0, "{data}");
+            assert!(scan_after(data.as_bytes(), &prefix).is_none(), "{data}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::chunk::{Chunk, Delta, WireCall};
+use super::chunk::{Chunk, ChunkPrefix, Delta, WireCall};
 use crate::message::{ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
 use crate::provider::fragment_run::{FragmentShape, take_fragments};
@@ -33,9 +33,10 @@ struct State {
     usage: Option<TokenUsage>,
     error: Option<crate::provider::ProviderError>,
     done: bool,
-    /// The last chunk prefix (`{…,"choices":`) the fast path validated: consecutive
-    /// chunks repeat it byte for byte, so it is compared, not re-validated.
-    known_prefix: Vec<u8>,
+    /// The last chunk prefix (`{…,"choices":`) validated: consecutive chunks repeat
+    /// it byte for byte, so it is compared, not re-validated, by the fast path and by
+    /// the scan of other chunks alike.
+    prefix: ChunkPrefix,
     /// The raw bytes of the last fragment-only event the fast path accepted, around its
     /// wire index and fragment: [`bulk`](EventHandler::bulk) takes the events that
     /// repeat them byte for byte without framing or re-validating them.
@@ -70,7 +71,7 @@ impl State {
             usage: None,
             error: None,
             done: false,
-            known_prefix: Vec::new(),
+            prefix: ChunkPrefix::default(),
             shape: None,
             max_line: config.max_line_bytes,
             joint: Vec::new(),
@@ -91,7 +92,7 @@ impl State {
             self.done = true;
             return Ok(());
         }
-        if let Some((wire, literal)) = fast_fragment(trimmed, &mut self.known_prefix)
+        if let Some((wire, literal)) = fast_fragment(trimmed, &mut self.prefix)
             && let Some(pos) = self.open_at(wire)
             && let Some(n) =
                 self.asm
@@ -104,18 +105,18 @@ impl State {
     }
 
     /// Remembers the bytes of a fragment-only chunk the fast path just accepted (its
-    /// prefix is `known_prefix`, `tail` what closed it) for [`bulk`](Self::bulk).
+    /// prefix is `prefix`, `tail` what closed it) for [`bulk`](Self::bulk).
     fn learn_shape(&mut self, tail: &[u8]) {
         const DATA: &[u8] = b"data: ";
         let same = self.shape.as_ref().is_some_and(|s| {
             s.tail.len() == tail.len() + 2
                 && s.tail.starts_with(tail)
-                && s.head.len() == DATA.len() + self.known_prefix.len() + FRAGMENT_MIDDLE.len()
-                && s.head[DATA.len()..].starts_with(&self.known_prefix)
+                && s.head.len() == DATA.len() + self.prefix.bytes.len() + FRAGMENT_MIDDLE.len()
+                && s.head[DATA.len()..].starts_with(&self.prefix.bytes)
         });
         if !same {
             self.shape = Some(Shape {
-                head: [DATA, &self.known_prefix, FRAGMENT_MIDDLE].concat(),
+                head: [DATA, &self.prefix.bytes, FRAGMENT_MIDDLE].concat(),
                 tail: [tail, b"\n\n"].concat(),
             });
         }
@@ -160,7 +161,7 @@ impl State {
     }
 
     fn slow(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
-        let chunk = Chunk::parse(data).map_err(|e| bad_json(data, &e))?;
+        let chunk = Chunk::parse_after(data, &self.prefix).map_err(|e| bad_json(data, &e))?;
         self.chunk(chunk, on_event, true)
     }
 
@@ -424,26 +425,13 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 /// checked by [`fragment_chunk_end`] as the fragment is read. Anything else returns
 /// `None` and takes the full parse.
 ///
-/// `known_prefix` caches the last validated `{…,"choices":` prefix.
-fn fast_fragment<'d>(data: &'d [u8], known_prefix: &mut Vec<u8>) -> Option<(u64, &'d [u8])> {
-    let mut p = if !known_prefix.is_empty() && data.starts_with(known_prefix) {
-        Cursor::new(data, known_prefix.len())
-    } else {
-        let mut p = Cursor::new(data, 0);
-        p.eat(b"{")?;
-        loop {
-            let key = p.string_plain()?;
-            p.eat(b":")?;
-            if key == b"choices" {
-                break;
-            }
-            p.scalar()?;
-            p.eat(b",")?;
-        }
-        known_prefix.clear();
-        known_prefix.extend_from_slice(&data[..p.pos()]);
-        p
-    };
+/// `prefix` caches the last validated `{…,"choices":` prefix.
+fn fast_fragment<'d>(data: &'d [u8], prefix: &mut ChunkPrefix) -> Option<(u64, &'d [u8])> {
+    let n = prefix.learn(data);
+    if n == 0 {
+        return None;
+    }
+    let mut p = Cursor::new(data, n);
     p.eat(FRAGMENT_MIDDLE)?;
     let wire = p.number_u64()?;
     p.eat_array(FRAGMENT_KEY)?;
@@ -470,7 +458,7 @@ mod tests {
     use crate::provider::json_scan::read_string_into;
 
     /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
-    fn fast(d: &[u8], known: &mut Vec<u8>) -> Option<(u64, String)> {
+    fn fast(d: &[u8], known: &mut ChunkPrefix) -> Option<(u64, String)> {
         let (w, literal) = fast_fragment(d, known)?;
         let mut s = String::new();
         let n = read_string_into(literal, &mut s)?;
@@ -480,11 +468,14 @@ mod tests {
     #[test]
     fn fast_path_recognises_fragment_chunks() {
         let d = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp_x","choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"function":{"arguments":"{\"ci"}}]},"logprobs":null,"finish_reason":null}]}"#;
-        assert_eq!(fast(d, &mut Vec::new()), Some((2, "{\"ci".to_owned())));
+        assert_eq!(
+            fast(d, &mut ChunkPrefix::default()),
+            Some((2, "{\"ci".to_owned()))
+        );
         let plain = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"city"}}]}}],"usage":null}"#;
-        let mut known = Vec::new();
+        let mut known = ChunkPrefix::default();
         assert_eq!(fast(plain, &mut known), Some((0, "city".to_owned())));
-        assert_eq!(known, b"{\"choices\":");
+        assert_eq!(known.bytes, b"{\"choices\":");
         // With a known prefix, the rest is still checked.
         assert_eq!(fast(plain, &mut known), Some((0, "city".to_owned())));
         assert_eq!(fast(b"{\"choices\":[]}", &mut known), None);
@@ -497,9 +488,13 @@ mod tests {
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"finish_reason":"stop"}]}"#,
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a\"}}]}}]}"#,
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\ud83d"}}]}}]}"#,
+            // A prefix serde_json reads otherwise: a provider error, a repeated field.
+            br#"{"error":"boom","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#,
+            br#"{"object":"x","object":"y","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#,
+            br#"{"object":1,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#,
         ] {
             assert_eq!(
-                fast(other, &mut Vec::new()),
+                fast(other, &mut ChunkPrefix::default()),
                 None,
                 "{}",
                 String::from_utf8_lossy(other)
