@@ -204,6 +204,11 @@ impl Assembler {
     pub(crate) fn start_call(&mut self, call_id: Option<&str>, name: &str, emit: Emit<'_>) -> u32 {
         let call_id = call_id.filter(|s| !s.is_empty());
         let pos = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
+        if self.calls.capacity() == 0 {
+            // Most messages hold one call: room for one is a small block from the
+            // allocator's fast path (the default first growth, four, is ~1.2 KB).
+            self.calls.reserve_exact(1);
+        }
         self.calls.push(CallState {
             call_id: call_id.map(str::to_owned),
             name: name.to_owned(),

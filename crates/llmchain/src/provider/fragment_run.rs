@@ -75,6 +75,7 @@ pub(crate) fn take_fragments(
         // between two fragments of the call come `tail` and `prefix`, compared at once.
         let prefix = &bytes[at..after_key];
         joint.clear();
+        joint.reserve(tail.len() + prefix.len());
         joint.extend_from_slice(tail);
         joint.extend_from_slice(prefix);
         let mut lit = after_key;

@@ -27,8 +27,25 @@ pub(crate) struct JsonStr<'a> {
 /// appends its decoded text to `out` in one pass; returns the bytes read. `None` for
 /// anything serde_json would reject or that is not a string; `out` may then hold part
 /// of the text (the caller truncates).
-#[inline]
+///
+/// The usual fragment (plain ASCII closed within 16 bytes) is read inline; any other
+/// string by a call, so that the decoders' hot loops stay small.
+#[inline(always)]
 pub(crate) fn read_string_into(lit: &[u8], out: &mut String) -> Option<usize> {
+    if let Some((&b'"', rest)) = lit.split_first()
+        && let Some(head) = rest.first_chunk::<16>()
+        && let Some(k) = short_plain_len(head)
+    {
+        // SAFETY: `short_plain_len` saw plain ASCII before the quote at `k`.
+        unsafe { push_ascii_block(head, k, out) };
+        return Some(k + 2);
+    }
+    read_string_long(lit, out)
+}
+
+/// [`read_string_into`] for any string.
+#[inline(never)]
+fn read_string_long(lit: &[u8], out: &mut String) -> Option<usize> {
     if lit.first() != Some(&b'"') {
         return None;
     }
@@ -106,35 +123,18 @@ fn starts_with_words(b: &[u8], prefix: &[u8]) -> bool {
 /// Chat decoder's time), while pushing byte by byte as `char`s costs more still.
 #[inline]
 fn push_plain_ascii(b: &[u8], out: &mut String) -> usize {
+    // A run that ends within 16 bytes: one block tested and copied.
+    if let Some(head) = b.first_chunk::<16>()
+        && let Some(k) = first_mark(head)
+    {
+        // SAFETY: `first_mark` finds the first byte that is not plain ASCII; the
+        // first `k` bytes are before it.
+        unsafe { push_ascii_block(head, k, out) };
+        return k;
+    }
     // SAFETY: only bytes tested to be in 0x20..0x80 (ASCII) are appended below, so
     // `out` stays valid UTF-8.
     let out = unsafe { out.as_mut_vec() };
-    // A run that ends within 16 bytes (most fragments): two words tested, and (when
-    // there is room) all 16 bytes copied into the spare capacity at once, of which the
-    // run's are kept.
-    if let Some(head) = b.first_chunk::<16>() {
-        let (w0, w1) = head.split_at(8);
-        let (m0, m1) = (plain_marks(word_of(w0)), plain_marks(word_of(w1)));
-        if m0 | m1 != 0 {
-            let k = if m0 != 0 {
-                m0.trailing_zeros() / 8
-            } else {
-                8 + m1.trailing_zeros() / 8
-            } as usize;
-            let len = out.len();
-            if out.capacity() - len < 16 {
-                out.extend_from_slice(&head[..k]);
-                return k;
-            }
-            for (slot, &byte) in out.spare_capacity_mut().iter_mut().zip(head) {
-                slot.write(byte);
-            }
-            // SAFETY: the 16 bytes after `len` were just written (there was room), and
-            // the first `k` of them are plain ASCII (before the first mark).
-            unsafe { out.set_len(len + k) };
-            return k;
-        }
-    }
     let mut n = 0;
     while let Some(word) = b.get(n..n + 8) {
         let marks = plain_marks(word_of(word));
@@ -154,20 +154,78 @@ fn push_plain_ascii(b: &[u8], out: &mut String) -> usize {
     n + k
 }
 
+/// Appends the first `k` bytes of `block` to `out`. When there is room, all 16 bytes
+/// are written into the spare capacity at once (no call for a copy of variable
+/// length), and the first `k` kept.
+///
+/// # Safety
+///
+/// The first `k` bytes of `block` are ASCII.
+#[inline(always)]
+unsafe fn push_ascii_block(block: &[u8; 16], k: usize, out: &mut String) {
+    let k = k.min(16);
+    // SAFETY: only the first `k` bytes, ASCII by the caller's promise, become part of
+    // the string, so `out` stays valid UTF-8.
+    let out = unsafe { out.as_mut_vec() };
+    let len = out.len();
+    if out.capacity() - len < 16 {
+        out.extend_from_slice(&block[..k]);
+        return;
+    }
+    for (slot, &byte) in out.spare_capacity_mut().iter_mut().zip(block) {
+        slot.write(byte);
+    }
+    // SAFETY: the 16 bytes after `len` were just written (there was room).
+    unsafe { out.set_len(len + k) };
+}
+
 /// The length of the string body at the start of `head` when it is plain ASCII (no
 /// escape, no control byte) and closed by a quote within these 16 bytes.
 #[inline(always)]
 fn short_plain_len(head: &[u8; 16]) -> Option<usize> {
-    let (w0, w1) = head.split_at(8);
-    let (m0, m1) = (plain_marks(word_of(w0)), plain_marks(word_of(w1)));
-    let k = if m0 != 0 {
-        m0.trailing_zeros() / 8
-    } else if m1 != 0 {
-        8 + m1.trailing_zeros() / 8
-    } else {
-        return None;
-    } as usize;
+    let k = first_mark(head)?;
     (head[k] == b'"').then_some(k)
+}
+
+/// The position of the first byte of `block` that is not plain string text (below
+/// 0x20, `"`, `\\` or non-ASCII), if any. SSE2 on x86-64 (part of its baseline: one
+/// load, three compares), two SWAR words elsewhere.
+#[inline(always)]
+fn first_mark(block: &[u8; 16]) -> Option<usize> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+            _mm_or_si128, _mm_set1_epi8,
+        };
+        // SAFETY: SSE2 is enabled at compile time (the cfg above); the load reads the
+        // 16 bytes of `block` (unaligned loads allowed).
+        let bits = unsafe {
+            let x = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+            // Signed bytes: non-ASCII ones are negative, so "below 0x20" marks them too.
+            let marks = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8)),
+                    _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8)),
+                ),
+                _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+            );
+            _mm_movemask_epi8(marks) as u32
+        };
+        (bits != 0).then(|| bits.trailing_zeros() as usize)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        let (w0, w1) = block.split_at(8);
+        let (m0, m1) = (plain_marks(word_of(w0)), plain_marks(word_of(w1)));
+        if m0 != 0 {
+            Some((m0.trailing_zeros() / 8) as usize)
+        } else if m1 != 0 {
+            Some((8 + m1.trailing_zeros() / 8) as usize)
+        } else {
+            None
+        }
+    }
 }
 
 /// The eight bytes of `w` (exactly eight) as a little-endian word.
@@ -360,10 +418,13 @@ impl<'a> Cursor<'a> {
     ) -> Option<Vec<T>> {
         self.eat(b"[")?;
         self.ws();
-        let mut items = Vec::new();
         if self.peek_eat(b"]") {
-            return Some(items);
+            return Some(Vec::new());
         }
+        // Room for one item at first: the arrays read here (`choices`, `tool_calls`)
+        // nearly always hold one, and a small block comes from the allocator's fast
+        // path where the default first growth (four items) may not.
+        let mut items = Vec::with_capacity(1);
         loop {
             self.ws();
             items.push(item(self)?);
@@ -809,6 +870,32 @@ mod tests {
                 let want: String = serde_json::from_slice(&raw[..n]).unwrap();
                 proptest::prop_assert_eq!(out, want);
             }
+        }
+
+        #[test]
+        fn strings_followed_by_more_bytes_read_alike(
+            s in "[a-z\\\\\"é\u{1}]{0,20}",
+            pad in 0usize..24,
+            spare in 0usize..20,
+        ) {
+            // The inline path (a short plain string with 16 bytes after its quote) and
+            // the general one read the same; the buffer's spare room does not matter.
+            let lit = serde_json::to_string(&s).unwrap();
+            let b = [lit.as_bytes(), &b"}]".repeat(pad)].concat();
+            let mut out = String::with_capacity(spare);
+            out.push_str("ab");
+            proptest::prop_assert_eq!(read_string_into(&b, &mut out), Some(lit.len()));
+            proptest::prop_assert_eq!(out, format!("ab{s}"));
+            // A string body as `string_body` finds it, with its kind, as `string_end`.
+            let mut p = Cursor::new(&b, 0);
+            let want = string_end(&b[1..]).map(|e| (&b[1..1 + e.len], e));
+            proptest::prop_assert_eq!(p.string_body(), want);
+            proptest::prop_assert_eq!(p.pos(), lit.len());
+            // Raw bytes after the quote: control bytes and invalid UTF-8 included.
+            let raw = [&b"\""[..], s.as_bytes(), b"\x01\xff\"", &b"x".repeat(pad)].concat();
+            let mut q = Cursor::new(&raw, 0);
+            let want = string_end(&raw[1..]).map(|e| (&raw[1..1 + e.len], e));
+            proptest::prop_assert_eq!(q.string_body(), want);
         }
     }
 }

@@ -50,10 +50,22 @@ struct State {
 /// The bytes of a fragment-only event around its variable parts (see [`State::bulk`]).
 #[derive(Debug)]
 struct Shape {
+    /// The head, then the tail, in one allocation.
+    bytes: Vec<u8>,
+    /// The head's length.
+    head_len: usize,
+}
+
+impl Shape {
     /// `data: ` and the validated chunk prefix through `"tool_calls":[{"index":`.
-    head: Vec<u8>,
+    fn head(&self) -> &[u8] {
+        &self.bytes[..self.head_len]
+    }
+
     /// What closed the chunk after the fragment's string, then the blank line (`\n\n`).
-    tail: Vec<u8>,
+    fn tail(&self) -> &[u8] {
+        &self.bytes[self.head_len..]
+    }
 }
 
 /// What follows the wire index in a fragment-only chunk, up to the fragment's string.
@@ -109,15 +121,16 @@ impl State {
     fn learn_shape(&mut self, tail: &[u8]) {
         const DATA: &[u8] = b"data: ";
         let same = self.shape.as_ref().is_some_and(|s| {
-            s.tail.len() == tail.len() + 2
-                && s.tail.starts_with(tail)
-                && s.head.len() == DATA.len() + self.prefix.bytes.len() + FRAGMENT_MIDDLE.len()
-                && s.head[DATA.len()..].starts_with(&self.prefix.bytes)
+            s.tail().len() == tail.len() + 2
+                && s.tail().starts_with(tail)
+                && s.head_len == DATA.len() + self.prefix.bytes.len() + FRAGMENT_MIDDLE.len()
+                && s.head()[DATA.len()..].starts_with(&self.prefix.bytes)
         });
         if !same {
+            let parts = [DATA, &self.prefix.bytes, FRAGMENT_MIDDLE, tail, b"\n\n"];
             self.shape = Some(Shape {
-                head: [DATA, &self.prefix.bytes, FRAGMENT_MIDDLE].concat(),
-                tail: [tail, b"\n\n"].concat(),
+                bytes: parts.concat(),
+                head_len: parts[..3].iter().map(|p| p.len()).sum(),
             });
         }
     }
@@ -144,9 +157,9 @@ impl State {
             return (0, 0);
         };
         let shape = FragmentShape {
-            head: &shape.head,
+            head: shape.head(),
             key: FRAGMENT_KEY,
-            tail: &shape.tail,
+            tail: shape.tail(),
             lead: 0,
         };
         take_fragments(
