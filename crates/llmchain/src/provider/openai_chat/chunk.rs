@@ -102,16 +102,19 @@ impl<'a> Chunk<'a> {
         }
     }
 
-    /// [`parse`](Self::parse) for a chunk whose first `prefix` bytes are a prefix
-    /// already validated by [`ChunkPrefix::learn`] (`{`, flat members, `"choices":`):
-    /// the scan starts at the `choices` value. Anything it does not accept takes the
-    /// full [`parse`](Self::parse).
+    /// [`parse`](Self::parse) for a chunk that starts with `prefix`, the prefix
+    /// [`ChunkPrefix::learn`] just found in it (`{`, flat members, `"choices":`): the
+    /// scan starts at the `choices` value. Anything it does not accept, or `None` for
+    /// a prefix, takes the full [`parse`](Self::parse).
     pub(super) fn parse_after(
         data: &'a [u8],
-        prefix: &ChunkPrefix,
+        prefix: Option<&ChunkPrefix>,
     ) -> Result<Self, serde_json::Error> {
-        let known = !prefix.bytes.is_empty() && data.starts_with(&prefix.bytes);
-        match known.then(|| scan_after(data, prefix)).flatten() {
+        let after = prefix.and_then(|prefix| {
+            debug_assert!(data.starts_with(&prefix.bytes) && !prefix.bytes.is_empty());
+            scan_after(data, prefix)
+        });
+        match after {
             Some(chunk) => Ok(chunk),
             None => Self::parse(data),
         }

@@ -104,7 +104,9 @@ impl State {
             self.done = true;
             return Ok(());
         }
-        if let Some((wire, literal)) = fast_fragment(trimmed, &mut self.prefix)
+        // The chunk prefix is compared (or validated) once, for both paths.
+        let prefix_len = self.prefix.learn(trimmed);
+        if let Some((wire, literal)) = fast_fragment(trimmed, prefix_len)
             && let Some(pos) = self.open_at(wire)
             && let Some(n) =
                 self.asm
@@ -113,7 +115,7 @@ impl State {
             self.learn_shape(&literal[n..]);
             return Ok(());
         }
-        self.slow(trimmed, on_event)
+        self.slow(trimmed, prefix_len > 0, on_event)
     }
 
     /// Remembers the bytes of a fragment-only chunk the fast path just accepted (its
@@ -173,8 +175,16 @@ impl State {
         )
     }
 
-    fn slow(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
-        let chunk = Chunk::parse_after(data, &self.prefix).map_err(|e| bad_json(data, &e))?;
+    /// The full path for one payload; `after_prefix` when it starts with the validated
+    /// chunk prefix.
+    fn slow(
+        &mut self,
+        data: &[u8],
+        after_prefix: bool,
+        on_event: Emit<'_>,
+    ) -> Result<(), DecodeError> {
+        let prefix = after_prefix.then_some(&self.prefix);
+        let chunk = Chunk::parse_after(data, prefix).map_err(|e| bad_json(data, &e))?;
         self.chunk(chunk, on_event, true)
     }
 
@@ -438,13 +448,13 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 /// checked by [`fragment_chunk_end`] as the fragment is read. Anything else returns
 /// `None` and takes the full parse.
 ///
-/// `prefix` caches the last validated `{…,"choices":` prefix.
-fn fast_fragment<'d>(data: &'d [u8], prefix: &mut ChunkPrefix) -> Option<(u64, &'d [u8])> {
-    let n = prefix.learn(data);
-    if n == 0 {
+/// `prefix_len` is the length of the validated `{…,"choices":` prefix `data` starts
+/// with ([`ChunkPrefix::learn`]; 0 for none).
+fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &[u8])> {
+    if prefix_len == 0 {
         return None;
     }
-    let mut p = Cursor::new(data, n);
+    let mut p = Cursor::new(data, prefix_len);
     p.eat(FRAGMENT_MIDDLE)?;
     let wire = p.number_u64()?;
     p.eat_array(FRAGMENT_KEY)?;
@@ -472,7 +482,7 @@ mod tests {
 
     /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
     fn fast(d: &[u8], known: &mut ChunkPrefix) -> Option<(u64, String)> {
-        let (w, literal) = fast_fragment(d, known)?;
+        let (w, literal) = fast_fragment(d, known.learn(d))?;
         let mut s = String::new();
         let n = read_string_into(literal, &mut s)?;
         fragment_chunk_end(&literal[n..]).then_some((w, s))
