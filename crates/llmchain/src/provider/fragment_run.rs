@@ -93,15 +93,18 @@ pub(crate) fn take_fragments(
             let next = end + tail.len();
             // The event ends with `tail`; its data line (without the two line ends) is
             // within the framer's cap.
-            if !(more || starts_with_bytes(&bytes[end..], tail)) || next - at - lead - 2 > max_line
-            {
+            if !(more || ends_with_tail(&bytes[end..], tail)) || next - at - lead - 2 > max_line {
                 raw.truncate(start);
                 break 'calls;
             }
             if raw.len() > start {
+                // SAFETY: `start` was `raw.len()` before the fragment was appended: the
+                // end of a valid string then, so a char boundary now (the scan did not
+                // shorten `raw`, and `start < raw.len()`).
+                let fragment = unsafe { raw.get_unchecked(start..) };
                 emit(StreamEvent::ToolCallArguments {
                     index: pos,
-                    fragment: Cow::Borrowed(&raw[start..]),
+                    fragment: Cow::Borrowed(fragment),
                 });
             }
             events += 1;
@@ -113,4 +116,13 @@ pub(crate) fn take_fragments(
         }
     }
     (at, events)
+}
+
+/// True when `rest` starts with `tail`: the last event of a call's run (the next one
+/// does not repeat the call's prefix). Out of line, so that the loop does not compare
+/// the tail again after every fragment whose joint matched.
+#[cold]
+#[inline(never)]
+fn ends_with_tail(rest: &[u8], tail: &[u8]) -> bool {
+    starts_with_bytes(rest, tail)
 }

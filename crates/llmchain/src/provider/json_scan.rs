@@ -172,11 +172,14 @@ unsafe fn push_ascii_block(block: &[u8; 16], k: usize, out: &mut String) {
         out.extend_from_slice(&block[..k]);
         return;
     }
-    for (slot, &byte) in out.spare_capacity_mut().iter_mut().zip(block) {
-        slot.write(byte);
+    // SAFETY: there is room for 16 bytes after `len` (checked above), `block` is 16
+    // bytes, and a caller's `&[u8; 16]` cannot overlap `out`'s spare capacity (it is
+    // borrowed apart from the `&mut String`). The first `k` of the bytes written are
+    // then part of the string.
+    unsafe {
+        std::ptr::copy_nonoverlapping(block.as_ptr(), out.as_mut_ptr().add(len), 16);
+        out.set_len(len + k);
     }
-    // SAFETY: the 16 bytes after `len` were just written (there was room).
-    unsafe { out.set_len(len + k) };
 }
 
 /// The length of the string body at the start of `head` when it is plain ASCII (no
