@@ -528,31 +528,27 @@ impl Assembler {
             Some(e) => Some(format!("{}: {}", e.kind, e.message)),
             None => streaming_error,
         };
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let arguments = if let Some(o) = c.object {
-                    Some(Arguments::Object(o))
-                } else if !c.raw.is_empty() {
-                    Some(Arguments::Raw(c.raw))
-                } else if c.finished {
-                    Some(Arguments::Object(Map::new()))
-                } else {
-                    None
-                };
-                ToolCall {
-                    status: ToolCallStatus::Incomplete,
-                    call_id: c.call_id,
-                    name: (!c.name.is_empty()).then_some(c.name),
-                    arguments,
-                    index: Some(u32::try_from(i).unwrap_or(u32::MAX)),
-                    metadata: c.metadata,
-                    ..Default::default()
-                }
-            })
-            .collect();
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        tool_calls.extend(self.calls.into_iter().enumerate().map(|(i, c)| {
+            let arguments = if let Some(o) = c.object {
+                Some(Arguments::Object(o))
+            } else if !c.raw.is_empty() {
+                Some(Arguments::Raw(c.raw))
+            } else if c.finished {
+                Some(Arguments::Object(Map::new()))
+            } else {
+                None
+            };
+            ToolCall {
+                status: ToolCallStatus::Incomplete,
+                call_id: c.call_id,
+                name: (!c.name.is_empty()).then_some(c.name),
+                arguments,
+                index: Some(u32::try_from(i).unwrap_or(u32::MAX)),
+                metadata: c.metadata,
+                ..Default::default()
+            }
+        }));
         let mut message = Message {
             role: Role::Assistant,
             status: end.status,

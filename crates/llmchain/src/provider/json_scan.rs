@@ -32,7 +32,7 @@ pub(crate) struct JsonStr<'a> {
 /// string by a call, so that the decoders' hot loops stay small.
 #[inline(always)]
 pub(crate) fn read_string_into(lit: &[u8], out: &mut String) -> Option<usize> {
-    if let Some((&b'"', rest)) = lit.split_first()
+    if let Some([b'"', rest @ ..]) = lit.first_chunk::<17>()
         && let Some(head) = rest.first_chunk::<16>()
         && let Some(k) = short_plain_len(head)
     {
