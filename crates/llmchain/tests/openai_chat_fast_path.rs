@@ -51,6 +51,23 @@ fn stream(pieces: &[Piece]) -> Vec<u8> {
                     8 => format!("data:{HEAD}{body}\n\n"),
                     9 => format!("data: {HEAD}{body} \n\n"),
                     10 => format!("event: chunk\ndata: {HEAD}{body}\n\n"),
+                    // OpenAI's `obfuscation`: a string that differs in every chunk
+                    // (the fast path, never a bulk run), after a null `usage` or not;
+                    // with an escape, the full path only.
+                    11..=13 => {
+                        let value = match variant {
+                            11 => format!("\"o{}\"", text.len()),
+                            12 => format!("\"{}\"", "x".repeat(text.len() % 5)),
+                            _ => r#""a\"b""#.to_owned(),
+                        };
+                        let usage = if *variant == 12 {
+                            r#","usage":null"#
+                        } else {
+                            ""
+                        };
+                        let body = &body[..body.len() - 1];
+                        format!("data: {HEAD}{body}{usage},\"obfuscation\":{value}}}\n\n")
+                    }
                     // Spaces inside the JSON: the full path only.
                     _ => format!("data: {}\n\n", HEAD.replace(":", ": ") + &body),
                 };
@@ -83,7 +100,7 @@ proptest! {
 
     #[test]
     fn bulk_and_framed_paths_agree_for_any_chunking(
-        pieces in proptest::collection::vec(piece(3, 12), 0..60),
+        pieces in proptest::collection::vec(piece(3, 15), 0..60),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
     ) {
         let body = stream(&pieces);
@@ -102,7 +119,7 @@ proptest! {
 
     #[test]
     fn caps_fail_the_same_for_any_chunking(
-        pieces in proptest::collection::vec(piece(3, 12), 1..40),
+        pieces in proptest::collection::vec(piece(3, 15), 1..40),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
         line in any::<prop::sample::Index>(),
         args in 0usize..64,

@@ -172,6 +172,12 @@ impl ChunkPrefix {
         self.seen = seen.0;
         p.pos()
     }
+
+    /// True when the prefix holds a `usage` member (a second one after `choices`
+    /// makes serde_json reject the chunk).
+    pub(super) fn holds_usage(&self) -> bool {
+        self.seen & (1 << 1) != 0
+    }
 }
 
 /// The scan: `Some` only for a chunk it reads exactly as serde_json would.

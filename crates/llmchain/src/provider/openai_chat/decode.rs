@@ -106,13 +106,26 @@ impl State {
         }
         // The chunk prefix is compared (or validated) once, for both paths.
         let prefix_len = self.prefix.learn(trimmed);
+        let usage_free = !self.prefix.holds_usage();
+        let mut end = None;
         if let Some((wire, literal)) = fast_fragment(trimmed, prefix_len)
             && let Some(pos) = self.open_at(wire)
-            && let Some(n) =
-                self.asm
-                    .push_arguments_literal(pos, literal, fragment_chunk_end, on_event)
+            && let Some(n) = self.asm.push_arguments_literal(
+                pos,
+                literal,
+                |rest| {
+                    end = fragment_chunk_end(rest, usage_free);
+                    end.is_some()
+                },
+                on_event,
+            )
         {
-            self.learn_shape(&literal[n..]);
+            match end {
+                // The same bytes close every such chunk: runs of them go in bulk.
+                Some(ChunkEnd::Fixed) => self.learn_shape(&literal[n..]),
+                // A random `obfuscation` string closes each one: no bulk shape.
+                _ => self.shape = None,
+            }
             return Ok(());
         }
         self.slow(trimmed, prefix_len > 0, on_event)
@@ -461,18 +474,37 @@ fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &[u8])> {
     Some((wire, &data[p.pos()..]))
 }
 
-/// True when `rest` is exactly what closes a fragment-only chunk after its fragment.
-fn fragment_chunk_end(rest: &[u8]) -> bool {
+/// How a fragment-only chunk closes after its fragment ([`fragment_chunk_end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkEnd {
+    /// With fixed bytes.
+    Fixed,
+    /// With an `obfuscation` member (OpenAI's `stream_options.include_obfuscation`,
+    /// on by default): a random string that differs in every chunk.
+    Obfuscated,
+}
+
+/// How `rest` closes a fragment-only chunk after its fragment, if it is exactly such a
+/// closing: `}}]}`, optional null `logprobs` and `finish_reason`, `}]`, an optional
+/// null `usage` (only when the chunk prefix did not hold one: serde_json rejects a
+/// repeated field), an optional `obfuscation` string without escapes, and `}`.
+fn fragment_chunk_end(rest: &[u8], usage_free: bool) -> Option<ChunkEnd> {
     let mut p = Cursor::new(rest, 0);
-    let ok = (|| {
-        p.eat(b"}}]}")?;
-        p.peek_eat(b",\"logprobs\":null");
-        p.peek_eat(b",\"finish_reason\":null");
-        p.eat(b"}]")?;
+    p.eat(b"}}]}")?;
+    p.peek_eat(b",\"logprobs\":null");
+    p.peek_eat(b",\"finish_reason\":null");
+    p.eat(b"}]")?;
+    if usage_free {
         p.peek_eat(b",\"usage\":null");
-        p.eat(b"}")
-    })();
-    ok.is_some() && p.at_end()
+    }
+    let end = if p.peek_eat(b",\"obfuscation\":") {
+        p.string_plain()?;
+        ChunkEnd::Obfuscated
+    } else {
+        ChunkEnd::Fixed
+    };
+    p.eat(b"}")?;
+    p.at_end().then_some(end)
 }
 
 #[cfg(test)]
@@ -485,7 +517,41 @@ mod tests {
         let (w, literal) = fast_fragment(d, known.learn(d))?;
         let mut s = String::new();
         let n = read_string_into(literal, &mut s)?;
-        fragment_chunk_end(&literal[n..]).then_some((w, s))
+        fragment_chunk_end(&literal[n..], !known.holds_usage()).map(|_| (w, s))
+    }
+
+    #[test]
+    fn fast_path_reads_obfuscated_chunks() {
+        // OpenAI's default `include_obfuscation`: a random string closes every chunk.
+        let d = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"ci"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"a1b2"}"#;
+        let mut known = ChunkPrefix::default();
+        assert_eq!(fast(d, &mut known), Some((0, "{\"ci".to_owned())));
+        let d = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ty"}}]},"logprobs":null,"finish_reason":null}],"obfuscation":""}"#;
+        assert_eq!(fast(d, &mut known), Some((0, "ty".to_owned())));
+        // A stream of such chunks decodes as the same stream without the member does.
+        let decode = |obfuscation: &str| {
+            let open = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#;
+            let frag = |a: &str| {
+                format!(
+                    r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":{a}}}}}]}}}}]{obfuscation}}}"#
+                )
+            };
+            let close = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#;
+            let body = [open, &frag(r#""{\"a""#), &frag(r#""\":1}""#), close]
+                .map(|d| format!("data: {d}\n\n"))
+                .concat();
+            let mut events = Vec::new();
+            let mut sink = |e: StreamEvent<'_>| events.push(format!("{e:?}"));
+            let mut dec = stream_decoder(DecoderConfig::default());
+            crate::provider::StreamDecoder::feed(&mut dec, body.as_bytes(), &mut sink).unwrap();
+            let outcome = crate::provider::StreamDecoder::finish(&mut dec, &mut sink).unwrap();
+            (events, outcome.message)
+        };
+        let plain = decode("");
+        assert_eq!(decode(r#","obfuscation":"Qx7""#), plain);
+        assert_eq!(decode(r#","usage":null,"obfuscation":"""#), plain);
+        assert!(plain.1.tool_calls[0].is_complete());
+        assert_eq!(plain.0.len(), 5, "{:?}", plain.0);
     }
 
     #[test]
@@ -515,6 +581,12 @@ mod tests {
             br#"{"error":"boom","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#,
             br#"{"object":"x","object":"y","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#,
             br#"{"object":1,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#,
+            // An `obfuscation` string with an escape, or not a string; a second member.
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}],"obfuscation":"a\"b"}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}],"obfuscation":1}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}],"obfuscation":"a","x":1}"#,
+            // `usage` in the prefix and again after `choices`: serde_json rejects it.
+            br#"{"usage":null,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}],"usage":null}"#,
         ] {
             assert_eq!(
                 fast(other, &mut ChunkPrefix::default()),
