@@ -76,6 +76,23 @@ fn single_call_with_usage_chunk() {
 }
 
 #[test]
+fn obfuscated_chunks_decode_like_plain_ones() {
+    // OpenAI's `stream_options.include_obfuscation` (on by default) closes every chunk
+    // with a random `obfuscation` string, here after a null `usage`: the stream decodes
+    // as it does without them, whole (runs of fragments in bulk) or a byte at a time.
+    let plain = read(DIR, "parallel_calls.sse");
+    let obfuscated = read(DIR, "obfuscated_parallel_calls.sse");
+    assert_ne!(plain, obfuscated);
+    let expect = stream_with_cuts(chat(), &plain, &[]);
+    assert!(expect.0.as_ref().unwrap().message.tool_calls.len() == 2);
+    assert_eq!(stream_with_cuts(chat(), &obfuscated, &[]), expect);
+    assert_eq!(
+        stream_with_cuts(chat(), &obfuscated, &one_byte_cuts(&obfuscated)),
+        expect
+    );
+}
+
+#[test]
 fn parallel_calls_by_index() {
     let r = decode("parallel_calls.sse").report();
     assert_eq!(r.tool_calls.len(), 2);

@@ -21,8 +21,10 @@ fn chat() -> &'static dyn Codec {
 
 const HEAD: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":"#;
 
-/// Writes a stream: three calls opened, the pieces, a finish chunk and `[DONE]`.
-fn stream(pieces: &[Piece]) -> Vec<u8> {
+/// Writes a stream: three calls opened, the pieces, a finish chunk and `[DONE]`. With
+/// `obfuscate`, fragment chunks close with an `obfuscation` string that differs from
+/// one to the next, as OpenAI's do by default.
+fn stream(pieces: &[Piece], obfuscate: bool) -> Vec<u8> {
     let mut s = String::new();
     // Each call opened by its own event, shorter than the fragment events, so that a
     // line cap can fall between the lengths of the fragment events.
@@ -39,9 +41,14 @@ fn stream(pieces: &[Piece]) -> Vec<u8> {
                 variant,
             } => {
                 let lit = serde_json::to_string(text).unwrap();
-                let body = format!(
+                let mut body = format!(
                     r#"[{{"index":0,"delta":{{"tool_calls":[{{"index":{index},"function":{{"arguments":{lit}}}}}]}},"logprobs":null,"finish_reason":null}}]}}"#
                 );
+                if obfuscate && *variant < 11 {
+                    body.pop();
+                    let n = text.len() % 7;
+                    body.push_str(&format!(r#","obfuscation":"{}"}}"#, "Zq9".repeat(n)));
+                }
                 let event = match variant {
                     // The usual shape (most events, so that runs form).
                     0..=5 => format!("data: {HEAD}{body}\n\n"),
@@ -102,8 +109,9 @@ proptest! {
     fn bulk_and_framed_paths_agree_for_any_chunking(
         pieces in proptest::collection::vec(piece(3, 15), 0..60),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
+        obfuscate in any::<bool>(),
     ) {
-        let body = stream(&pieces);
+        let body = stream(&pieces, obfuscate);
         let cuts: Vec<usize> = cuts.iter().map(|c| c.index(body.len() + 1)).collect();
         let (whole, ew) = decode_three_ways(chat(), &body, &cuts, DecoderConfig::default())
             .map_err(TestCaseError::fail)?;
@@ -123,8 +131,9 @@ proptest! {
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
         line in any::<prop::sample::Index>(),
         args in 0usize..64,
+        obfuscate in any::<bool>(),
     ) {
-        let body = stream(&pieces);
+        let body = stream(&pieces, obfuscate);
         // A line cap between the shortest and the longest line of the body.
         let lens: Vec<usize> = body.split(|&b| b == b'\n').map(<[u8]>::len).collect();
         let (lo, hi) = (150, lens.iter().copied().max().unwrap_or(150));

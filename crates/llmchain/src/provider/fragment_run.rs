@@ -23,8 +23,14 @@ pub(crate) struct FragmentShape<'s> {
     /// From after the index through the key of the fragment string.
     pub(crate) key: &'s [u8],
     /// What closes the event after the fragment string, ending with the blank line
-    /// (`\n\n`).
+    /// (`\n\n`); with [`after_varying`](Self::after_varying), what follows the fragment
+    /// up to a varying string.
     pub(crate) tail: &'s [u8],
+    /// For events that also hold a string that differs from one event to the next
+    /// (OpenAI's random `obfuscation` member), right after `tail`: what closes the
+    /// event after that string, ending with the blank line. The string is taken when it
+    /// is plain (no escape, valid UTF-8), as the decoder's fast path takes it.
+    pub(crate) after_varying: Option<&'s [u8]>,
     /// The length of the lines at the start of `head` before the `data:` line (an
     /// `event:` line and its line end); the line cap applies to them apart.
     pub(crate) lead: usize,
@@ -49,12 +55,33 @@ pub(crate) fn take_fragments(
     call_of: impl Fn(u64) -> Option<u32>,
     emit: Emit<'_>,
 ) -> (usize, usize) {
+    // Two loops, so that events without a varying string pay nothing for it.
+    match shape.after_varying {
+        None => take::<false>(bytes, shape, max_line, joint, asm, call_of, emit),
+        Some(_) => take::<true>(bytes, shape, max_line, joint, asm, call_of, emit),
+    }
+}
+
+/// [`take_fragments`] for shapes with a varying string (`VARYING`) or without.
+#[inline(always)]
+fn take<const VARYING: bool>(
+    bytes: &[u8],
+    shape: FragmentShape<'_>,
+    max_line: usize,
+    joint: &mut Vec<u8>,
+    asm: &mut Assembler,
+    call_of: impl Fn(u64) -> Option<u32>,
+    emit: Emit<'_>,
+) -> (usize, usize) {
     let FragmentShape {
         head,
         key,
         tail,
+        after_varying,
         lead,
     } = shape;
+    // What follows the varying string (or the fragment): the end of the event.
+    let close = after_varying.unwrap_or(tail);
     if lead > max_line.saturating_add(1) {
         return (0, 0);
     }
@@ -72,11 +99,12 @@ pub(crate) fn take_fragments(
             break;
         };
         // Every event of this call up to its fragment: `head`, the index, `key`;
-        // between two fragments of the call come `tail` and `prefix`, compared at once.
+        // between two fragments of the call come `close` and `prefix` (after `tail`
+        // and the varying string, if any), compared at once.
         let prefix = &bytes[at..after_key];
         joint.clear();
-        joint.reserve(tail.len() + prefix.len());
-        joint.extend_from_slice(tail);
+        joint.reserve(close.len() + prefix.len());
+        joint.extend_from_slice(close);
         joint.extend_from_slice(prefix);
         let mut lit = after_key;
         loop {
@@ -89,11 +117,22 @@ pub(crate) fn take_fragments(
                 raw.truncate(start);
                 break 'calls;
             };
+            // Where the event's closing bytes start: after the fragment, or after
+            // `tail` and the varying string.
+            let end = if VARYING {
+                let Some(closing) = varying_end(bytes, end, tail) else {
+                    raw.truncate(start);
+                    break 'calls;
+                };
+                closing
+            } else {
+                end
+            };
             let more = starts_with_bytes(&bytes[end..], joint);
-            let next = end + tail.len();
-            // The event ends with `tail`; its data line (without the two line ends) is
+            let next = end + close.len();
+            // The event ends with `close`; its data line (without the two line ends) is
             // within the framer's cap.
-            if !(more || ends_with_tail(&bytes[end..], tail)) || next - at - lead - 2 > max_line {
+            if !(more || ends_with_tail(&bytes[end..], close)) || next - at - lead - 2 > max_line {
                 raw.truncate(start);
                 break 'calls;
             }
@@ -125,4 +164,16 @@ pub(crate) fn take_fragments(
 #[inline(never)]
 fn ends_with_tail(rest: &[u8], tail: &[u8]) -> bool {
     starts_with_bytes(rest, tail)
+}
+
+/// Where the bytes after a varying string start, when `tail` follows the fragment at
+/// `end` and a plain string (no escape, valid UTF-8) follows `tail`.
+#[inline]
+fn varying_end(bytes: &[u8], end: usize, tail: &[u8]) -> Option<usize> {
+    if !starts_with_bytes(&bytes[end..], tail) {
+        return None;
+    }
+    let mut p = Cursor::new(bytes, end + tail.len());
+    p.string_plain()?;
+    Some(p.pos())
 }

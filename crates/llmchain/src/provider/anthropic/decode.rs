@@ -196,6 +196,7 @@ const BULK_SHAPE: FragmentShape<'static> = FragmentShape {
     head: b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":",
     key: JSON_DELTA_MID,
     tail: b"}}\n\n",
+    after_varying: None,
     lead: b"event: content_block_delta\n".len(),
 };
 

@@ -50,10 +50,15 @@ struct State {
 /// The bytes of a fragment-only event around its variable parts (see [`State::bulk`]).
 #[derive(Debug)]
 struct Shape {
-    /// The head, then the tail, in one allocation.
+    /// The head, the tail, then what follows the `obfuscation` string if the chunks
+    /// have one, in one allocation.
     bytes: Vec<u8>,
     /// The head's length.
     head_len: usize,
+    /// The tail's length.
+    tail_len: usize,
+    /// The chunks close with an `obfuscation` string, which differs in each.
+    varying: bool,
 }
 
 impl Shape {
@@ -62,9 +67,16 @@ impl Shape {
         &self.bytes[..self.head_len]
     }
 
-    /// What closed the chunk after the fragment's string, then the blank line (`\n\n`).
+    /// What closed the chunk after the fragment's string, then the blank line (`\n\n`);
+    /// for `varying` chunks, up to the `obfuscation` string.
     fn tail(&self) -> &[u8] {
-        &self.bytes[self.head_len..]
+        &self.bytes[self.head_len..self.head_len + self.tail_len]
+    }
+
+    /// For `varying` chunks, what closed them after the `obfuscation` string, then the
+    /// blank line.
+    fn after(&self) -> &[u8] {
+        &self.bytes[self.head_len + self.tail_len..]
     }
 }
 
@@ -120,11 +132,8 @@ impl State {
                 on_event,
             )
         {
-            match end {
-                // The same bytes close every such chunk: runs of them go in bulk.
-                Some(ChunkEnd::Fixed) => self.learn_shape(&literal[n..]),
-                // A random `obfuscation` string closes each one: no bulk shape.
-                _ => self.shape = None,
+            if let Some(end) = end {
+                self.learn_shape(&literal[n..], end);
             }
             return Ok(());
         }
@@ -132,20 +141,39 @@ impl State {
     }
 
     /// Remembers the bytes of a fragment-only chunk the fast path just accepted (its
-    /// prefix is `prefix`, `tail` what closed it) for [`bulk`](Self::bulk).
-    fn learn_shape(&mut self, tail: &[u8]) {
+    /// prefix is `prefix`, `rest` what closed it, as `end` found) for
+    /// [`bulk`](Self::bulk).
+    fn learn_shape(&mut self, rest: &[u8], end: ChunkEnd) {
         const DATA: &[u8] = b"data: ";
+        // The bytes before and after the `obfuscation` string, if any.
+        let (tail, after) = match end {
+            ChunkEnd::Fixed => (rest, None),
+            ChunkEnd::Obfuscated(value) => (&rest[..value.start], Some(&rest[value.end..])),
+        };
+        let head_len = DATA.len() + self.prefix.bytes.len() + FRAGMENT_MIDDLE.len();
         let same = self.shape.as_ref().is_some_and(|s| {
-            s.tail().len() == tail.len() + 2
-                && s.tail().starts_with(tail)
-                && s.head_len == DATA.len() + self.prefix.bytes.len() + FRAGMENT_MIDDLE.len()
+            s.head_len == head_len
                 && s.head()[DATA.len()..].starts_with(&self.prefix.bytes)
+                && s.varying == after.is_some()
+                && match after {
+                    None => s.tail().strip_suffix(b"\n\n") == Some(tail),
+                    Some(a) => s.tail() == tail && s.after().strip_suffix(b"\n\n") == Some(a),
+                }
         });
         if !same {
-            let parts = [DATA, &self.prefix.bytes, FRAGMENT_MIDDLE, tail, b"\n\n"];
+            let mut bytes = [DATA, &self.prefix.bytes, FRAGMENT_MIDDLE, tail].concat();
+            if let Some(a) = after {
+                bytes.extend_from_slice(a);
+            }
+            bytes.extend_from_slice(b"\n\n");
             self.shape = Some(Shape {
-                bytes: parts.concat(),
-                head_len: parts[..3].iter().map(|p| p.len()).sum(),
+                tail_len: match after {
+                    None => bytes.len() - head_len,
+                    Some(_) => tail.len(),
+                },
+                bytes,
+                head_len,
+                varying: after.is_some(),
             });
         }
     }
@@ -175,6 +203,7 @@ impl State {
             head: shape.head(),
             key: FRAGMENT_KEY,
             tail: shape.tail(),
+            after_varying: shape.varying.then(|| shape.after()),
             lead: 0,
         };
         take_fragments(
@@ -475,13 +504,14 @@ fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &[u8])> {
 }
 
 /// How a fragment-only chunk closes after its fragment ([`fragment_chunk_end`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum ChunkEnd {
     /// With fixed bytes.
     Fixed,
     /// With an `obfuscation` member (OpenAI's `stream_options.include_obfuscation`,
-    /// on by default): a random string that differs in every chunk.
-    Obfuscated,
+    /// on by default): a random string that differs in every chunk, at these bytes
+    /// (its quotes included) of what closes the chunk.
+    Obfuscated(std::ops::Range<usize>),
 }
 
 /// How `rest` closes a fragment-only chunk after its fragment, if it is exactly such a
@@ -498,8 +528,9 @@ fn fragment_chunk_end(rest: &[u8], usage_free: bool) -> Option<ChunkEnd> {
         p.peek_eat(b",\"usage\":null");
     }
     let end = if p.peek_eat(b",\"obfuscation\":") {
+        let start = p.pos();
         p.string_plain()?;
-        ChunkEnd::Obfuscated
+        ChunkEnd::Obfuscated(start..p.pos())
     } else {
         ChunkEnd::Fixed
     };
