@@ -8,9 +8,12 @@ C.json      a 2,000-message conversation (500 rounds: user, assistant with 2 cal
 D.sse       the response the local server (d-server) streams for workload D: a realistic
             OpenAI Chat completion (full chunk envelope, `logprobs`, a usage chunk) with a
             text reply in word deltas, then one 64 KiB tool call in 8-byte deltas
+O_<S>.sse   A_<S> as OpenAI's current API sends it by default: every chunk also closes
+            with `"usage":null` and a random `"obfuscation"` string
+            (`stream_options.include_obfuscation`); for llmchain's `a-ratio` checks
 expect.json the argument strings' lengths, for each implementation to check its result
 """
-import json, os, sys
+import json, os, random, string, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
@@ -106,6 +109,20 @@ def conversation():
     return {"system": "You are a careful coding assistant.", "rounds": rounds}
 
 
+def obfuscate(body):
+    """Adds a null `usage` and a random `obfuscation` string (0-15 letters and digits,
+    seeded) to every chunk of an OpenAI Chat SSE body."""
+    rng = random.Random(7)
+    letters = string.ascii_letters + string.digits
+    out = []
+    for ev in body.decode().split("\n\n"):
+        if ev.startswith("data: {"):
+            junk = "".join(rng.choice(letters) for _ in range(rng.randint(0, 15)))
+            ev = ev[:-1] + ',"usage":null,"obfuscation":"' + junk + '"}'
+        out.append(ev)
+    return "\n\n".join(out).encode()
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     expect = {}
@@ -115,6 +132,10 @@ def main():
             with open(path, "wb") as f:
                 f.write(stream([args_of(s, 0)]))
         expect[f"A_{s}"] = [s]
+        path = os.path.join(DATA, f"O_{s}.sse")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(obfuscate(stream([args_of(s, 0)])))
     b = [args_of(16 << 10, i) for i in range(64)]
     path = os.path.join(DATA, "B.sse")
     if not os.path.exists(path):
