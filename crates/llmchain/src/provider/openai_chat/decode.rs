@@ -515,14 +515,31 @@ enum ChunkEnd {
 }
 
 /// How `rest` closes a fragment-only chunk after its fragment, if it is exactly such a
-/// closing: `}}]}`, optional null `logprobs` and `finish_reason`, `}]`, an optional
-/// null `usage` (only when the chunk prefix did not hold one: serde_json rejects a
-/// repeated field), an optional `obfuscation` string without escapes, and `}`.
+/// closing: `}}]}`, then null members of the choice (`logprobs`, `finish_reason`,
+/// vLLM's `stop_reason`, any other but the choice's `index`, `delta` and `message`,
+/// none twice), `}]`, an optional null `usage` (only when the chunk prefix did not hold
+/// one: serde_json rejects a repeated field), an optional `obfuscation` string without
+/// escapes, and `}`.
 fn fragment_chunk_end(rest: &[u8], usage_free: bool) -> Option<ChunkEnd> {
     let mut p = Cursor::new(rest, 0);
     p.eat(b"}}]}")?;
-    p.peek_eat(b",\"logprobs\":null");
-    p.peek_eat(b",\"finish_reason\":null");
+    // The choice's other members, all null: at most four, each key once (a repeated
+    // unknown key is harmless to serde_json, a repeated `finish_reason` is not; four
+    // keeps the check of repeats short).
+    let mut keys: [&[u8]; 4] = [b""; 4];
+    let mut n = 0;
+    while p.peek_eat(b",") {
+        let key = p.string_plain()?;
+        p.eat(b":null")?;
+        if n == keys.len()
+            || matches!(key, b"index" | b"delta" | b"message")
+            || keys[..n].contains(&key)
+        {
+            return None;
+        }
+        keys[n] = key;
+        n += 1;
+    }
     p.eat(b"}]")?;
     if usage_free {
         p.peek_eat(b",\"usage\":null");
@@ -549,6 +566,27 @@ mod tests {
         let mut s = String::new();
         let n = read_string_into(literal, &mut s)?;
         fragment_chunk_end(&literal[n..], !known.holds_usage()).map(|_| (w, s))
+    }
+
+    #[test]
+    fn fast_path_reads_other_null_members_of_the_choice() {
+        // vLLM: `stop_reason` next to `finish_reason`.
+        let d = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"tz"}}]},"logprobs":null,"finish_reason":null,"stop_reason":null}]}"#;
+        assert_eq!(
+            fast(d, &mut ChunkPrefix::default()),
+            Some((0, "{\"tz".to_owned()))
+        );
+        let d = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"x"}}]},"stop_reason":null,"finish_reason":null,"a":null,"b":null}]}"#;
+        assert_eq!(
+            fast(d, &mut ChunkPrefix::default()),
+            Some((0, "x".to_owned()))
+        );
+        // A repeated `finish_reason` is left to the full parse, which rejects it.
+        let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n\
+            data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"x\"}}]},\"finish_reason\":null,\"finish_reason\":null}]}\n\n";
+        let mut dec = stream_decoder(DecoderConfig::default());
+        let err = crate::provider::StreamDecoder::feed(&mut dec, body, &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("duplicate field"), "{err}");
     }
 
     #[test]
@@ -618,6 +656,14 @@ mod tests {
             br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}],"obfuscation":"a","x":1}"#,
             // `usage` in the prefix and again after `choices`: serde_json rejects it.
             br#"{"usage":null,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}],"usage":null}"#,
+            // A choice member repeated, a known one again, one not null, too many.
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"finish_reason":null,"finish_reason":null}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"x":null,"x":null}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"index":null}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"delta":null}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"stop_reason":"x"}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"a":null,"b":null,"c":null,"d":null,"e":null}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}}]},"fin\u0069sh_reason":null}]}"#,
         ] {
             assert_eq!(
                 fast(other, &mut ChunkPrefix::default()),
