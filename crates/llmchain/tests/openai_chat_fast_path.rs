@@ -84,6 +84,11 @@ fn stream(pieces: &[Piece], obfuscate: bool) -> Vec<u8> {
                             1
                         )
                     ),
+                    // A gateway's role in every delta.
+                    15 => format!(
+                        "data: {HEAD}{}\n\n",
+                        body.replacen(r#""delta":{"#, r#""delta":{"role":"assistant","#, 1)
+                    ),
                     // Spaces inside the JSON: the full path only.
                     _ => format!("data: {}\n\n", HEAD.replace(":", ": ") + &body),
                 };
@@ -116,7 +121,7 @@ proptest! {
 
     #[test]
     fn bulk_and_framed_paths_agree_for_any_chunking(
-        pieces in proptest::collection::vec(piece(3, 16), 0..60),
+        pieces in proptest::collection::vec(piece(3, 17), 0..60),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
         obfuscate in any::<bool>(),
     ) {
@@ -136,7 +141,7 @@ proptest! {
 
     #[test]
     fn caps_fail_the_same_for_any_chunking(
-        pieces in proptest::collection::vec(piece(3, 16), 1..40),
+        pieces in proptest::collection::vec(piece(3, 17), 1..40),
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
         line in any::<prop::sample::Index>(),
         args in 0usize..64,

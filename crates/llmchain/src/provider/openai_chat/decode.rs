@@ -86,6 +86,16 @@ const FRAGMENT_KEY: &[u8; 25] = b",\"function\":{\"arguments\":";
 /// What follows the chunk prefix in a fragment-only chunk, up to the wire index.
 const FRAGMENT_MIDDLE: &[u8] = b"[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":";
 
+/// [`FRAGMENT_MIDDLE`] and the variants servers send, with a role (gateways repeat it
+/// in every delta) or a null content before `tool_calls`: members serde_json reads as
+/// nothing, as the full path does.
+const FRAGMENT_MIDDLES: [&[u8]; 4] = [
+    FRAGMENT_MIDDLE,
+    b"[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":",
+    b"[{\"index\":0,\"delta\":{\"content\":null,\"tool_calls\":[{\"index\":",
+    b"[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"index\":",
+];
+
 impl State {
     fn new(config: DecoderConfig) -> Self {
         State {
@@ -120,7 +130,7 @@ impl State {
         let prefix_len = self.prefix.learn(trimmed);
         let usage_free = !self.prefix.holds_usage();
         let mut end = None;
-        if let Some((wire, literal)) = fast_fragment(trimmed, prefix_len)
+        if let Some((wire, middle, literal)) = fast_fragment(trimmed, prefix_len)
             && let Some(pos) = self.open_at(wire)
             && let Some(n) = self.asm.push_arguments_literal(
                 pos,
@@ -133,7 +143,7 @@ impl State {
             )
         {
             if let Some(end) = end {
-                self.learn_shape(&literal[n..], end);
+                self.learn_shape(middle, &literal[n..], end);
             }
             return Ok(());
         }
@@ -141,19 +151,20 @@ impl State {
     }
 
     /// Remembers the bytes of a fragment-only chunk the fast path just accepted (its
-    /// prefix is `prefix`, `rest` what closed it, as `end` found) for
+    /// prefix is `prefix`, then `middle`; `rest` what closed it, as `end` found) for
     /// [`bulk`](Self::bulk).
-    fn learn_shape(&mut self, rest: &[u8], end: ChunkEnd) {
+    fn learn_shape(&mut self, middle: &[u8], rest: &[u8], end: ChunkEnd) {
         const DATA: &[u8] = b"data: ";
         // The bytes before and after the `obfuscation` string, if any.
         let (tail, after) = match end {
             ChunkEnd::Fixed => (rest, None),
             ChunkEnd::Obfuscated(value) => (&rest[..value.start], Some(&rest[value.end..])),
         };
-        let head_len = DATA.len() + self.prefix.bytes.len() + FRAGMENT_MIDDLE.len();
+        let head_len = DATA.len() + self.prefix.bytes.len() + middle.len();
         let same = self.shape.as_ref().is_some_and(|s| {
             s.head_len == head_len
                 && s.head()[DATA.len()..].starts_with(&self.prefix.bytes)
+                && s.head().ends_with(middle)
                 && s.varying == after.is_some()
                 && match after {
                     None => s.tail().strip_suffix(b"\n\n") == Some(tail),
@@ -161,7 +172,7 @@ impl State {
                 }
         });
         if !same {
-            let mut bytes = [DATA, &self.prefix.bytes, FRAGMENT_MIDDLE, tail].concat();
+            let mut bytes = [DATA, &self.prefix.bytes, middle, tail].concat();
             if let Some(a) = after {
                 bytes.extend_from_slice(a);
             }
@@ -484,23 +495,24 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 // Fast path: an argument-fragment-only chunk.
 
 /// Recognises the start of `{<flat scalar members>,"choices":[{"index":0,"delta":
-/// {"tool_calls":[{"index":N,"function":{"arguments":"…"}}]}[,"logprobs":null]
-/// [,"finish_reason":null]}][,"usage":null]}` exactly (no whitespace, no other members)
-/// and returns `N` and the bytes from the fragment's opening quote on; the rest is
-/// checked by [`fragment_chunk_end`] as the fragment is read. Anything else returns
-/// `None` and takes the full parse.
+/// {"tool_calls":[{"index":N,"function":{"arguments":"…"}}]}…}]…}` exactly (no
+/// whitespace; a role or a null content may come before `tool_calls`, see
+/// [`FRAGMENT_MIDDLES`]) and returns `N`, the middle it found and the bytes from the
+/// fragment's opening quote on; the rest is checked by [`fragment_chunk_end`] as the
+/// fragment is read. Anything else returns `None` and takes the full parse.
 ///
 /// `prefix_len` is the length of the validated `{…,"choices":` prefix `data` starts
 /// with ([`ChunkPrefix::learn`]; 0 for none).
-fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &[u8])> {
+fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &'static [u8], &[u8])> {
     if prefix_len == 0 {
         return None;
     }
-    let mut p = Cursor::new(data, prefix_len);
-    p.eat(FRAGMENT_MIDDLE)?;
+    let rest = &data[prefix_len..];
+    let middle = FRAGMENT_MIDDLES.into_iter().find(|m| rest.starts_with(m))?;
+    let mut p = Cursor::new(data, prefix_len + middle.len());
     let wire = p.number_u64()?;
     p.eat_array(FRAGMENT_KEY)?;
-    Some((wire, &data[p.pos()..]))
+    Some((wire, middle, &data[p.pos()..]))
 }
 
 /// How a fragment-only chunk closes after its fragment ([`fragment_chunk_end`]).
@@ -562,7 +574,7 @@ mod tests {
 
     /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
     fn fast(d: &[u8], known: &mut ChunkPrefix) -> Option<(u64, String)> {
-        let (w, literal) = fast_fragment(d, known.learn(d))?;
+        let (w, _, literal) = fast_fragment(d, known.learn(d))?;
         let mut s = String::new();
         let n = read_string_into(literal, &mut s)?;
         fragment_chunk_end(&literal[n..], !known.holds_usage()).map(|_| (w, s))
@@ -581,6 +593,20 @@ mod tests {
             fast(d, &mut ChunkPrefix::default()),
             Some((0, "x".to_owned()))
         );
+        // A gateway's role, a null content, before `tool_calls`.
+        let d = br#"{"id":"msg_1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":1,"function":{"arguments":"{\"q"}}]},"finish_reason":null}]}"#;
+        assert_eq!(
+            fast(d, &mut ChunkPrefix::default()),
+            Some((1, "{\"q".to_owned()))
+        );
+        let d = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"function":{"arguments":"x"}}]}}]}"#;
+        assert_eq!(
+            fast(d, &mut ChunkPrefix::default()),
+            Some((0, "x".to_owned()))
+        );
+        // Content that is not null is the full path's.
+        let d = br#"{"choices":[{"index":0,"delta":{"content":"hi","tool_calls":[{"index":0,"function":{"arguments":"x"}}]}}]}"#;
+        assert_eq!(fast(d, &mut ChunkPrefix::default()), None);
         // A repeated `finish_reason` is left to the full parse, which rejects it.
         let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n\
             data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"x\"}}]},\"finish_reason\":null,\"finish_reason\":null}]}\n\n";
