@@ -604,9 +604,8 @@ mod tests {
         }
     }
 
-    /// A chunk generated from a seed (xorshift), and whether the scan read it.
-    fn generated(seed: u64) -> Option<usize> {
-        let mut state = seed | 1;
+    /// A chunk generated from a non-zero xorshift state.
+    fn generated_chunk(mut state: u64) -> String {
         let mut next = |n: usize| {
             state ^= state << 13;
             state ^= state >> 7;
@@ -618,7 +617,12 @@ mod tests {
             out: String::new(),
         };
         g.chunk();
-        check(g.out.as_bytes())
+        g.out
+    }
+
+    /// A chunk generated from a seed, and whether the scan read it.
+    fn generated(seed: u64) -> Option<usize> {
+        check(generated_chunk(seed | 1).as_bytes())
     }
 
     /// Whatever the scan reads, serde_json reads the same from the same bytes; returns
@@ -683,19 +687,8 @@ mod tests {
     fn the_scan_after_a_prefix_reads_generated_chunks_as_serde_json_does() {
         let mut accepted = 0;
         for seed in 0..20_000u64 {
-            let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut next = |n: usize| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state % n as u64) as usize
-            };
-            let mut g = Gen {
-                next: &mut next,
-                out: String::new(),
-            };
-            g.chunk();
-            accepted += usize::from(check_after_prefix(g.out.as_bytes()));
+            let chunk = generated_chunk(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            accepted += usize::from(check_after_prefix(chunk.as_bytes()));
         }
         assert!(accepted > 100, "{accepted} of 20000");
         // A prefix serde_json reads otherwise is no prefix.
