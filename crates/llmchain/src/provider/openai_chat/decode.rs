@@ -147,6 +147,24 @@ impl State {
             }
             return Ok(());
         }
+        if prefix_len > 0 {
+            let rest = &trimmed[prefix_len..];
+            // A call's first chunk (its id and name, usually empty arguments) and the
+            // chunk that ends the choice: each once per call or stream, but each costs
+            // as much as dozens of fragments through the full parse.
+            if let Some((wire, at)) = one_call(rest)
+                && let Some(start) = call_start(&rest[at..], usage_free)
+            {
+                let pos = self.open_call(Some(wire), Some(start.id), Some(start.name), on_event);
+                return self.asm.push_arguments(pos, &start.arguments, on_event);
+            }
+            if let Some(reason) = finish_only(rest, usage_free) {
+                if let Some(r) = reason {
+                    self.finish_choice(r, on_event)?;
+                }
+                return Ok(());
+            }
+        }
         self.slow(trimmed, prefix_len > 0, on_event)
     }
 
@@ -280,14 +298,7 @@ impl State {
                 self.delta(d, on_event)?;
             }
             if let Some(r) = choice.finish_reason {
-                let reason = chat_stop_reason(&r);
-                on_event(StreamEvent::Stop {
-                    reason,
-                    raw: Cow::Borrowed(&r),
-                });
-                self.finish_reason = Some(r.into_owned());
-                self.asm.finish_all(on_event)?;
-                self.open.clear();
+                self.finish_choice(&r, on_event)?;
             }
         }
         if let Some(u) = chunk.usage {
@@ -295,6 +306,18 @@ impl State {
             on_event(StreamEvent::Usage(u));
             self.usage = Some(u);
         }
+        Ok(())
+    }
+
+    /// The choice stopped for `raw` (its `finish_reason`): every call is finished.
+    fn finish_choice(&mut self, raw: &str, on_event: Emit<'_>) -> Result<(), DecodeError> {
+        on_event(StreamEvent::Stop {
+            reason: chat_stop_reason(raw),
+            raw: Cow::Borrowed(raw),
+        });
+        self.finish_reason = Some(raw.to_owned());
+        self.asm.finish_all(on_event)?;
+        self.open.clear();
         Ok(())
     }
 
@@ -332,12 +355,29 @@ impl State {
     /// Correlates one `tool_calls[]` entry (wire-formats.md §9.3).
     fn call(&mut self, c: WireCall<'_>, on_event: Emit<'_>) -> Result<(), DecodeError> {
         let f = c.function;
-        let id =
-            c.id.as_deref()
-                .or(f.as_ref().and_then(|f| f.id.as_deref()))
-                .filter(|s| !s.is_empty());
+        let id = c.id.as_deref().or(f.as_ref().and_then(|f| f.id.as_deref()));
         let name = f.as_ref().and_then(|f| f.name.as_deref());
-        let existing = match c.index {
+        let pos = self.open_call(c.index, id, name, on_event);
+        match f.and_then(|f| f.arguments) {
+            Some(ArgsField::Text(t)) => self.asm.push_arguments(pos, &t, on_event)?,
+            Some(ArgsField::Object(o)) => self.asm.set_arguments_object(pos, o, on_event)?,
+            Some(ArgsField::Other(t)) => self.asm.push_arguments(pos, &t, on_event)?,
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// The call a `tool_calls[]` entry with this wire `index`, `id` (an empty one counts
+    /// as none) and `name` belongs to, started when it is a new one; its position.
+    fn open_call(
+        &mut self,
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+        on_event: Emit<'_>,
+    ) -> u32 {
+        let id = id.filter(|s| !s.is_empty());
+        let existing = match index {
             Some(wire) => self.open_at(wire).filter(|&p| {
                 // A different id at an open index starts a new call.
                 match (id, self.asm.call(p).and_then(|k| k.call_id.as_deref())) {
@@ -348,27 +388,20 @@ impl State {
             // No index (Mistral): one call per entry, unless the id repeats.
             None => id.and_then(|id| self.asm.last_call_with_id(id)),
         };
-        let pos = match existing {
+        match existing {
             Some(p) => {
                 self.asm.update_call(p, id, name);
                 p
             }
             None => {
                 let p = self.asm.start_call(id, name.unwrap_or(""), on_event);
-                if let Some(wire) = c.index {
+                if let Some(wire) = index {
                     self.open.retain(|(w, _)| *w != wire);
                     self.open.push((wire, p));
                 }
                 p
             }
-        };
-        match f.and_then(|f| f.arguments) {
-            Some(ArgsField::Text(t)) => self.asm.push_arguments(pos, &t, on_event)?,
-            Some(ArgsField::Object(o)) => self.asm.set_arguments_object(pos, o, on_event)?,
-            Some(ArgsField::Other(t)) => self.asm.push_arguments(pos, &t, on_event)?,
-            None => {}
         }
-        Ok(())
     }
 
     fn end(mut self, streaming: bool) -> DecodeOutcome {
@@ -515,6 +548,64 @@ fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &'static [u8], 
     Some((wire, middle, &data[p.pos()..]))
 }
 
+/// The wire index of the one tool call in `rest` (a chunk after its validated prefix,
+/// from `[{"index":0,"delta":{` on, with one of [`FRAGMENT_MIDDLES`]) and the position
+/// after it.
+fn one_call(rest: &[u8]) -> Option<(u64, usize)> {
+    let middle = FRAGMENT_MIDDLES.into_iter().find(|m| rest.starts_with(m))?;
+    let mut p = Cursor::new(rest, middle.len());
+    let wire = p.number_u64()?;
+    Some((wire, p.pos()))
+}
+
+/// A call's first chunk, after its wire index, as [`call_start`] reads it.
+#[derive(Debug, PartialEq)]
+struct CallStart<'a> {
+    id: &'a str,
+    name: &'a str,
+    arguments: Cow<'a, str>,
+}
+
+/// Reads what follows the wire index in a call's first chunk exactly: `,"id":"…"`, an
+/// optional `,"type":"function"`, `,"function":{"name":"…","arguments":"…"}}]}` (id
+/// and name without escapes; arguments any string), then the choice's close as
+/// [`choice_end`] reads it, without a finish reason. Anything else is `None` and takes
+/// the full parse (members in another order, arguments as an object, a finish reason
+/// in the same chunk, whitespace…). The full parse would read the same call from these
+/// bytes (the role, a null content, the `type` are members it does not keep).
+fn call_start(after: &[u8], usage_free: bool) -> Option<CallStart<'_>> {
+    let mut p = Cursor::new(after, 0);
+    p.eat(b",\"id\":")?;
+    let id = p.string().filter(|s| !s.escaped)?.raw;
+    p.peek_eat(b",\"type\":\"function\"");
+    p.eat(b",\"function\":{\"name\":")?;
+    let name = p.string().filter(|s| !s.escaped)?.raw;
+    p.eat(b",\"arguments\":")?;
+    let arguments = p.string_text()?;
+    p.eat(b"}}]}")?;
+    match choice_end(after, p.pos(), usage_free)? {
+        (_, None) => Some(CallStart {
+            id,
+            name,
+            arguments,
+        }),
+        (_, Some(_)) => None,
+    }
+}
+
+/// What follows the chunk prefix in a chunk whose only choice has an empty delta.
+const FINISH_MIDDLE: &[u8] = b"[{\"index\":0,\"delta\":{}";
+
+/// Reads a chunk whose only choice has an empty delta (`rest` after its validated
+/// prefix), exactly: [`FINISH_MIDDLE`], then the choice's close as [`choice_end`] reads
+/// it. Returns its finish reason, if any (the chunk that ends the choice says why).
+fn finish_only(rest: &[u8], usage_free: bool) -> Option<Option<&str>> {
+    if !rest.starts_with(FINISH_MIDDLE) {
+        return None;
+    }
+    choice_end(rest, FINISH_MIDDLE.len(), usage_free).map(|(_, reason)| reason)
+}
+
 /// How a fragment-only chunk closes after its fragment ([`fragment_chunk_end`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ChunkEnd {
@@ -527,22 +618,41 @@ enum ChunkEnd {
 }
 
 /// How `rest` closes a fragment-only chunk after its fragment, if it is exactly such a
-/// closing: `}}]}`, then null members of the choice (`logprobs`, `finish_reason`,
-/// vLLM's `stop_reason`, any other but the choice's `index`, `delta` and `message`,
-/// none twice), `}]`, an optional null `usage` (only when the chunk prefix did not hold
-/// one: serde_json rejects a repeated field), an optional `obfuscation` string without
-/// escapes, and `}`.
+/// closing: `}}]}`, then the choice's close as [`choice_end`] reads it, without a
+/// finish reason.
 fn fragment_chunk_end(rest: &[u8], usage_free: bool) -> Option<ChunkEnd> {
-    let mut p = Cursor::new(rest, 0);
-    p.eat(b"}}]}")?;
-    // The choice's other members, all null: at most four, each key once (a repeated
-    // unknown key is harmless to serde_json, a repeated `finish_reason` is not; four
-    // keeps the check of repeats short).
+    if !rest.starts_with(b"}}]}") {
+        return None;
+    }
+    match choice_end(rest, 4, usage_free)? {
+        (end, None) => Some(end),
+        (_, Some(_)) => None,
+    }
+}
+
+/// How `rest` closes a chunk's only choice from `at` on (after its `delta`), if it is
+/// exactly such a closing: the choice's other members (`logprobs`, vLLM's
+/// `stop_reason`, any other but `index`, `delta` and `message`, none twice, at most
+/// four), null but for `finish_reason`, which may be a string without escapes; `}]`;
+/// a null `usage` when `usage_free` (the chunk prefix did not hold one: serde_json
+/// rejects a repeated field); an `obfuscation` string without escapes; and `}`.
+/// Returns how the chunk ended and the finish reason.
+fn choice_end(rest: &[u8], at: usize, usage_free: bool) -> Option<(ChunkEnd, Option<&str>)> {
+    let mut p = Cursor::new(rest, at);
+    // At most four members, each key once (a repeated unknown key is harmless to
+    // serde_json, a repeated `finish_reason` is not; four keeps the check short).
     let mut keys: [&[u8]; 4] = [b""; 4];
     let mut n = 0;
+    let mut reason = None;
     while p.peek_eat(b",") {
         let key = p.string_plain()?;
-        p.eat(b":null")?;
+        p.eat(b":")?;
+        if !p.peek_eat(b"null") {
+            if key != b"finish_reason" {
+                return None;
+            }
+            reason = Some(p.string().filter(|s| !s.escaped)?.raw);
+        }
         if n == keys.len()
             || matches!(key, b"index" | b"delta" | b"message")
             || keys[..n].contains(&key)
@@ -564,7 +674,7 @@ fn fragment_chunk_end(rest: &[u8], usage_free: bool) -> Option<ChunkEnd> {
         ChunkEnd::Fixed
     };
     p.eat(b"}")?;
-    p.at_end().then_some(end)
+    p.at_end().then_some((end, reason))
 }
 
 #[cfg(test)]
