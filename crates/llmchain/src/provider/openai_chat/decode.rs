@@ -690,6 +690,215 @@ mod tests {
         fragment_chunk_end(&literal[n..], !known.holds_usage()).map(|_| (w, s))
     }
 
+    /// Decodes `chunks` (payloads) twice, with the fast paths and with the full parse
+    /// alone; returns each way's events, error and outcome (as text).
+    fn fast_and_full(chunks: &[String]) -> [String; 2] {
+        [true, false].map(|fast| {
+            let mut state = State::new(DecoderConfig::default());
+            let mut events = Vec::new();
+            let mut sink = |e: StreamEvent<'_>| events.push(format!("{e:?}"));
+            let mut error = None;
+            for c in chunks {
+                let r = if fast {
+                    state.data(c.as_bytes(), &mut sink)
+                } else {
+                    let prefix_len = state.prefix.learn(c.as_bytes());
+                    state.slow(c.as_bytes(), prefix_len > 0, &mut sink)
+                };
+                if let Err(e) = r {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+            let outcome = state.end(true);
+            format!("{events:#?}\n{error:?}\n{outcome:#?}")
+        })
+    }
+
+    /// One of `options`, drawn from `draws`.
+    fn pick<'o>(draws: &mut impl Iterator<Item = u16>, options: &[&'o str]) -> &'o str {
+        options[usize::from(draws.next().unwrap_or(0)) % options.len()]
+    }
+
+    /// A chunk that starts a call, ends the choice or carries a fragment, in the usual
+    /// shapes and in the near misses that must leave the fast paths.
+    fn generated_chunk(draws: &mut impl Iterator<Item = u16>) -> String {
+        let prefix = pick(
+            draws,
+            &[
+                r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":"#,
+                r#"{"choices":"#,
+                r#"{"usage":null,"choices":"#,
+                r#"{"object":"chat.completion.chunk","choices":"#,
+            ],
+        );
+        let index = pick(draws, &["0", "0", "0", "1"]);
+        let delta = match draws.next().unwrap_or(0) % 3 {
+            // A call's first chunk.
+            0 => {
+                let middle = pick(
+                    draws,
+                    &[
+                        "",
+                        r#""role":"assistant","#,
+                        r#""content":null,"#,
+                        r#""role":"assistant","content":null,"#,
+                        r#""content":"hi","#,
+                        r#""refusal":null,"#,
+                    ],
+                );
+                let wire = pick(draws, &["0", "1", "2", "01"]);
+                let id = pick(
+                    draws,
+                    &[
+                        r#","id":"c1""#,
+                        r#","id":"c2""#,
+                        r#","id":"""#,
+                        r#","id":"c\u0031""#,
+                        r#","id":null"#,
+                        "",
+                    ],
+                );
+                let ty = pick(draws, &["", r#","type":"function""#, r#","type":"custom""#]);
+                let name = pick(draws, &[r#""f""#, r#""g""#, r#""f\"x""#, r#""""#, "null"]);
+                let args = pick(
+                    draws,
+                    &[
+                        r#""""#,
+                        r#""""#,
+                        r#""{\"a\":1}""#,
+                        r#""x""#,
+                        "{}",
+                        "null",
+                        r#""\ud800""#,
+                    ],
+                );
+                let extra = pick(draws, &["", "", r#","refusal":null"#]);
+                format!(
+                    r#"{{{middle}"tool_calls":[{{"index":{wire}{id}{ty},"function":{{"name":{name},"arguments":{args}}}}}]{extra}}}"#
+                )
+            }
+            // The chunk that ends the choice, or an empty one.
+            1 => pick(draws, &["{}", "{}", "{}", r#"{"content":"x"}"#, r#"{ }"#]).to_owned(),
+            // A fragment.
+            _ => {
+                let wire = pick(draws, &["0", "1", "2"]);
+                let text = pick(draws, &[r#""a""#, r#""\"b""#, r#""""#]);
+                format!(
+                    r#"{{"tool_calls":[{{"index":{wire},"function":{{"arguments":{text}}}}}]}}"#
+                )
+            }
+        };
+        let mut members = String::new();
+        for _ in 0..draws.next().unwrap_or(0) % 5 {
+            members.push(',');
+            members.push_str(pick(
+                draws,
+                &[
+                    r#""logprobs":null"#,
+                    r#""finish_reason":null"#,
+                    r#""finish_reason":"tool_calls""#,
+                    r#""finish_reason":"stop""#,
+                    r#""finish_reason":"a\"b""#,
+                    r#""stop_reason":null"#,
+                    r#""stop_reason":"x""#,
+                    r#""index":null"#,
+                    r#""fin\u0069sh_reason":null"#,
+                ],
+            ));
+        }
+        let usage = pick(
+            draws,
+            &[
+                "",
+                "",
+                r#","usage":null"#,
+                r#","usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}"#,
+            ],
+        );
+        let obfuscation = pick(
+            draws,
+            &["", "", r#","obfuscation":"ab""#, r#","obfuscation":"a\"b""#],
+        );
+        let chunk = format!(
+            r#"{prefix}[{{"index":{index},"delta":{delta}{members}}}]{usage}{obfuscation}}}"#
+        );
+        match draws.next().unwrap_or(0) % 8 {
+            // Whitespace, or bytes cut off.
+            0 => chunk.replacen("\":", "\": ", 2),
+            1 => chunk[..chunk.len() - 1].to_owned(),
+            _ => chunk,
+        }
+    }
+
+    #[test]
+    fn call_starts_and_finishes_read_as_the_full_parse_does() {
+        let real = [
+            // OpenAI (obfuscated), a gateway, this repository's benchmark.
+            r#"{"id":"chatcmpl-A","object":"chat.completion.chunk","created":1734611820,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_d28bcae782","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_JMW1","type":"function","function":{"name":"get_weather","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"2LmlZGEO"}"#,
+            r#"{"id":"chatcmpl-A","object":"chat.completion.chunk","created":1734611820,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_d28bcae782","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Yl"}"#,
+            r#"{"id":"chatcmpl-A","object":"chat.completion.chunk","created":1734611820,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_d28bcae782","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null,"obfuscation":"Q"}"#,
+            r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"gpt-bench","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_0000","type":"function","function":{"name":"write_file","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"gpt-bench","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ]
+        .map(str::to_owned);
+        let [fast, full] = fast_and_full(&real);
+        assert_eq!(fast, full);
+        assert!(
+            fast.contains("get_weather") && fast.contains("ToolCalls"),
+            "{fast}"
+        );
+        assert_eq!(
+            call_start(
+                br#","id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+                true
+            ),
+            Some(CallStart {
+                id: "c",
+                name: "f",
+                arguments: Cow::Owned(r#"{"a":1}"#.to_owned()),
+            })
+        );
+        assert_eq!(
+            finish_only(br#"[{"index":0,"delta":{},"finish_reason":"stop"}]}"#, true),
+            Some(Some("stop"))
+        );
+        assert_eq!(
+            finish_only(br#"[{"index":0,"delta":{},"logprobs":null}]}"#, true),
+            Some(None)
+        );
+        for refused in [
+            &br#"[{"index":0,"delta":{},"finish_reason":"stop","finish_reason":"stop"}]}"#[..],
+            br#"[{"index":0,"delta":{},"finish_reason":"a\"b"}]}"#,
+            br#"[{"index":0,"delta":{},"stop_reason":"x"}]}"#,
+            br#"[{"index":0,"delta":{}}],"usage":{}}"#,
+            br#"[{"index":1,"delta":{},"finish_reason":"stop"}]}"#,
+        ] {
+            assert_eq!(
+                finish_only(refused, true),
+                None,
+                "{}",
+                String::from_utf8_lossy(refused)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn generated_chunks_read_as_the_full_parse_does(
+            draws in proptest::collection::vec(proptest::prelude::any::<u16>(), 0..200),
+        ) {
+            let mut draws = draws.into_iter();
+            let chunks: Vec<String> = (0..1 + draws.len() % 5)
+                .map(|_| generated_chunk(&mut draws))
+                .collect();
+            let [fast, full] = fast_and_full(&chunks);
+            proptest::prop_assert_eq!(fast, full, "{:#?}", chunks);
+        }
+    }
+
     #[test]
     fn fast_path_reads_other_null_members_of_the_choice() {
         // vLLM: `stop_reason` next to `finish_reason`.
