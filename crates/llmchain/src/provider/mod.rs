@@ -14,7 +14,7 @@ mod fragment_run;
 mod framed;
 pub mod framing;
 mod gemini;
-mod json_scan;
+pub(crate) mod json_scan;
 mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
