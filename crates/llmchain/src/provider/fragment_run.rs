@@ -85,9 +85,12 @@ fn take<const VARYING: bool>(
     if lead > max_line.saturating_add(1) {
         return (0, 0);
     }
+    // The longest event the framer would take: its `data:` line, the lead before it
+    // and the blank line after.
+    let max_event = max_line.saturating_add(lead + 2);
     let (mut at, mut events) = (0usize, 0usize);
     // One call's run of events: from the head, through its index and key.
-    'calls: while starts_with_bytes(&bytes[at..], head) {
+    while starts_with_bytes(&bytes[at..], head) {
         let mut p = Cursor::new(bytes, at + head.len());
         let Some(index) = p.number_u64() else { break };
         if !starts_with_bytes(&bytes[p.pos()..], key) {
@@ -106,23 +109,26 @@ fn take<const VARYING: bool>(
         joint.reserve(close.len() + prefix.len());
         joint.extend_from_slice(close);
         joint.extend_from_slice(prefix);
+        // The call's text as a local for the run (put back after it): the compiler
+        // then keeps its length in a register across the sink's calls.
+        let mut buf = std::mem::take(raw);
         let mut lit = after_key;
-        loop {
-            let start = raw.len();
-            let Some(end) = read_string_into(&bytes[lit..], raw)
-                .map(|n| lit + n)
+        let stop = loop {
+            let start = buf.len();
+            let end = match read_string_into(&bytes[lit..], &mut buf) {
                 // The arguments within their cap, else the full path decides.
-                .filter(|_| raw.len() <= limit)
-            else {
-                raw.truncate(start);
-                break 'calls;
+                Some(n) if buf.len() <= limit => lit + n,
+                _ => {
+                    buf.truncate(start);
+                    break true;
+                }
             };
             // Where the event's closing bytes start: after the fragment, or after
             // `tail` and the varying string.
             let end = if VARYING {
                 let Some(closing) = varying_end(bytes, end, tail) else {
-                    raw.truncate(start);
-                    break 'calls;
+                    buf.truncate(start);
+                    break true;
                 };
                 closing
             } else {
@@ -132,15 +138,15 @@ fn take<const VARYING: bool>(
             let next = end + close.len();
             // The event ends with `close`; its data line (without the two line ends) is
             // within the framer's cap.
-            if !(more || ends_with_tail(&bytes[end..], close)) || next - at - lead - 2 > max_line {
-                raw.truncate(start);
-                break 'calls;
+            if !(more || ends_with_tail(&bytes[end..], close)) || next - at > max_event {
+                buf.truncate(start);
+                break true;
             }
-            if raw.len() > start {
-                // SAFETY: `start` was `raw.len()` before the fragment was appended: the
+            if buf.len() > start {
+                // SAFETY: `start` was `buf.len()` before the fragment was appended: the
                 // end of a valid string then, so a char boundary now (the scan did not
-                // shorten `raw`, and `start < raw.len()`).
-                let fragment = unsafe { raw.get_unchecked(start..) };
+                // shorten `buf`, and `start < buf.len()`).
+                let fragment = unsafe { buf.get_unchecked(start..) };
                 emit(StreamEvent::ToolCallArguments {
                     index: pos,
                     fragment: Cow::Borrowed(fragment),
@@ -149,9 +155,13 @@ fn take<const VARYING: bool>(
             events += 1;
             at = next;
             if !more {
-                continue 'calls;
+                break false;
             }
             lit = at + prefix.len();
+        };
+        *raw = buf;
+        if stop {
+            break;
         }
     }
     (at, events)
