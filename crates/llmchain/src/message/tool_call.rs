@@ -87,10 +87,11 @@ pub(crate) fn parse_object(s: &str) -> Result<Map<String, Value>, &'static str> 
     match serde_json::from_str::<Map<String, Value>>(s) {
         Ok(m) => Ok(m),
         // A type error is raised at the first token (`[` of `[1, 2`), before the rest is
-        // read: the text is "JSON, just not an object" only if it is valid JSON at all.
-        // `IgnoredAny` checks the syntax without building a value.
+        // read: the text is "JSON, just not an object" only if it is a JSON value at
+        // all. Read as a `Value`, not `IgnoredAny`: skipping checks only the syntax,
+        // and `[1e400]` is JSON serde_json cannot hold (found by fuzzing).
         Err(e) if e.classify() == serde_json::error::Category::Data => {
-            match serde_json::from_str::<serde::de::IgnoredAny>(s) {
+            match serde_json::from_str::<Value>(s) {
                 Ok(_) => Err(NOT_AN_OBJECT),
                 Err(_) => Err(INVALID_JSON),
             }
@@ -702,7 +703,15 @@ mod tests {
         let err = ToolCall::new(complete_attrs("\"just a string\"")).unwrap_err();
         assert_eq!(err.messages_for("arguments"), vec![NOT_AN_OBJECT]);
         // Found by the fuzzer: a type error is raised at `[` before the rest is read.
-        for text in ["[\u{8}", "[1, 2", "\"open", "[1] x", "tru"] {
+        // And a number serde_json cannot hold is not a JSON value it reads.
+        for text in [
+            "[\u{8}",
+            "[1, 2",
+            "\"open",
+            "[1] x",
+            "tru",
+            "[247370e23473705\n ]",
+        ] {
             let err = ToolCall::new(complete_attrs(text)).unwrap_err();
             assert_eq!(
                 err.messages_for("arguments"),
