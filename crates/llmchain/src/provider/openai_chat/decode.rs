@@ -4,8 +4,11 @@
 //! The streaming hot path: a chunk that only carries the next argument fragment of an
 //! open call (by far the most common chunk of a tool-call stream) is recognised by a
 //! strict byte scan of its exact shape and its fragment unescaped in place, without
-//! building a parse tree. Anything else (or anything unusual in such a chunk) goes
-//! through serde_json into borrowed typed structs.
+//! building a parse tree; so are a call's first chunk (its id and name) and the chunk
+//! that ends the choice, which come once per call but cost as much as dozens of
+//! fragments through the full parse. Anything else (or anything unusual in such a
+//! chunk) goes through the chunk scan into borrowed typed structs
+//! ([`Chunk::parse`](super::chunk::Chunk)), and serde_json where the scan declines.
 
 use std::borrow::Cow;
 
