@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use super::assembly::{Assembler, Emit};
 use super::event::StreamEvent;
-use super::json_scan::{Cursor, read_string_into, starts_with_bytes};
+use super::json_scan::{Cursor, read_string_into, short_plain_literal, starts_with_bytes};
 
 /// The fixed bytes of a fragment event around its index and fragment.
 #[derive(Debug, Clone, Copy)]
@@ -183,7 +183,12 @@ fn varying_end(bytes: &[u8], end: usize, tail: &[u8]) -> Option<usize> {
     if !starts_with_bytes(&bytes[end..], tail) {
         return None;
     }
-    let mut p = Cursor::new(bytes, end + tail.len());
+    let at = end + tail.len();
+    // The usual value (OpenAI's are up to 15 letters and digits) without a call.
+    if let Some(n) = short_plain_literal(&bytes[at..]) {
+        return Some(at + n);
+    }
+    let mut p = Cursor::new(bytes, at);
     p.string_plain()?;
     Some(p.pos())
 }

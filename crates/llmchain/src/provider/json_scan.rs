@@ -65,6 +65,18 @@ pub(crate) fn read_object(text: &[u8]) -> Option<Map<String, Value>> {
     p.at_end().then_some(map)
 }
 
+/// The length of the string literal at the start of `lit` (its quotes included) when it
+/// is plain ASCII closed within 16 bytes of its opening quote, the usual short value,
+/// tested as one block; `None` for any other (which [`Cursor::string_plain`] reads).
+#[inline(always)]
+pub(crate) fn short_plain_literal(lit: &[u8]) -> Option<usize> {
+    let [b'"', rest @ ..] = lit.first_chunk::<17>()? else {
+        return None;
+    };
+    let head = rest.first_chunk::<16>()?;
+    short_plain_len(head).map(|k| k + 2)
+}
+
 /// [`read_string_into`] for any string.
 #[inline(never)]
 fn read_string_long(lit: &[u8], out: &mut String) -> Option<usize> {
