@@ -155,7 +155,7 @@ impl State {
             // A call's first chunk (its id and name, usually empty arguments) and the
             // chunk that ends the choice: each once per call or stream, but each costs
             // as much as dozens of fragments through the full parse.
-            if let Some((wire, at)) = one_call(rest)
+            if let Some((wire, _, at)) = one_call(rest)
                 && let Some(start) = call_start(&rest[at..], usage_free)
             {
                 let pos = self.open_call(Some(wire), Some(start.id), Some(start.name), on_event);
@@ -544,21 +544,19 @@ fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &'static [u8], 
         return None;
     }
     let rest = &data[prefix_len..];
-    let middle = FRAGMENT_MIDDLES.into_iter().find(|m| rest.starts_with(m))?;
-    let mut p = Cursor::new(data, prefix_len + middle.len());
-    let wire = p.number_u64()?;
-    p.eat_array(FRAGMENT_KEY)?;
-    Some((wire, middle, &data[p.pos()..]))
+    let (wire, middle, at) = one_call(rest)?;
+    let literal = rest[at..].strip_prefix(FRAGMENT_KEY.as_slice())?;
+    Some((wire, middle, literal))
 }
 
 /// The wire index of the one tool call in `rest` (a chunk after its validated prefix,
-/// from `[{"index":0,"delta":{` on, with one of [`FRAGMENT_MIDDLES`]) and the position
-/// after it.
-fn one_call(rest: &[u8]) -> Option<(u64, usize)> {
+/// from `[{"index":0,"delta":{` on), the one of [`FRAGMENT_MIDDLES`] before it, and the
+/// position after it.
+fn one_call(rest: &[u8]) -> Option<(u64, &'static [u8], usize)> {
     let middle = FRAGMENT_MIDDLES.into_iter().find(|m| rest.starts_with(m))?;
     let mut p = Cursor::new(rest, middle.len());
     let wire = p.number_u64()?;
-    Some((wire, p.pos()))
+    Some((wire, middle, p.pos()))
 }
 
 /// A call's first chunk, after its wire index, as [`call_start`] reads it.
