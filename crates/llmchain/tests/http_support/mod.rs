@@ -3,6 +3,8 @@
 //! validator rejects malformed requests the way the real API does.
 #![allow(dead_code)]
 
+pub mod failing;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
