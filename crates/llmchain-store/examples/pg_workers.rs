@@ -1,7 +1,7 @@
-//! Postgres-backed workers: runs are queued in PostgreSQL and N worker tasks claim them
-//! through the store's run leases ([`Store::claim_run`]), run them with an [`LLMChain`]
-//! persisted into the store as it goes (every message, every tool status, the run
-//! state — fenced by the lease), and complete them.
+//! Postgres-backed workers: runs are queued in PostgreSQL and N library [`Worker`]s claim
+//! them through the store's run leases ([`Store::claim_run`]), run them with an
+//! [`LLMChain`] persisted into the store as it goes (every message, every tool status,
+//! the run state — fenced by the lease), and complete them.
 //!
 //! ```text
 //! LLMCHAIN_DATABASE_URL=postgres://USER:PASS@HOST/DB cargo run -p llmchain-store --example pg_workers
@@ -18,14 +18,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llmchain::chain::{LLMChain, Mode, RunOutcome, ScriptedModel};
+use llmchain::chain::{ChainState, LLMChain, Mode, ScriptedModel};
 use llmchain::conversation::Conversation;
 use llmchain::message::{ContentType, Message, Role, parts_to_string};
 use llmchain::provider::Format;
 use llmchain::provider::render::ResponseScript;
 use llmchain::tool::{Tool, ToolOutput};
-use llmchain_store::sink::{StoreSink, load_chain_state, run_state};
-use llmchain_store::{NewConversation, PostgresStore, Run, RunState, RunStatus, Store};
+use llmchain_store::worker::BoxError;
+use llmchain_store::{NewConversation, PostgresStore, Run, RunState, RunStatus, Store, Worker};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 
@@ -34,7 +34,7 @@ const CITIES: [&str; 6] = ["Paris", "Oslo", "Lima", "Kyoto", "Accra", "Perth"];
 const LEASE: Duration = Duration::from_secs(30);
 const MODE: &str = "while_needs_response";
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+type Error = BoxError;
 
 fn weather_tool() -> Result<Tool, llmchain::tool::ToolError> {
     Tool::builder("get_weather")
@@ -62,11 +62,9 @@ fn model_for(city: &str) -> Result<ScriptedModel, Error> {
         )))?)
 }
 
-/// Runs one claimed run to the end; returns the final answer.
-async fn run_one(store: &Arc<PostgresStore>, worker: &str, run: &Run) -> Result<String, Error> {
-    let state = load_chain_state(store.as_ref(), &run.conversation_id, Some(&run.state))
-        .await?
-        .ok_or("the run's conversation is gone")?;
+/// Builds a claimed run's chain: the library's [`Worker`] adds the lease-fenced sink,
+/// the heartbeat and the run's bookkeeping (attempts, back-off, completion).
+async fn build(_run: Run, state: ChainState) -> Result<(LLMChain, Mode), BoxError> {
     let question = state
         .conversation
         .messages
@@ -78,39 +76,8 @@ async fn run_one(store: &Arc<PostgresStore>, worker: &str, run: &Run) -> Result<
         .iter()
         .find(|c| question.contains(*c))
         .ok_or("no city in the question")?;
-    let sink = StoreSink::new(store.clone(), run.conversation_id.clone()).with_run(
-        run.id.clone(),
-        worker,
-        MODE,
-    );
-    let mut chain = LLMChain::from_state(Arc::new(model_for(city)?), state)
-        .with_tool(weather_tool()?)
-        .with_sink(Arc::new(sink));
-    let outcome = chain.run(Mode::while_needs_response()).await?;
-    let mut finished = run_state(chain.state(), MODE);
-    finished.status = if outcome == RunOutcome::Done {
-        RunStatus::Done
-    } else {
-        RunStatus::Failed
-    };
-    store.complete_run(&run.id, worker, &finished).await?;
-    let answer = chain
-        .messages()
-        .last()
-        .and_then(|m| parts_to_string(&m.content, ContentType::Text))
-        .unwrap_or_default();
-    Ok(answer)
-}
-
-/// One worker: claims runs until none is left; returns how many it ran.
-async fn worker(store: Arc<PostgresStore>, name: String) -> Result<usize, Error> {
-    let mut ran = 0;
-    while let Some(run) = store.claim_run(&name, LEASE).await? {
-        let answer = run_one(&store, &name, &run).await?;
-        println!("{name} ran {}: {answer}", run.id);
-        ran += 1;
-    }
-    Ok(ran)
+    let chain = LLMChain::from_state(Arc::new(model_for(city)?), state).with_tool(weather_tool()?);
+    Ok((chain, Mode::while_needs_response()))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -161,13 +128,19 @@ async fn example(url: &str, schema: &str) -> Result<(), Error> {
     }
     println!("queued {} runs for {WORKERS} workers", runs.len());
 
-    let handles: Vec<_> = (0..WORKERS)
-        .map(|i| tokio::spawn(worker(store.clone(), format!("worker-{i}"))))
+    let workers: Vec<Worker<PostgresStore>> = (0..WORKERS)
+        .map(|i| {
+            Worker::new(store.clone(), format!("worker-{i}"), build)
+                .lease(LEASE)
+                .poll_interval(Duration::from_millis(20))
+        })
         .collect();
-    let mut counts = Vec::new();
-    for (i, h) in handles.into_iter().enumerate() {
-        counts.push(format!("worker-{i}: {}", h.await??));
-    }
+    futures_util::future::join_all(workers.iter().map(Worker::drain)).await;
+    let counts: Vec<String> = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| format!("worker-{i}: {}", w.stats().snapshot()[1]))
+        .collect();
 
     // Every run is done, and its conversation holds the whole exchange.
     for id in &runs {

@@ -7,7 +7,10 @@ use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{ConversationSummary, NewConversation, Run, RunState, StoredConversation};
+use crate::model::{
+    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
+    StoredConversation,
+};
 use crate::postgres::PostgresStore;
 use crate::recovery::Recovery;
 use crate::sqlite::{Durability, SqliteStore};
@@ -119,8 +122,13 @@ impl Store for AnyStore {
     ) -> StoreResult<Recovery> {
         delegate!(self, s => s.recover(id, is_idempotent))
     }
-    async fn create_run(&self, conversation_id: &str, state: &RunState) -> StoreResult<Run> {
-        delegate!(self, s => s.create_run(conversation_id, state))
+    async fn enqueue_run(
+        &self,
+        conversation_id: &str,
+        state: &RunState,
+        options: &RunOptions,
+    ) -> StoreResult<Run> {
+        delegate!(self, s => s.enqueue_run(conversation_id, state, options))
     }
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
         delegate!(self, s => s.get_run(run_id))
@@ -128,39 +136,78 @@ impl Store for AnyStore {
     async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
         delegate!(self, s => s.list_runs(conversation_id))
     }
+    async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
+        delegate!(self, s => s.list_all_runs(status, limit))
+    }
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
         delegate!(self, s => s.claim_run(worker_id, lease))
     }
-    async fn renew_lease(
+    async fn rescue_expired(&self) -> StoreResult<u64> {
+        delegate!(self, s => s.rescue_expired())
+    }
+    async fn claim_conversation(
         &self,
-        run_id: &str,
+        conversation_id: &str,
         worker_id: &str,
         lease: Duration,
-    ) -> StoreResult<Run> {
-        delegate!(self, s => s.renew_lease(run_id, worker_id, lease))
-    }
-    async fn update_run(&self, run_id: &str, worker_id: &str, state: &RunState) -> StoreResult<()> {
-        delegate!(self, s => s.update_run(run_id, worker_id, state))
-    }
-    async fn complete_run(
-        &self,
-        run_id: &str,
-        worker_id: &str,
         state: &RunState,
+    ) -> StoreResult<Run> {
+        delegate!(self, s => s.claim_conversation(conversation_id, worker_id, lease, state))
+    }
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {
+        delegate!(self, s => s.renew_lease(lease, duration))
+    }
+    async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
+        delegate!(self, s => s.update_run(lease, state))
+    }
+    async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
+        delegate!(self, s => s.complete_run(lease, state))
+    }
+    async fn fail_run(
+        &self,
+        lease: &Lease,
+        error: &str,
+        retryable: bool,
+    ) -> StoreResult<RunStatus> {
+        delegate!(self, s => s.fail_run(lease, error, retryable))
+    }
+    async fn append_messages_leased(
+        &self,
+        lease: &Lease,
+        messages: &[Message],
+    ) -> StoreResult<i64> {
+        delegate!(self, s => s.append_messages_leased(lease, messages))
+    }
+    async fn replace_message_leased(
+        &self,
+        lease: &Lease,
+        seq: i64,
+        message: &Message,
     ) -> StoreResult<()> {
-        delegate!(self, s => s.complete_run(run_id, worker_id, state))
+        delegate!(self, s => s.replace_message_leased(lease, seq, message))
     }
     async fn set_tool_status_leased(
         &self,
-        run_id: &str,
-        worker_id: &str,
+        lease: &Lease,
         call_id: &str,
         status: ExecutionStatus,
     ) -> StoreResult<()> {
-        delegate!(self, s => s.set_tool_status_leased(run_id, worker_id, call_id, status))
+        delegate!(self, s => s.set_tool_status_leased(lease, call_id, status))
     }
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
         delegate!(self, s => s.resume_run(run_id, state))
+    }
+    async fn cancel_run(&self, run_id: &str) -> StoreResult<Run> {
+        delegate!(self, s => s.cancel_run(run_id))
+    }
+    async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
+        delegate!(self, s => s.retry_run(run_id))
+    }
+    async fn delete_conversation(&self, id: &str) -> StoreResult<bool> {
+        delegate!(self, s => s.delete_conversation(id))
+    }
+    async fn prune_runs(&self, before_ms: i64) -> StoreResult<u64> {
+        delegate!(self, s => s.prune_runs(before_ms))
     }
 }
 

@@ -89,7 +89,7 @@ pub(crate) fn messages(
     Ok(out)
 }
 
-/// A run row: id, conversation, status, state, lease owner, lease expiry, created, updated.
+/// A run row, as `run_columns!()` lists it.
 pub(crate) type RunRow = (
     String,
     String,
@@ -99,11 +99,31 @@ pub(crate) type RunRow = (
     Option<i64>,
     i64,
     i64,
+    i64,
+    i32,
+    i32,
+    i64,
+    i32,
+    Option<String>,
 );
 
 pub(crate) fn run(row: RunRow) -> StoreResult<Run> {
-    let (id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, updated_at) =
-        row;
+    let (
+        id,
+        conversation_id,
+        status,
+        state,
+        lease_owner,
+        lease_expires_at,
+        created_at,
+        updated_at,
+        epoch,
+        attempt,
+        max_attempts,
+        run_at,
+        priority,
+        last_error,
+    ) = row;
     let corrupt = |message: String| StoreError::Corrupt {
         conversation: conversation_id.clone(),
         location: format!("run {id}"),
@@ -118,6 +138,12 @@ pub(crate) fn run(row: RunRow) -> StoreResult<Run> {
         state,
         lease_owner,
         lease_expires_at,
+        epoch,
+        attempt,
+        max_attempts,
+        run_at,
+        priority,
+        last_error,
         created_at,
         updated_at,
     })

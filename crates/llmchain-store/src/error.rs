@@ -39,6 +39,50 @@ pub enum StoreError {
         /// The worker that asked.
         worker: String,
     },
+    /// The run was cancelled ([`Store::cancel_run`](crate::Store::cancel_run)): stop
+    /// working on it.
+    #[error("run {run:?} was cancelled")]
+    RunCancelled {
+        /// The run.
+        run: String,
+    },
+    /// The conversation already has an open run (pending, running or paused): a
+    /// conversation is advanced by one run at a time.
+    #[error(
+        "conversation {conversation:?} already has an open run {run:?} ({status}); wait for it, or cancel it first"
+    )]
+    RunAlreadyOpen {
+        /// The conversation.
+        conversation: String,
+        /// The open run.
+        run: String,
+        /// Its status.
+        status: String,
+    },
+    /// Another process holds a live lease on the conversation's run.
+    #[error(
+        "conversation {conversation:?} is being run by {owner:?} (run {run:?}, lease for {remaining_ms} ms more); wait for it to finish, or cancel the run"
+    )]
+    RunBusy {
+        /// The conversation.
+        conversation: String,
+        /// The run.
+        run: String,
+        /// Who holds its lease.
+        owner: String,
+        /// How long the lease still runs, in milliseconds.
+        remaining_ms: i64,
+    },
+    /// The run is not in a state that allows this (e.g. retrying a run that is pending).
+    #[error("run {run:?} is {status}: {action} is not possible")]
+    RunState {
+        /// The run.
+        run: String,
+        /// Its status.
+        status: String,
+        /// What was asked.
+        action: &'static str,
+    },
     /// A stored document could not be read back.
     #[error("stored data of conversation {conversation:?} is corrupt at {location}: {message}")]
     Corrupt {
@@ -80,6 +124,46 @@ pub enum StoreError {
     /// The database driver failed (connection, SQL, constraint).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// `true` for [`LeaseLost`](Self::LeaseLost) and [`RunCancelled`](Self::RunCancelled):
+    /// the worker must stop working on the run and write nothing more.
+    pub fn must_stop(&self) -> bool {
+        matches!(
+            self,
+            StoreError::LeaseLost { .. } | StoreError::RunCancelled { .. }
+        )
+    }
+
+    /// `true` when retrying later may succeed: the database is unreachable, restarting,
+    /// or dropped the connection (not a bad request, a missing row or a lost lease).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Database(e) => match e {
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::Tls(_) => true,
+                sqlx::Error::Database(d) => {
+                    // Class 08 (connection), 57P0x (shutdown, crash, cannot connect now),
+                    // 40001/40P01 (serialization, deadlock), SQLite BUSY/LOCKED (5, 6).
+                    let code = d.code().unwrap_or_default();
+                    code.starts_with("08")
+                        || code.starts_with("57P")
+                        || code == "40001"
+                        || code == "40P01"
+                        || code == "5"
+                        || code == "6"
+                }
+                _ => false,
+            },
+            StoreError::WriterStopped => true,
+            _ => false,
+        }
+    }
 }
 
 /// The result of a store operation.

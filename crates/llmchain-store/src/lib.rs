@@ -50,10 +50,20 @@
 
 #![deny(missing_docs)]
 
+/// The columns of a run, in `assemble::RunRow`'s order (a macro, for `concat!`).
+macro_rules! run_columns {
+    () => {
+        "id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, \
+         updated_at, epoch, attempt, max_attempts, run_at, priority, last_error"
+    };
+}
+
 mod any;
 mod assemble;
 mod error;
 mod group_commit;
+pub mod heartbeat;
+mod lease;
 mod model;
 pub mod postgres;
 pub mod recovery;
@@ -61,13 +71,17 @@ pub mod schema;
 pub mod sink;
 pub mod sqlite;
 mod store;
+pub mod worker;
 
 pub use any::AnyStore;
 pub use error::{StoreError, StoreResult};
+pub use heartbeat::{Heartbeat, HeartbeatStop};
 pub use model::{
-    ConversationSummary, NewConversation, Run, RunState, RunStatus, StoredConversation,
+    ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Run, RunOptions, RunState,
+    RunStatus, StoredConversation, backoff,
 };
 pub use postgres::PostgresStore;
 pub use recovery::Recovery;
 pub use sqlite::{Durability, SqliteStore, default_sqlite_path};
 pub use store::Store;
+pub use worker::{ChainFactory, Worker, WorkerStats};

@@ -93,8 +93,14 @@ pub enum RunStatus {
     Paused,
     /// Finished.
     Done,
-    /// Finished with a failure.
+    /// Finished with a failure (the chain ended with an error it will not recover from).
     Failed,
+    /// Gave up: every attempt failed or its lease expired ([`Run::max_attempts`]); the
+    /// last error is kept in [`Run::last_error`].
+    Discarded,
+    /// Cancelled by [`Store::cancel_run`](crate::Store::cancel_run); a worker still
+    /// running it stops at its next heartbeat or write.
+    Cancelled,
 }
 
 impl RunStatus {
@@ -106,6 +112,8 @@ impl RunStatus {
             RunStatus::Paused => "paused",
             RunStatus::Done => "done",
             RunStatus::Failed => "failed",
+            RunStatus::Discarded => "discarded",
+            RunStatus::Cancelled => "cancelled",
         }
     }
 
@@ -117,13 +125,24 @@ impl RunStatus {
             "paused" => RunStatus::Paused,
             "done" => RunStatus::Done,
             "failed" => RunStatus::Failed,
+            "discarded" => RunStatus::Discarded,
+            "cancelled" => RunStatus::Cancelled,
             _ => return None,
         })
     }
 
-    /// `Done` or `Failed`.
+    /// `Done`, `Failed`, `Discarded` or `Cancelled`: nothing will run it again (unless
+    /// [`Store::retry_run`](crate::Store::retry_run) says so).
     pub fn is_finished(self) -> bool {
-        matches!(self, RunStatus::Done | RunStatus::Failed)
+        !self.is_open()
+    }
+
+    /// `Pending`, `Running` or `Paused`: a conversation has at most one open run.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Pending | RunStatus::Running | RunStatus::Paused
+        )
     }
 }
 
@@ -167,10 +186,86 @@ pub struct Run {
     pub lease_owner: Option<String>,
     /// When the lease ends, milliseconds since the Unix epoch (database clock on PostgreSQL).
     pub lease_expires_at: Option<i64>,
+    /// The fencing token: raised by one at every claim, so a worker whose lease was taken
+    /// over (even by itself, under the same name) can write nothing more.
+    pub epoch: i64,
+    /// Claims so far (each claim is an attempt).
+    pub attempt: i32,
+    /// Attempts allowed before the run is discarded.
+    pub max_attempts: i32,
+    /// Not claimed before this time, milliseconds since the Unix epoch (scheduling and
+    /// retry back-off).
+    pub run_at: i64,
+    /// Higher runs first.
+    pub priority: i32,
+    /// The last failure (an error of the chain, an expired lease).
+    pub last_error: Option<String>,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at: i64,
     /// Last change, milliseconds since the Unix epoch.
     pub updated_at: i64,
+}
+
+impl Run {
+    /// The lease this run was claimed with, when it is held: pass it to every fenced
+    /// write ([`Store::append_messages_leased`](crate::Store::append_messages_leased),
+    /// [`Store::set_tool_status_leased`](crate::Store::set_tool_status_leased), …).
+    pub fn lease(&self) -> Option<Lease> {
+        Some(Lease {
+            run_id: self.id.clone(),
+            worker_id: self.lease_owner.clone()?,
+            epoch: self.epoch,
+        })
+    }
+}
+
+/// A held lease on a run: the fencing token every write made on the run's behalf
+/// carries. A write whose lease is no longer the run's current one (it expired and
+/// another claim raised the epoch, or the run was cancelled) is refused with
+/// [`StoreError::LeaseLost`](crate::StoreError::LeaseLost) or
+/// [`StoreError::RunCancelled`](crate::StoreError::RunCancelled), checked in the same
+/// statement or transaction as the write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Lease {
+    /// The run.
+    pub run_id: String,
+    /// The worker holding it.
+    pub worker_id: String,
+    /// The run's epoch at the claim.
+    pub epoch: i64,
+}
+
+/// How a run is queued: [`Store::enqueue_run`](crate::Store::enqueue_run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Attempts before the run is discarded (at least 1; default 5).
+    pub max_attempts: i32,
+    /// Not before this time, milliseconds since the Unix epoch; `None` is now.
+    pub run_at: Option<i64>,
+    /// Higher runs are claimed first (default 0).
+    pub priority: i32,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            run_at: None,
+            priority: 0,
+        }
+    }
+}
+
+/// The default [`RunOptions::max_attempts`].
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
+
+/// Retry back-off after a failed attempt `attempt` (1-based): 1 s, 2 s, 4 s… capped at
+/// 5 minutes, plus up to 25% jitter so failed runs do not come back in lockstep.
+pub fn backoff(attempt: i32) -> std::time::Duration {
+    let base_ms = 1000u64 << attempt.clamp(1, 20).saturating_sub(1).min(9);
+    let base_ms = base_ms.min(300_000);
+    let jitter = fastrand::u64(0..=base_ms / 4);
+    std::time::Duration::from_millis(base_ms + jitter)
 }
 
 pub(crate) fn now_ms() -> i64 {

@@ -20,9 +20,10 @@ use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, ser};
+use crate::lease::{self, LeaseRow};
 use crate::model::{
-    ConversationSummary, NewConversation, Run, RunState, RunStatus, StoredConversation,
-    duration_ms, new_id, now_ms,
+    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
+    StoredConversation, duration_ms, new_id, now_ms,
 };
 use crate::recovery::{self, Recovery};
 use crate::schema;
@@ -226,39 +227,97 @@ async fn load_in(conn: &mut PgConnection, id: &str) -> StoreResult<Option<Stored
     }))
 }
 
-macro_rules! run_columns {
+/// The database clock, evaluated once per statement (an uncorrelated scalar subquery is
+/// an InitPlan: a constant the planner can compare an index with).
+macro_rules! db_now_once {
     () => {
-        "id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, updated_at"
+        "(SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint)"
     };
 }
 
-/// Conversation, lease owner, lease expiry, status, database time.
-type LeaseRow = (String, Option<String>, Option<i64>, String, i64);
-
-/// Checks, inside a transaction, that `worker` holds a live lease on `run`, and locks the
-/// run's row until the transaction ends (so no other worker can claim it meanwhile).
-async fn check_lease(conn: &mut PgConnection, run: &str, worker: &str) -> StoreResult<String> {
-    let row: Option<LeaseRow> = sqlx::query_as(concat!(
-        "SELECT conversation_id, lease_owner, lease_expires_at, status, ",
+/// Checks, inside a transaction, that `lease` is the run's live lease, and locks the
+/// run's row until the transaction ends (so no claim, rescue or cancellation can change
+/// it meanwhile); returns the run's conversation.
+async fn check_lease(conn: &mut PgConnection, lease: &Lease) -> StoreResult<String> {
+    let row: Option<(LeaseRow, i64)> = sqlx::query_as(concat!(
+        "SELECT conversation_id, status, lease_owner, lease_expires_at, epoch, ",
         db_now!(),
         " FROM runs WHERE id = $1 FOR UPDATE"
     ))
-    .bind(run)
+    .bind(&lease.run_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(
+        |(c, s, o, e, ep, now): (String, String, Option<String>, Option<i64>, i64, i64)| {
+            ((c, s, o, e, ep), now)
+        },
+    );
+    let now = row.as_ref().map_or(0, |r| r.1);
+    lease::verdict(row.map(|r| r.0), lease, now)
+}
+
+/// A run by id, on the given connection.
+async fn run_in(conn: &mut PgConnection, run_id: &str) -> StoreResult<Option<Run>> {
+    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE id = $1"
+    ))
+    .bind(run_id)
     .fetch_optional(&mut *conn)
     .await?;
-    let (conv, owner, expires, status, now) =
-        row.ok_or_else(|| StoreError::RunNotFound(run.into()))?;
-    let live = status == RunStatus::Running.as_str()
-        && owner.as_deref() == Some(worker)
-        && expires.is_some_and(|e| e > now);
-    if live {
-        Ok(conv)
-    } else {
-        Err(StoreError::LeaseLost {
-            run: run.into(),
-            worker: worker.into(),
-        })
+    row.map(assemble::run).transpose()
+}
+
+/// The conversation's open run, locked for the transaction.
+async fn open_run_in(conn: &mut PgConnection, conversation: &str) -> StoreResult<Option<Run>> {
+    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE conversation_id = $1 AND status IN ('pending', 'running', 'paused') FOR UPDATE"
+    ))
+    .bind(conversation)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(assemble::run).transpose()
+}
+
+/// `RunAlreadyOpen` for a unique violation of `runs_one_open` (looked up after the
+/// failed transaction rolled back), the error itself otherwise.
+async fn open_conflict(pool: &PgPool, conversation: &str, e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(d) = &e
+        && d.is_unique_violation()
+        && let Ok(mut conn) = pool.acquire().await
+        && let Ok(Some(run)) = open_run_in(&mut conn, conversation).await
+    {
+        return StoreError::RunAlreadyOpen {
+            conversation: conversation.into(),
+            run: run.id,
+            status: run.state.status.as_str().into(),
+        };
     }
+    e.into()
+}
+
+async fn replace_in(
+    conn: &mut PgConnection,
+    id: &str,
+    seq: i64,
+    message: &Message,
+) -> StoreResult<()> {
+    let done = sqlx::query("UPDATE messages SET body = $1 WHERE conversation_id = $2 AND seq = $3")
+        .bind(ser("message", message)?)
+        .bind(id)
+        .bind(seq)
+        .execute(&mut *conn)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::MessageNotFound {
+            conversation: id.into(),
+            seq,
+        });
+    }
+    Ok(())
 }
 
 impl Store for PostgresStore {
@@ -352,21 +411,7 @@ impl Store for PostgresStore {
     }
 
     async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
-        let body = ser("message", message)?;
-        let done =
-            sqlx::query("UPDATE messages SET body = $1 WHERE conversation_id = $2 AND seq = $3")
-                .bind(body)
-                .bind(id)
-                .bind(seq)
-                .execute(&self.pool)
-                .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::MessageNotFound {
-                conversation: id.into(),
-                seq,
-            });
-        }
-        Ok(())
+        replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
     }
 
     async fn set_tool_status(
@@ -414,42 +459,42 @@ impl Store for PostgresStore {
         Ok(plan)
     }
 
-    async fn create_run(&self, conversation_id: &str, state: &RunState) -> StoreResult<Run> {
+    async fn enqueue_run(
+        &self,
+        conversation_id: &str,
+        state: &RunState,
+        options: &RunOptions,
+    ) -> StoreResult<Run> {
         let id = new_id();
         let now = now_ms();
-        let row: assemble::RunRow = sqlx::query_as(concat!(
-            "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING ",
-            run_columns!(),
-            ""
+        let row: Result<assemble::RunRow, sqlx::Error> = sqlx::query_as(concat!(
+            "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, \
+             max_attempts, run_at, priority) VALUES ($1, $2, $3, $4, $5, $5, $6, COALESCE($7, ",
+            db_now!(),
+            "), $8) RETURNING ",
+            run_columns!()
         ))
         .bind(&id)
         .bind(conversation_id)
         .bind(state.status.as_str())
         .bind(ser("run state", state)?)
         .bind(now)
-        .bind(now)
+        .bind(options.max_attempts.max(1))
+        .bind(options.run_at)
+        .bind(options.priority)
         .fetch_one(&self.pool)
-        .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
-                StoreError::ConversationNotFound(conversation_id.into())
+        .await;
+        match row {
+            Ok(row) => assemble::run(row),
+            Err(sqlx::Error::Database(d)) if d.is_foreign_key_violation() => {
+                Err(StoreError::ConversationNotFound(conversation_id.into()))
             }
-            _ => e.into(),
-        })?;
-        assemble::run(row)
+            Err(e) => Err(open_conflict(&self.pool, conversation_id, e).await),
+        }
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
-        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE id = $1"
-        ))
-        .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(assemble::run).transpose()
+        run_in(&mut *self.pool.acquire().await?, run_id).await
     }
 
     async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
@@ -464,33 +509,137 @@ impl Store for PostgresStore {
         rows.into_iter().map(assemble::run).collect()
     }
 
+    async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
+        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE $1::text IS NULL OR status = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+        ))
+        .bind(status.map(RunStatus::as_str))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(assemble::run).collect()
+    }
+
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+        self.rescue_expired().await?;
+        // Pending runs only, in `runs_pending`'s order: the scan stops at the first
+        // unlocked row whose time has come, whatever the backlog.
         let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = ",
             db_now!(),
             " + $2, updated_at = ",
             db_now!(),
-            " WHERE id = (SELECT id FROM runs WHERE status = 'pending' \
-                OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ",
-            db_now!(),
-            ")) ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
+            ", epoch = epoch + 1, attempt = attempt + 1 \
+             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND run_at <= ",
+            db_now_once!(),
+            " ORDER BY priority DESC, run_at, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
             run_columns!()
         ))
         .bind(worker_id)
         .bind(duration_ms(lease))
         .fetch_optional(&self.pool)
         .await?;
-        row.map(assemble::run).transpose()
+        let run = row.map(assemble::run).transpose()?;
+        if let Some(run) = &run {
+            tracing::debug!(run = %run.id, worker = worker_id, attempt = run.attempt, "claimed run");
+        }
+        Ok(run)
     }
 
-    async fn renew_lease(
+    async fn rescue_expired(&self) -> StoreResult<u64> {
+        let done = sqlx::query(concat!(
+            "UPDATE runs SET \
+                status = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'pending' END, \
+                lease_owner = NULL, lease_expires_at = NULL, run_at = ",
+            db_now!(),
+            ", updated_at = ",
+            db_now!(),
+            ", last_error = 'the lease of ' || coalesce(lease_owner, '?') || ' expired' \
+             WHERE id IN (SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= ",
+            db_now_once!(),
+            " ORDER BY lease_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED)"
+        ))
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() > 0 {
+            tracing::info!(
+                runs = done.rows_affected(),
+                "rescued runs whose lease expired"
+            );
+        }
+        Ok(done.rows_affected())
+    }
+
+    async fn claim_conversation(
         &self,
-        run_id: &str,
+        conversation_id: &str,
         worker_id: &str,
         lease: Duration,
+        state: &RunState,
     ) -> StoreResult<Run> {
         let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, run_id, worker_id).await?;
+        // Serialises claims of this conversation (the row lock), so the open-run check
+        // and the insert below cannot race another process's.
+        let exists: Option<i64> = sqlx::query_scalar(concat!(
+            "SELECT ",
+            db_now!(),
+            " FROM conversations WHERE id = $1 FOR UPDATE"
+        ))
+        .bind(conversation_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let now = exists.ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
+        let row: assemble::RunRow = match open_run_in(&mut tx, conversation_id).await? {
+            Some(run)
+                if run.state.status == RunStatus::Running
+                    && run.lease_expires_at.is_some_and(|e| e > now) =>
+            {
+                return Err(StoreError::RunBusy {
+                    conversation: conversation_id.into(),
+                    owner: run.lease_owner.unwrap_or_default(),
+                    remaining_ms: run.lease_expires_at.unwrap_or(now) - now,
+                    run: run.id,
+                });
+            }
+            Some(run) => {
+                sqlx::query_as(concat!(
+                    "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2 + $3, \
+                     updated_at = $2, epoch = epoch + 1, attempt = attempt + 1 WHERE id = $4 RETURNING ",
+                    run_columns!()
+                ))
+                .bind(worker_id)
+                .bind(now)
+                .bind(duration_ms(lease))
+                .bind(&run.id)
+                .fetch_one(&mut *tx)
+                .await?
+            }
+            None => {
+                sqlx::query_as(concat!(
+                    "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
+                     created_at, updated_at, epoch, attempt, run_at) \
+                     VALUES ($1, $2, 'running', $3, $4, $5 + $6, $5, $5, 1, 1, $5) RETURNING ",
+                    run_columns!()
+                ))
+                .bind(new_id())
+                .bind(conversation_id)
+                .bind(ser("run state", state)?)
+                .bind(worker_id)
+                .bind(now)
+                .bind(duration_ms(lease))
+                .fetch_one(&mut *tx)
+                .await?
+            }
+        };
+        tx.commit().await?;
+        assemble::run(row)
+    }
+
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {
+        let mut tx = self.pool.begin().await?;
+        check_lease(&mut tx, lease).await?;
         let row: assemble::RunRow = sqlx::query_as(concat!(
             "UPDATE runs SET lease_expires_at = ",
             db_now!(),
@@ -499,67 +648,123 @@ impl Store for PostgresStore {
             " WHERE id = $2 RETURNING ",
             run_columns!()
         ))
-        .bind(duration_ms(lease))
-        .bind(run_id)
+        .bind(duration_ms(duration))
+        .bind(&lease.run_id)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
         assemble::run(row)
     }
 
-    async fn update_run(&self, run_id: &str, worker_id: &str, state: &RunState) -> StoreResult<()> {
+    async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, run_id, worker_id).await?;
+        check_lease(&mut tx, lease).await?;
         sqlx::query("UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3")
             .bind(ser("run state", state)?)
             .bind(now_ms())
-            .bind(run_id)
+            .bind(&lease.run_id)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(())
     }
 
-    async fn complete_run(
-        &self,
-        run_id: &str,
-        worker_id: &str,
-        state: &RunState,
-    ) -> StoreResult<()> {
+    async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, run_id, worker_id).await?;
+        check_lease(&mut tx, lease).await?;
         sqlx::query(
-            "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $4",
+            "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, \
+             updated_at = $3, run_at = $3 WHERE id = $4",
         )
         .bind(state.status.as_str())
         .bind(ser("run state", state)?)
         .bind(now_ms())
-        .bind(run_id)
+        .bind(&lease.run_id)
         .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
+        tracing::debug!(run = %lease.run_id, status = state.status.as_str(), "completed run");
+        Ok(())
+    }
+
+    async fn fail_run(
+        &self,
+        lease: &Lease,
+        error: &str,
+        retryable: bool,
+    ) -> StoreResult<RunStatus> {
+        let mut tx = self.pool.begin().await?;
+        check_lease(&mut tx, lease).await?;
+        let (attempt, max, now): (i32, i32, i64) = sqlx::query_as(concat!(
+            "SELECT attempt, max_attempts, ",
+            db_now!(),
+            " FROM runs WHERE id = $1"
+        ))
+        .bind(&lease.run_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let (status, run_at) = lease::after_failure(attempt, max, retryable, now);
+        sqlx::query(
+            "UPDATE runs SET status = $1, run_at = $2, last_error = $3, lease_owner = NULL, \
+             lease_expires_at = NULL, updated_at = $4 WHERE id = $5",
+        )
+        .bind(status.as_str())
+        .bind(run_at)
+        .bind(error)
+        .bind(now)
+        .bind(&lease.run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::info!(run = %lease.run_id, attempt, status = status.as_str(), error, "run attempt failed");
+        Ok(status)
+    }
+
+    async fn append_messages_leased(
+        &self,
+        lease: &Lease,
+        messages: &[Message],
+    ) -> StoreResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        let conv = check_lease(&mut tx, lease).await?;
+        let first = append_in(&mut tx, &conv, messages).await?;
+        tx.commit().await?;
+        Ok(first)
+    }
+
+    async fn replace_message_leased(
+        &self,
+        lease: &Lease,
+        seq: i64,
+        message: &Message,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        let conv = check_lease(&mut tx, lease).await?;
+        replace_in(&mut tx, &conv, seq, message).await?;
         tx.commit().await?;
         Ok(())
     }
 
     async fn set_tool_status_leased(
         &self,
-        run_id: &str,
-        worker_id: &str,
+        lease: &Lease,
         call_id: &str,
         status: ExecutionStatus,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let conv = check_lease(&mut tx, run_id, worker_id).await?;
+        let conv = check_lease(&mut tx, lease).await?;
         set_status_in(&mut tx, &conv, call_id, status).await?;
         tx.commit().await?;
         Ok(())
     }
 
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'pending', state = $1, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2 \
-             WHERE id = $3 AND status = 'paused'",
-        )
+        let done = sqlx::query(concat!(
+            "UPDATE runs SET status = 'pending', state = $1, lease_owner = NULL, lease_expires_at = NULL, \
+             updated_at = $2, run_at = ",
+            db_now!(),
+            " WHERE id = $3 AND status = 'paused'"
+        ))
         .bind(ser("run state", state)?)
         .bind(now_ms())
         .bind(run_id)
@@ -569,5 +774,79 @@ impl Store for PostgresStore {
             return Err(StoreError::RunNotFound(run_id.into()));
         }
         Ok(())
+    }
+
+    async fn cancel_run(&self, run_id: &str) -> StoreResult<Run> {
+        let mut tx = self.pool.begin().await?;
+        let run =
+            sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1 FOR UPDATE")
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        if !RunStatus::parse(&run).is_some_and(RunStatus::is_open) {
+            return Err(StoreError::RunState {
+                run: run_id.into(),
+                status: run,
+                action: "cancelling it",
+            });
+        }
+        // The lease owner stays recorded, so its worker is told "cancelled", not "lost".
+        sqlx::query("UPDATE runs SET status = 'cancelled', updated_at = $1, last_error = 'cancelled' WHERE id = $2")
+            .bind(now_ms())
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        let run = run_in(&mut tx, run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        tx.commit().await?;
+        tracing::info!(run = run_id, "cancelled run");
+        Ok(run)
+    }
+
+    async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
+        let run = self
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        let row: Result<Option<assemble::RunRow>, sqlx::Error> = sqlx::query_as(concat!(
+            "UPDATE runs SET status = 'pending', attempt = 0, run_at = ",
+            db_now!(),
+            ", updated_at = $1, lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = $2 AND status IN ('failed', 'discarded', 'cancelled') RETURNING ",
+            run_columns!()
+        ))
+        .bind(now_ms())
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match row {
+            Ok(Some(row)) => assemble::run(row),
+            Ok(None) => Err(StoreError::RunState {
+                run: run_id.into(),
+                status: run.state.status.as_str().into(),
+                action: "retrying it",
+            }),
+            Err(e) => Err(open_conflict(&self.pool, &run.conversation_id, e).await),
+        }
+    }
+
+    async fn delete_conversation(&self, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM conversations WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn prune_runs(&self, before_ms: i64) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM runs WHERE status IN ('done', 'failed', 'discarded', 'cancelled') AND updated_at < $1",
+        )
+        .bind(before_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -7,15 +7,19 @@
 //! gives [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew).
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// SQLite migrations: (version, SQL).
-pub(crate) const SQLITE: &[(i64, &str)] =
-    &[(1, include_str!("../migrations/sqlite/0001_init.sql"))];
+pub(crate) const SQLITE: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../migrations/sqlite/0002_run_queue.sql")),
+];
 
 /// PostgreSQL migrations: (version, SQL).
-pub(crate) const POSTGRES: &[(i64, &str)] =
-    &[(1, include_str!("../migrations/postgres/0001_init.sql"))];
+pub(crate) const POSTGRES: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/postgres/0001_init.sql")),
+    (2, include_str!("../migrations/postgres/0002_run_queue.sql")),
+];
 
 pub(crate) const CREATE_VERSION_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS llmchain_schema (version BIGINT NOT NULL)";

@@ -11,21 +11,25 @@
 
 use std::sync::Arc;
 
-use llmchain::chain::{ChainState, ConversationSink, SinkFuture};
+use llmchain::chain::{ChainState, ConversationSink, SinkError, SinkErrorKind, SinkFuture};
 use llmchain::message::{ExecutionStatus, Message};
 use serde_json::{Map, Value, json};
 
-use crate::error::StoreResult;
-use crate::model::{RunState, RunStatus};
+use crate::error::{StoreError, StoreResult};
+use crate::model::{Lease, RunState, RunStatus};
 use crate::store::Store;
 
 /// Persists a chain into a store: one conversation, and optionally one run whose lease
-/// this worker holds.
+/// this worker holds. With a lease, **every** write (messages appended or replaced,
+/// tool statuses, run state) is fenced by it: a worker that lost its lease cannot change
+/// the conversation, and its chain stops with
+/// [`ChainError::Persist`](llmchain::chain::ChainError::Persist) of kind
+/// [`SinkErrorKind::LeaseLost`] (or `RunCancelled`), whose source is the [`StoreError`].
 #[derive(Debug)]
 pub struct StoreSink<S> {
     store: Arc<S>,
     conversation_id: String,
-    run: Option<(String, String)>,
+    run: Option<Lease>,
     mode: String,
 }
 
@@ -52,17 +56,18 @@ impl<S: Store + 'static> StoreSink<S> {
         }
     }
 
-    /// Also saves the run state into `run_id`, whose lease `worker_id` holds.
+    /// Fences every write by `lease` (the run's lease, from [`Run::lease`](crate::Run::lease))
+    /// and saves the run state into its run, with `mode` named in it.
     #[must_use]
-    pub fn with_run(
-        mut self,
-        run_id: impl Into<String>,
-        worker_id: impl Into<String>,
-        mode: impl Into<String>,
-    ) -> Self {
-        self.run = Some((run_id.into(), worker_id.into()));
+    pub fn with_lease(mut self, lease: Lease, mode: impl Into<String>) -> Self {
+        self.run = Some(lease);
         self.mode = mode.into();
         self
+    }
+
+    /// The lease the writes are fenced by, if any.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.run.as_ref()
     }
 
     /// The conversation id.
@@ -134,19 +139,36 @@ pub async fn load_chain_state<S: Store>(
     Ok(Some(state))
 }
 
+/// The chain's view of a store error: its kind decides whether the run must stop.
+pub fn sink_error(e: StoreError) -> SinkError {
+    let kind = match &e {
+        StoreError::LeaseLost { .. } => SinkErrorKind::LeaseLost,
+        StoreError::RunCancelled { .. } => SinkErrorKind::RunCancelled,
+        StoreError::ConversationNotFound(_)
+        | StoreError::MessageNotFound { .. }
+        | StoreError::RunNotFound(_) => SinkErrorKind::Conflict,
+        _ => SinkErrorKind::Other,
+    };
+    SinkError::from_source(kind, e)
+}
+
 impl<S: Store + 'static> ConversationSink for StoreSink<S> {
     fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
-            let seq = self
-                .store
-                .append_message(&self.conversation_id, message)
-                .await
-                .map_err(|e| e.to_string())?;
+            let one = std::slice::from_ref(message);
+            let seq = match &self.run {
+                Some(lease) => self.store.append_messages_leased(lease, one).await,
+                None => self.store.append_messages(&self.conversation_id, one).await,
+            }
+            .map_err(sink_error)?;
             if seq != position as i64 {
-                return Err(format!(
-                    "the store numbered message {position} of conversation {} as {seq}: the chain \
-                     and the stored conversation disagree (was the chain built from the stored messages?)",
-                    self.conversation_id
+                return Err(SinkError::new(
+                    SinkErrorKind::Conflict,
+                    format!(
+                        "the store numbered message {position} of conversation {} as {seq}: the chain \
+                         and the stored conversation disagree (was the chain built from the stored messages?)",
+                        self.conversation_id
+                    ),
                 ));
             }
             Ok(())
@@ -155,39 +177,46 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
 
     fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
-            self.store
-                .replace_message(&self.conversation_id, position as i64, message)
-                .await
-                .map_err(|e| e.to_string())
+            let seq = position as i64;
+            match &self.run {
+                Some(lease) => self.store.replace_message_leased(lease, seq, message).await,
+                None => {
+                    self.store
+                        .replace_message(&self.conversation_id, seq, message)
+                        .await
+                }
+            }
+            .map_err(sink_error)
         })
     }
 
     fn set_tool_status<'a>(&'a self, call_id: &'a str, status: ExecutionStatus) -> SinkFuture<'a> {
         Box::pin(async move {
             match &self.run {
-                Some((run, worker)) => self
-                    .store
-                    .set_tool_status_leased(run, worker, call_id, status)
-                    .await
-                    .map_err(|e| e.to_string()),
-                None => self
-                    .store
-                    .set_tool_status(&self.conversation_id, call_id, status)
-                    .await
-                    .map_err(|e| e.to_string()),
+                Some(lease) => {
+                    self.store
+                        .set_tool_status_leased(lease, call_id, status)
+                        .await
+                }
+                None => {
+                    self.store
+                        .set_tool_status(&self.conversation_id, call_id, status)
+                        .await
+                }
             }
+            .map_err(sink_error)
         })
     }
 
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
         Box::pin(async move {
-            let Some((run, worker)) = &self.run else {
+            let Some(lease) = &self.run else {
                 return Ok(());
             };
             self.store
-                .update_run(run, worker, &run_state(state, &self.mode))
+                .update_run(lease, &run_state(state, &self.mode))
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(sink_error)
         })
     }
 }

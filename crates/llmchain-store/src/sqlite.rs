@@ -41,9 +41,10 @@ use sqlx::{Connection, Row};
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, ser};
 use crate::group_commit::{self, Write, Writer};
+use crate::lease::{self, LeaseRow};
 use crate::model::{
-    ConversationSummary, NewConversation, Run, RunState, RunStatus, StoredConversation,
-    duration_ms, new_id, now_ms,
+    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
+    StoredConversation, duration_ms, new_id, now_ms,
 };
 use crate::recovery::{self, Recovery};
 use crate::schema;
@@ -292,31 +293,71 @@ async fn load_in(conn: &mut SqliteConnection, id: &str) -> StoreResult<Option<St
     }))
 }
 
-macro_rules! run_columns {
-    () => {
-        "id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, updated_at"
-    };
-}
-
-/// Checks, inside a write transaction, that `worker` holds a live lease on `run`.
-async fn check_lease(conn: &mut SqliteConnection, run: &str, worker: &str) -> StoreResult<String> {
-    let row: Option<(String, Option<String>, Option<i64>, String)> = sqlx::query_as(
-        "SELECT conversation_id, lease_owner, lease_expires_at, status FROM runs WHERE id = ?",
+/// Checks, inside a write transaction (`BEGIN IMMEDIATE`: SQLite has one writer, so
+/// nothing can change the run until it commits), that `lease` is the run's live lease;
+/// returns the run's conversation.
+async fn check_lease(conn: &mut SqliteConnection, lease: &Lease) -> StoreResult<String> {
+    let row: Option<LeaseRow> = sqlx::query_as(
+        "SELECT conversation_id, status, lease_owner, lease_expires_at, epoch FROM runs WHERE id = ?",
     )
-    .bind(run)
+    .bind(&lease.run_id)
     .fetch_optional(&mut *conn)
     .await?;
-    let (conv, owner, expires, status) = row.ok_or_else(|| StoreError::RunNotFound(run.into()))?;
-    let live = status == RunStatus::Running.as_str()
-        && owner.as_deref() == Some(worker)
-        && expires.is_some_and(|e| e > now_ms());
-    if live {
-        Ok(conv)
-    } else {
-        Err(StoreError::LeaseLost {
-            run: run.into(),
-            worker: worker.into(),
-        })
+    lease::verdict(row, lease, now_ms())
+}
+
+async fn replace_in(
+    conn: &mut SqliteConnection,
+    id: &str,
+    seq: i64,
+    message: &Message,
+) -> StoreResult<()> {
+    let done = sqlx::query("UPDATE messages SET body = ? WHERE conversation_id = ? AND seq = ?")
+        .bind(ser("message", message)?)
+        .bind(id)
+        .bind(seq)
+        .execute(&mut *conn)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::MessageNotFound {
+            conversation: id.into(),
+            seq,
+        });
+    }
+    Ok(())
+}
+
+/// A run by id, inside the caller's transaction.
+async fn run_in(conn: &mut SqliteConnection, run_id: &str) -> StoreResult<Option<Run>> {
+    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE id = ?"
+    ))
+    .bind(run_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(assemble::run).transpose()
+}
+
+/// The conversation's open run, inside the caller's transaction.
+async fn open_run_in(conn: &mut SqliteConnection, conversation: &str) -> StoreResult<Option<Run>> {
+    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE conversation_id = ? AND status IN ('pending', 'running', 'paused')"
+    ))
+    .bind(conversation)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(assemble::run).transpose()
+}
+
+fn already_open(conversation: &str, run: Run) -> StoreError {
+    StoreError::RunAlreadyOpen {
+        conversation: conversation.into(),
+        run: run.id,
+        status: run.state.status.as_str().into(),
     }
 }
 
@@ -406,21 +447,7 @@ impl Store for SqliteStore {
     }
 
     async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
-        let body = ser("message", message)?;
-        let done =
-            sqlx::query("UPDATE messages SET body = ? WHERE conversation_id = ? AND seq = ?")
-                .bind(body)
-                .bind(id)
-                .bind(seq)
-                .execute(&self.pool)
-                .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::MessageNotFound {
-                conversation: id.into(),
-                seq,
-            });
-        }
-        Ok(())
+        replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
     }
 
     async fn set_tool_status(
@@ -463,14 +490,19 @@ impl Store for SqliteStore {
         Ok(plan)
     }
 
-    async fn create_run(&self, conversation_id: &str, state: &RunState) -> StoreResult<Run> {
+    async fn enqueue_run(
+        &self,
+        conversation_id: &str,
+        state: &RunState,
+        options: &RunOptions,
+    ) -> StoreResult<Run> {
         let id = new_id();
         let now = now_ms();
-        let row: assemble::RunRow = sqlx::query_as(concat!(
-            "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?) RETURNING ",
-            run_columns!(),
-            ""
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let row: Result<assemble::RunRow, sqlx::Error> = sqlx::query_as(concat!(
+            "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, \
+             max_attempts, run_at, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ",
+            run_columns!()
         ))
         .bind(&id)
         .bind(conversation_id)
@@ -478,27 +510,31 @@ impl Store for SqliteStore {
         .bind(ser("run state", state)?)
         .bind(now)
         .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
-                StoreError::ConversationNotFound(conversation_id.into())
+        .bind(options.max_attempts.max(1))
+        .bind(options.run_at.unwrap_or(now))
+        .bind(options.priority)
+        .fetch_one(&mut *tx)
+        .await;
+        let row = match row {
+            Ok(row) => row,
+            Err(sqlx::Error::Database(d)) if d.is_foreign_key_violation() => {
+                return Err(StoreError::ConversationNotFound(conversation_id.into()));
             }
-            _ => e.into(),
-        })?;
+            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
+                let open = open_run_in(&mut tx, conversation_id).await?;
+                return Err(match open {
+                    Some(run) => already_open(conversation_id, run),
+                    None => sqlx::Error::Database(d).into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
         assemble::run(row)
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
-        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE id = ?"
-        ))
-        .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(assemble::run).transpose()
+        run_in(&mut *self.pool.acquire().await?, run_id).await
     }
 
     async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
@@ -513,93 +549,220 @@ impl Store for SqliteStore {
         rows.into_iter().map(assemble::run).collect()
     }
 
+    async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
+        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE ?1 IS NULL OR status = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+        ))
+        .bind(status.map(RunStatus::as_str))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(assemble::run).collect()
+    }
+
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
-        // SQLite has one writer at a time: BEGIN IMMEDIATE makes select-then-update atomic.
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        self.rescue_expired().await?;
+        // SQLite has one writer at a time: the statement is atomic.
         let now = now_ms();
         let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-            "UPDATE runs SET status = 'running', lease_owner = ?, lease_expires_at = ?, updated_at = ? \
-             WHERE id = (SELECT id FROM runs WHERE status = 'pending' \
-                OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?)) \
-                ORDER BY created_at, id LIMIT 1) \
-             RETURNING ", run_columns!(), ""
+            "UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2, \
+             updated_at = ?3, epoch = epoch + 1, attempt = attempt + 1 \
+             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND run_at <= ?3 \
+                ORDER BY priority DESC, run_at, created_at, id LIMIT 1) \
+             RETURNING ",
+            run_columns!()
         ))
         .bind(worker_id)
         .bind(now.saturating_add(duration_ms(lease)))
         .bind(now)
-        .bind(now)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&self.pool)
         .await?;
-        tx.commit().await?;
         row.map(assemble::run).transpose()
     }
 
-    async fn renew_lease(
+    async fn rescue_expired(&self) -> StoreResult<u64> {
+        let now = now_ms();
+        let done = sqlx::query(
+            "UPDATE runs SET \
+                status = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'pending' END, \
+                lease_owner = NULL, lease_expires_at = NULL, run_at = ?1, updated_at = ?1, \
+                last_error = 'the lease of ' || coalesce(lease_owner, '?') || ' expired' \
+             WHERE status = 'running' AND lease_expires_at <= ?1",
+        )
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn claim_conversation(
         &self,
-        run_id: &str,
+        conversation_id: &str,
         worker_id: &str,
         lease: Duration,
+        state: &RunState,
     ) -> StoreResult<Run> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, run_id, worker_id).await?;
+        let now = now_ms();
+        let expires = now.saturating_add(duration_ms(lease));
+        let row: assemble::RunRow = match open_run_in(&mut tx, conversation_id).await? {
+            Some(run)
+                if run.state.status == RunStatus::Running
+                    && run.lease_expires_at.is_some_and(|e| e > now) =>
+            {
+                return Err(StoreError::RunBusy {
+                    conversation: conversation_id.into(),
+                    owner: run.lease_owner.unwrap_or_default(),
+                    remaining_ms: run.lease_expires_at.unwrap_or(now) - now,
+                    run: run.id,
+                });
+            }
+            Some(run) => {
+                sqlx::query_as(concat!(
+                    "UPDATE runs SET status = 'running', lease_owner = ?, lease_expires_at = ?, \
+                     updated_at = ?, epoch = epoch + 1, attempt = attempt + 1 WHERE id = ? RETURNING ",
+                    run_columns!()
+                ))
+                .bind(worker_id)
+                .bind(expires)
+                .bind(now)
+                .bind(&run.id)
+                .fetch_one(&mut *tx)
+                .await?
+            }
+            None => sqlx::query_as(concat!(
+                "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
+                 created_at, updated_at, epoch, attempt, run_at) \
+                 SELECT ?, id, 'running', ?, ?, ?, ?, ?, 1, 1, ? FROM conversations WHERE id = ? RETURNING ",
+                run_columns!()
+            ))
+            .bind(new_id())
+            .bind(ser("run state", state)?)
+            .bind(worker_id)
+            .bind(expires)
+            .bind(now)
+            .bind(now)
+            .bind(now)
+            .bind(conversation_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?,
+        };
+        tx.commit().await?;
+        assemble::run(row)
+    }
+
+    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_lease(&mut tx, lease).await?;
         let now = now_ms();
         let row: assemble::RunRow = sqlx::query_as(concat!(
             "UPDATE runs SET lease_expires_at = ?, updated_at = ? WHERE id = ? RETURNING ",
-            run_columns!(),
-            ""
+            run_columns!()
         ))
-        .bind(now.saturating_add(duration_ms(lease)))
+        .bind(now.saturating_add(duration_ms(duration)))
         .bind(now)
-        .bind(run_id)
+        .bind(&lease.run_id)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
         assemble::run(row)
     }
 
-    async fn update_run(&self, run_id: &str, worker_id: &str, state: &RunState) -> StoreResult<()> {
+    async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, run_id, worker_id).await?;
+        check_lease(&mut tx, lease).await?;
         sqlx::query("UPDATE runs SET state = ?, updated_at = ? WHERE id = ?")
             .bind(ser("run state", state)?)
             .bind(now_ms())
-            .bind(run_id)
+            .bind(&lease.run_id)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(())
     }
 
-    async fn complete_run(
-        &self,
-        run_id: &str,
-        worker_id: &str,
-        state: &RunState,
-    ) -> StoreResult<()> {
+    async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, run_id, worker_id).await?;
+        check_lease(&mut tx, lease).await?;
         sqlx::query(
             "UPDATE runs SET status = ?, state = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ?",
         )
         .bind(state.status.as_str())
         .bind(ser("run state", state)?)
         .bind(now_ms())
-        .bind(run_id)
+        .bind(&lease.run_id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())
     }
 
+    async fn fail_run(
+        &self,
+        lease: &Lease,
+        error: &str,
+        retryable: bool,
+    ) -> StoreResult<RunStatus> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        check_lease(&mut tx, lease).await?;
+        let (attempt, max): (i32, i32) =
+            sqlx::query_as("SELECT attempt, max_attempts FROM runs WHERE id = ?")
+                .bind(&lease.run_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let now = now_ms();
+        let (status, run_at) = lease::after_failure(attempt, max, retryable, now);
+        sqlx::query(
+            "UPDATE runs SET status = ?, run_at = ?, last_error = ?, lease_owner = NULL, \
+             lease_expires_at = NULL, updated_at = ? WHERE id = ?",
+        )
+        .bind(status.as_str())
+        .bind(run_at)
+        .bind(error)
+        .bind(now)
+        .bind(&lease.run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(status)
+    }
+
+    async fn append_messages_leased(
+        &self,
+        lease: &Lease,
+        messages: &[Message],
+    ) -> StoreResult<i64> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let conv = check_lease(&mut tx, lease).await?;
+        let first = append_in(&mut tx, &conv, messages).await?;
+        tx.commit().await?;
+        Ok(first)
+    }
+
+    async fn replace_message_leased(
+        &self,
+        lease: &Lease,
+        seq: i64,
+        message: &Message,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let conv = check_lease(&mut tx, lease).await?;
+        replace_in(&mut tx, &conv, seq, message).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn set_tool_status_leased(
         &self,
-        run_id: &str,
-        worker_id: &str,
+        lease: &Lease,
         call_id: &str,
         status: ExecutionStatus,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let conv = check_lease(&mut tx, run_id, worker_id).await?;
+        let conv = check_lease(&mut tx, lease).await?;
         set_status_in(&mut tx, &conv, call_id, status).await?;
         tx.commit().await?;
         Ok(())
@@ -607,10 +770,11 @@ impl Store for SqliteStore {
 
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
         let done = sqlx::query(
-            "UPDATE runs SET status = 'pending', state = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? \
-             WHERE id = ? AND status = 'paused'",
+            "UPDATE runs SET status = 'pending', state = ?, lease_owner = NULL, lease_expires_at = NULL, \
+             updated_at = ?, run_at = ? WHERE id = ? AND status = 'paused'",
         )
         .bind(ser("run state", state)?)
+        .bind(now_ms())
         .bind(now_ms())
         .bind(run_id)
         .execute(&self.pool)
@@ -619,5 +783,90 @@ impl Store for SqliteStore {
             return Err(StoreError::RunNotFound(run_id.into()));
         }
         Ok(())
+    }
+
+    async fn cancel_run(&self, run_id: &str) -> StoreResult<Run> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let run = run_in(&mut tx, run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        if !run.state.status.is_open() {
+            return Err(StoreError::RunState {
+                run: run_id.into(),
+                status: run.state.status.as_str().into(),
+                action: "cancelling it",
+            });
+        }
+        // The lease owner stays recorded, so its worker is told "cancelled", not "lost".
+        sqlx::query("UPDATE runs SET status = 'cancelled', updated_at = ?, last_error = 'cancelled' WHERE id = ?")
+            .bind(now_ms())
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        let run = run_in(&mut tx, run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        tx.commit().await?;
+        Ok(run)
+    }
+
+    async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let run = run_in(&mut tx, run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        if !matches!(
+            run.state.status,
+            RunStatus::Failed | RunStatus::Discarded | RunStatus::Cancelled
+        ) {
+            return Err(StoreError::RunState {
+                run: run_id.into(),
+                status: run.state.status.as_str().into(),
+                action: "retrying it",
+            });
+        }
+        let now = now_ms();
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'pending', attempt = 0, run_at = ?, updated_at = ?, \
+             lease_owner = NULL, lease_expires_at = NULL WHERE id = ?",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await;
+        match done {
+            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
+                let open = open_run_in(&mut tx, &run.conversation_id).await?;
+                return Err(match open {
+                    Some(o) => already_open(&run.conversation_id, o),
+                    None => sqlx::Error::Database(d).into(),
+                });
+            }
+            other => other?,
+        };
+        let run = run_in(&mut tx, run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+        tx.commit().await?;
+        Ok(run)
+    }
+
+    async fn delete_conversation(&self, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM conversations WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn prune_runs(&self, before_ms: i64) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM runs WHERE status IN ('done', 'failed', 'discarded', 'cancelled') AND updated_at < ?",
+        )
+        .bind(before_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -8,7 +8,10 @@ use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::StoreResult;
-use crate::model::{ConversationSummary, NewConversation, Run, RunState, StoredConversation};
+use crate::model::{
+    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
+    StoredConversation,
+};
 use crate::recovery::Recovery;
 
 /// Durable conversations, runs and tool-call statuses.
@@ -94,12 +97,29 @@ pub trait Store: Send + Sync {
         is_idempotent: &(dyn Fn(&str) -> bool + Sync),
     ) -> impl Future<Output = StoreResult<Recovery>> + Send;
 
-    /// Creates a run of a conversation (status taken from `state`, normally `pending`).
+    /// Queues a run of a conversation (status taken from `state`, normally `pending`)
+    /// with its attempts, schedule and priority. Fails with
+    /// [`StoreError::RunAlreadyOpen`](crate::StoreError::RunAlreadyOpen) when the
+    /// conversation has an open run (enforced by a unique index), and with
+    /// `ConversationNotFound` when there is no such conversation.
+    fn enqueue_run(
+        &self,
+        conversation_id: &str,
+        state: &RunState,
+        options: &RunOptions,
+    ) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// [`enqueue_run`](Self::enqueue_run) with the default [`RunOptions`].
     fn create_run(
         &self,
         conversation_id: &str,
         state: &RunState,
-    ) -> impl Future<Output = StoreResult<Run>> + Send;
+    ) -> impl Future<Output = StoreResult<Run>> + Send {
+        async move {
+            self.enqueue_run(conversation_id, state, &RunOptions::default())
+                .await
+        }
+    }
 
     /// A run by id.
     fn get_run(&self, run_id: &str) -> impl Future<Output = StoreResult<Option<Run>>> + Send;
@@ -110,49 +130,100 @@ pub trait Store: Send + Sync {
         conversation_id: &str,
     ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
-    /// Claims the oldest claimable run — `pending`, or `running` with an expired lease —
-    /// for `worker_id` for `lease`; marks it `running`. Exactly one worker gets each claim.
+    /// The newest runs first, all of them or those of one status.
+    fn list_all_runs(
+        &self,
+        status: Option<RunStatus>,
+        limit: i64,
+    ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
+
+    /// Claims the first claimable run for `worker_id` for `lease`: the highest priority,
+    /// then the earliest `run_at`, among `pending` runs whose `run_at` has come. Raises
+    /// the run's epoch and attempt. Exactly one worker gets each claim. Runs whose lease
+    /// expired are first put back to `pending` (or `discarded`, with their attempts used
+    /// up) by [`rescue_expired`](Self::rescue_expired), so a crashed worker's run is
+    /// claimed again.
     fn claim_run(
         &self,
         worker_id: &str,
         lease: Duration,
     ) -> impl Future<Output = StoreResult<Option<Run>>> + Send;
 
-    /// Extends the lease; [`StoreError::LeaseLost`](crate::StoreError::LeaseLost) if the
-    /// worker no longer holds it (expired or claimed by another).
-    fn renew_lease(
+    /// Puts `running` runs whose lease expired back to `pending` (now), or `discarded`
+    /// when their attempts are used up; returns how many. Cheap when there are none.
+    fn rescue_expired(&self) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// Takes the lease on a conversation's run for an interactive process (the CLI's
+    /// `run` and `resume`): claims its open run if it is pending, paused or its lease
+    /// expired, or creates a running one with `state`. Fails with
+    /// [`StoreError::RunBusy`](crate::StoreError::RunBusy) while another process holds a
+    /// live lease, so two processes never both run a conversation.
+    fn claim_conversation(
         &self,
-        run_id: &str,
+        conversation_id: &str,
         worker_id: &str,
         lease: Duration,
+        state: &RunState,
     ) -> impl Future<Output = StoreResult<Run>> + Send;
 
-    /// Saves the run's state while the worker holds the lease (the status stays `running`).
+    /// Extends the lease (the heartbeat). `LeaseLost` if it is no longer held,
+    /// `RunCancelled` if the run was cancelled meanwhile.
+    fn renew_lease(
+        &self,
+        lease: &Lease,
+        duration: Duration,
+    ) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// Saves the run's state under the lease (the status stays `running`, or becomes
+    /// `paused` when `state` says so and the lease is kept until [`complete_run`]).
+    ///
+    /// [`complete_run`]: Self::complete_run
     fn update_run(
         &self,
-        run_id: &str,
-        worker_id: &str,
+        lease: &Lease,
         state: &RunState,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Ends the worker's hold on the run: saves `state` with its status (`done`, `failed`,
-    /// `paused` or `pending`) and clears the lease. Fails with `LeaseLost` if the lease
-    /// is not held.
+    /// Ends the lease: saves `state` with its status (`done`, `failed`, `paused` or
+    /// `pending`) and clears the lease. Fenced.
     fn complete_run(
         &self,
-        run_id: &str,
-        worker_id: &str,
+        lease: &Lease,
         state: &RunState,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// [`set_tool_status`](Self::set_tool_status) fenced by the run's lease: written only if
-    /// `worker_id` still holds a live lease on `run_id`, atomically with that check — so a
-    /// worker whose lease was taken over can never mark a call `executing` after the new
-    /// owner's recovery looked at it.
+    /// Ends the lease after a failed attempt: with attempts left and `retryable`, the
+    /// run goes back to `pending` after [`backoff`](crate::backoff); otherwise it is
+    /// `discarded`. `error` is kept in `last_error`. Returns the new status. Fenced.
+    fn fail_run(
+        &self,
+        lease: &Lease,
+        error: &str,
+        retryable: bool,
+    ) -> impl Future<Output = StoreResult<RunStatus>> + Send;
+
+    /// Appends messages to the run's conversation under the lease, atomically with the
+    /// lease check; returns the first sequence number.
+    fn append_messages_leased(
+        &self,
+        lease: &Lease,
+        messages: &[Message],
+    ) -> impl Future<Output = StoreResult<i64>> + Send;
+
+    /// [`replace_message`](Self::replace_message) under the lease.
+    fn replace_message_leased(
+        &self,
+        lease: &Lease,
+        seq: i64,
+        message: &Message,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// [`set_tool_status`](Self::set_tool_status) under the lease, atomically with the
+    /// lease check: a worker whose lease was taken over can never mark a call
+    /// `executing` after the new owner looked at it.
     fn set_tool_status_leased(
         &self,
-        run_id: &str,
-        worker_id: &str,
+        lease: &Lease,
         call_id: &str,
         status: ExecutionStatus,
     ) -> impl Future<Output = StoreResult<()>> + Send;
@@ -163,4 +234,20 @@ pub trait Store: Send + Sync {
         run_id: &str,
         state: &RunState,
     ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Cancels an open run. A pending or paused run is never claimed again; a running
+    /// one's worker gets `RunCancelled` at its next heartbeat or write. Returns the run.
+    fn cancel_run(&self, run_id: &str) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// Queues a finished (`failed`, `discarded` or `cancelled`) run again, with fresh
+    /// attempts. `RunAlreadyOpen` when its conversation has another open run meanwhile.
+    fn retry_run(&self, run_id: &str) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// Deletes a conversation with its messages, statuses and runs; `false` when there
+    /// was none.
+    fn delete_conversation(&self, id: &str) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Deletes finished runs last changed before `before_ms` (milliseconds since the
+    /// Unix epoch); returns how many.
+    fn prune_runs(&self, before_ms: i64) -> impl Future<Output = StoreResult<u64>> + Send;
 }

@@ -69,7 +69,7 @@ async fn sqlite_newer_schema_is_a_clear_error() {
             err,
             StoreError::SchemaTooNew {
                 found: 99,
-                supported: 1
+                supported: llmchain_store::schema::SCHEMA_VERSION
             }
         ),
         "{err}"

@@ -11,8 +11,15 @@ use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use llmchain::message::{ExecutionStatus, Message, ToolResult};
-use llmchain_store::{NewConversation, PostgresStore, RunState, RunStatus, Store, StoreError};
+use std::sync::Arc;
+
+use llmchain::chain::{ChainState, LLMChain, Mode, ScriptedModel};
+use llmchain::message::{Message, ToolResult};
+use llmchain::provider::Format;
+use llmchain::provider::render::ResponseScript;
+use llmchain::tool::Tool;
+use llmchain_store::worker::BoxError;
+use llmchain_store::{NewConversation, PostgresStore, Run, RunState, Store, Worker};
 use sqlx::postgres::PgConnectOptions;
 
 const RUNS: usize = 200;
@@ -26,8 +33,9 @@ async fn connect(url: &str, schema: &str) -> PostgresStore {
     PostgresStore::connect_options(opts, 2).await.unwrap()
 }
 
-/// One worker: claim a run, recover its conversation, execute the pending call of the
-/// non-idempotent tool `charge` (fenced by the lease), record the result, complete.
+/// One worker process: the library's [`Worker`] running real chains. The model asks for
+/// the non-idempotent tool `charge` once per conversation, then answers; `charge`
+/// records each execution in a table (the ledger) on its own connection.
 #[tokio::test(flavor = "current_thread")]
 async fn worker_process() {
     let Ok(worker) = std::env::var("LLMCHAIN_STORE_WORKER") else {
@@ -35,69 +43,55 @@ async fn worker_process() {
     };
     let url = std::env::var("LLMCHAIN_TEST_POSTGRES_URL").unwrap();
     let schema = std::env::var("LLMCHAIN_STORE_SCHEMA").unwrap();
-    let store = connect(&url, &schema).await;
-    let mut idle_since = Instant::now();
-    loop {
-        let Some(run) = store.claim_run(&worker, LEASE).await.unwrap() else {
-            let open: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM runs WHERE status NOT IN ('done', 'failed')",
-            )
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-            if open == 0 || idle_since.elapsed() > Duration::from_secs(60) {
-                return;
+    let store = Arc::new(connect(&url, &schema).await);
+    let ledger = store.pool().clone();
+    let name = worker.clone();
+    let factory = move |run: Run, state: ChainState| {
+        let (ledger, worker) = (ledger.clone(), name.clone());
+        async move {
+            // The model asks once per conversation: a run resumed after a crash finds
+            // the call already asked (answered, or "outcome unknown") and just answers.
+            let asked = state
+                .conversation
+                .messages
+                .iter()
+                .any(|m| !m.tool_calls.is_empty());
+            let mut model = ScriptedModel::new(Format::OpenAiChat);
+            if !asked {
+                model = model.respond(ResponseScript::tool_call("call_1", "charge", "{}"))?;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        idle_since = Instant::now();
-        match work(&store, &worker, &run.id, &run.conversation_id).await {
-            Ok(()) | Err(StoreError::LeaseLost { .. }) => {}
-            Err(e) => panic!("{worker}: {e}"),
+            model = model.respond(ResponseScript::text("charged"))?;
+            let conversation = run.conversation_id.clone();
+            let charge = Tool::builder("charge")
+                .handler(move |_, ctx| {
+                    let (ledger, worker, conversation) =
+                        (ledger.clone(), worker.clone(), conversation.clone());
+                    async move {
+                        sqlx::query(
+                            "INSERT INTO executions (run_id, call_id, worker) VALUES ($1, $2, $3)",
+                        )
+                        .bind(&conversation)
+                        .bind(ctx.tool_call_id())
+                        .bind(&worker)
+                        .execute(&ledger)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                        tokio::time::sleep(Duration::from_millis(5)).await; // a window to be killed in
+                        Ok::<_, String>("charged")
+                    }
+                })
+                .build()?;
+            let chain = LLMChain::from_state(Arc::new(model), state).with_tool(charge);
+            Ok::<_, BoxError>((chain, Mode::while_needs_response()))
         }
-    }
-}
-
-async fn work(
-    store: &PostgresStore,
-    worker: &str,
-    run: &str,
-    conv: &str,
-) -> Result<(), StoreError> {
-    let recovery = store.recover(conv, &|_| false).await?;
-    let mut state = RunState {
-        mode: "until_success".into(),
-        ..Default::default()
     };
-    for call in &recovery.pending {
-        let id = call.call_id.as_deref().unwrap_or_default();
-        store
-            .set_tool_status_leased(run, worker, id, ExecutionStatus::Executing)
-            .await?;
-        // The non-idempotent "tool": records that it ran.
-        sqlx::query("INSERT INTO executions (run_id, call_id, worker) VALUES ($1, $2, $3)")
-            .bind(run)
-            .bind(id)
-            .bind(worker)
-            .execute(store.pool())
-            .await?;
-        tokio::time::sleep(Duration::from_millis(5)).await; // a window to be killed in
-        store
-            .append_message(conv, &Message::tool(vec![ToolResult::text(id, "charged")]))
-            .await?;
-        store
-            .set_tool_status_leased(run, worker, id, ExecutionStatus::Completed)
-            .await?;
-    }
-    if !recovery.unknown_outcome.is_empty() {
-        state.failure_count = 1;
-        state
-            .extra
-            .insert("outcome".into(), serde_json::json!("unknown"));
-    }
-    state.status = RunStatus::Done;
-    store.complete_run(run, worker, &state).await
+    Worker::new(store, worker, factory)
+        .concurrency(2)
+        .lease(LEASE)
+        .poll_interval(Duration::from_millis(20))
+        .drain()
+        .await
+        .unwrap();
 }
 
 fn spawn_worker(exe: &std::path::Path, name: &str, schema: &str) -> Child {
@@ -134,10 +128,6 @@ async fn four_workers_one_killed() {
     for k in 0..RUNS {
         let mut conv = llmchain::conversation::Conversation::new();
         conv.messages.push(Message::user(format!("charge #{k}")));
-        conv.messages.push(Message::assistant_with_calls(
-            "",
-            vec![common::call(&format!("call-{k}"), "charge")],
-        ));
         let id = store
             .create_conversation(NewConversation::from_conversation(conv))
             .await
@@ -202,9 +192,23 @@ async fn four_workers_one_killed() {
             .collect();
         assert_eq!(results.len(), 1, "{}", summary.id);
         if results[0].is_error() {
-            assert!(results[0].content_text().contains("outcome unknown"));
+            let text = results[0].content_text();
+            assert!(text.contains("is unknown"), "{text}");
             unknown += 1;
         }
+        // Well-formed: user, the call, its one answer, the final answer, nothing after.
+        let roles: Vec<String> = c
+            .conversation
+            .messages
+            .iter()
+            .map(|m| format!("{:?}", m.role))
+            .collect();
+        assert_eq!(
+            roles,
+            ["User", "Assistant", "Tool", "Assistant"],
+            "{}",
+            summary.id
+        );
     }
     let by_killed: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM executions WHERE worker = 'worker-0'")

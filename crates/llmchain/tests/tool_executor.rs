@@ -158,13 +158,14 @@ struct Recorder {
 }
 
 impl ExecutionObserver for Recorder {
-    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a> {
+    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a, Result<(), String>> {
         Box::pin(async move {
             self.events.lock().unwrap().push(format!(
                 "{} {}",
                 call.call_id.as_deref().unwrap_or("-"),
                 call.execution_status()
             ));
+            Ok(())
         })
     }
     fn on_finish<'a>(&'a self, call: &'a ToolCall, result: &'a ToolResult) -> ObserverFuture<'a> {

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{ExecutionStatus, Message, ToolCall, ToolResult};
-use llmchain_store::{NewConversation, PostgresStore, RunState, RunStatus, Store, StoreError};
+use llmchain_store::{
+    Lease, NewConversation, PostgresStore, RunState, RunStatus, Store, StoreError,
+};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 
@@ -207,25 +209,31 @@ pub async fn conformance<S: Store>(store: &S) {
             .unwrap()
             .is_none()
     );
+    let l1 = claimed.lease().unwrap();
+    assert_eq!((claimed.epoch, claimed.attempt), (1, 1));
+    let w2 = Lease {
+        worker_id: "w2".into(),
+        ..l1.clone()
+    };
     let lost = store
-        .renew_lease(&run.id, "w2", Duration::from_secs(1))
+        .renew_lease(&w2, Duration::from_secs(1))
         .await
         .unwrap_err();
     assert!(matches!(lost, StoreError::LeaseLost { .. }), "{lost}");
     store
-        .renew_lease(&run.id, "w1", Duration::from_secs(30))
+        .renew_lease(&l1, Duration::from_secs(30))
         .await
         .unwrap();
     let mut progressed = claimed.state.clone();
     progressed.failure_count = 2;
     progressed.extra.insert("custom".into(), json!(["kept"]));
-    store.update_run(&run.id, "w1", &progressed).await.unwrap();
+    store.update_run(&l1, &progressed).await.unwrap();
     store
-        .set_tool_status_leased(&run.id, "w1", "call_3", ExecutionStatus::Executing)
+        .set_tool_status_leased(&l1, "call_3", ExecutionStatus::Executing)
         .await
         .unwrap();
     let fenced = store
-        .set_tool_status_leased(&run.id, "w2", "call_3", ExecutionStatus::Completed)
+        .set_tool_status_leased(&w2, "call_3", ExecutionStatus::Completed)
         .await
         .unwrap_err();
     assert!(matches!(fenced, StoreError::LeaseLost { .. }));
@@ -233,10 +241,7 @@ pub async fn conformance<S: Store>(store: &S) {
     assert_eq!(got.state.failure_count, 2);
     assert_eq!(got.state.extra["custom"], json!(["kept"]));
     progressed.status = RunStatus::Paused;
-    store
-        .complete_run(&run.id, "w1", &progressed)
-        .await
-        .unwrap();
+    store.complete_run(&l1, &progressed).await.unwrap();
     assert!(
         store
             .claim_run("w2", Duration::from_secs(30))
@@ -267,14 +272,15 @@ pub async fn conformance<S: Store>(store: &S) {
         .unwrap()
         .unwrap();
     assert_eq!(taken.id, run.id);
+    assert_eq!(taken.epoch, short.epoch + 1);
     let late = store
-        .complete_run(&run.id, "w1", &progressed)
+        .complete_run(&short.lease().unwrap(), &progressed)
         .await
         .unwrap_err();
     assert!(matches!(late, StoreError::LeaseLost { .. }), "{late}");
     progressed.status = RunStatus::Done;
     store
-        .complete_run(&run.id, "w2", &progressed)
+        .complete_run(&taken.lease().unwrap(), &progressed)
         .await
         .unwrap();
     let runs = store.list_runs(&id).await.unwrap();

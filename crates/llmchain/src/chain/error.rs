@@ -1,18 +1,20 @@
 //! [`ChainError`]: why a run stopped with an error.
 
 use super::model::ModelError;
+use super::sink::SinkError;
 use crate::message::DeltaError;
 
 /// Why a run ended with an error. The chain keeps its conversation consistent in every
 /// case: whatever was added is whole.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChainError {
     /// `run` on a chain with no messages.
     #[error("LLMChain cannot be run without messages")]
     NoMessages,
     /// Every model (primary and fallbacks) failed; the last error is kept.
     #[error("the model call failed: {0}")]
-    Model(ModelError),
+    Model(#[source] ModelError),
     /// All fallbacks failed.
     #[error("all fallbacks failed; last error: {0}")]
     AllFallbacksFailed(ModelError),
@@ -52,9 +54,10 @@ pub enum ChainError {
     /// Resume was called with decisions that do not match the pending calls.
     #[error("cannot resume: {0}")]
     Resume(String),
-    /// Persisting the conversation failed; the run stopped before going further.
+    /// Persisting the conversation failed; the run stopped before going further. Match
+    /// [`SinkError::kind`] for a lost lease or a cancelled run.
     #[error("could not persist the conversation: {0}")]
-    Persist(String),
+    Persist(#[source] SinkError),
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,

@@ -10,11 +10,12 @@ use super::error::ChainError;
 use super::llm_chain::LLMChain;
 use super::mode::RunOutcome;
 use super::review::{HumanDecision, ReviewDecision};
-use super::sink::ConversationSink;
+use super::sink::{ConversationSink, SinkError};
 use super::state::{PendingCall, PendingReview};
 use super::steps::Step;
 use crate::message::{Arguments, ExecutionStatus, Message, ToolCall, ToolResult};
 use crate::tool::{ExecutionObserver, ObserverFuture, ToolExecutor};
+use tokio_util::sync::CancellationToken;
 
 /// What happens to one call of a batch. (Short-lived, one per call: boxing would only
 /// add allocations.)
@@ -30,29 +31,42 @@ enum Plan {
 struct ChainObserver {
     sink: Option<Arc<dyn ConversationSink>>,
     callbacks: Vec<Arc<dyn ChainCallbacks>>,
-    errors: std::sync::Mutex<Vec<String>>,
+    errors: std::sync::Mutex<Vec<SinkError>>,
+    /// Fired when a write fails in a way that means stop (lost lease, cancelled run):
+    /// the other calls of the batch are cancelled rather than run unrecorded.
+    stop: CancellationToken,
 }
 
 impl ChainObserver {
-    async fn persist(&self, call: &ToolCall, status: ExecutionStatus) {
-        if let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref())
-            && let Err(e) = sink.set_tool_status(id, status).await
-        {
+    async fn persist(&self, call: &ToolCall, status: ExecutionStatus) -> Result<(), String> {
+        let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref()) else {
+            return Ok(());
+        };
+        sink.set_tool_status(id, status).await.map_err(|e| {
+            let text = e.to_string();
+            if e.must_stop() {
+                self.stop.cancel();
+            }
             self.errors
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(e);
-        }
+            text
+        })
     }
 }
 
 impl ExecutionObserver for ChainObserver {
-    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a> {
+    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            self.persist(call, ExecutionStatus::Executing).await;
+            if self.stop.is_cancelled() {
+                return Err("the run is stopping".to_owned());
+            }
+            self.persist(call, ExecutionStatus::Executing).await?;
             for cb in &self.callbacks {
                 cb.on_tool_pre_execution(call);
             }
+            Ok(())
         })
     }
 
@@ -63,7 +77,8 @@ impl ExecutionObserver for ChainObserver {
             } else {
                 ExecutionStatus::Completed
             };
-            self.persist(call, status).await;
+            // A failure is recorded in `errors`; the batch stops after it.
+            let _ = self.persist(call, status).await;
         })
     }
 }
@@ -286,6 +301,7 @@ impl LLMChain {
             sink: self.sink.clone(),
             callbacks: self.callbacks.clone(),
             errors: std::sync::Mutex::new(Vec::new()),
+            stop: self.cancel.child_token(),
         });
         let executor = ToolExecutor::new(self.tools.iter().cloned())
             .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
@@ -300,7 +316,8 @@ impl LLMChain {
         );
         let run_results = {
             use tracing::Instrument;
-            let cancel = self.cancel.clone();
+            // The observer's token: a child of the chain's, also fired by a lost lease.
+            let cancel = observer.stop.clone();
             let fut = executor.execute_with_cancel(&mut to_run, &cancel);
             tokio::select! {
                 biased;
@@ -308,6 +325,18 @@ impl LLMChain {
                 r = fut.instrument(span) => Some(r),
             }
         };
+        // A write that must stop the run (lost lease, cancelled run) wins over the
+        // cancellation it caused.
+        let stop_error = observer
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|e| e.must_stop())
+            .cloned();
+        if let Some(e) = stop_error {
+            return Err(ChainError::Persist(e));
+        }
         let Some(run_results) = run_results else {
             // Cancelled mid-tool: no half-written tool message. Statuses stay as persisted
             // (executing), so a resume treats unfinished calls as of unknown outcome.

@@ -51,6 +51,6 @@ pub use mode::{CustomMode, DEFAULT_MAX_RUNS, Mode, ModeFuture, RunOutcome, Shoul
 pub use model::{ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, collect_stream};
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
 pub use scripted::{ScriptedModel, ScriptedTurn};
-pub use sink::{ConversationSink, SinkFuture};
+pub use sink::{ConversationSink, SinkError, SinkErrorKind, SinkFuture};
 pub use state::{ChainState, PendingCall, PendingReview, ToolInterrupt};
 pub use steps::{Step, Steps};

@@ -28,18 +28,21 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 
 /// A boxed future returned by [`ExecutionObserver`] methods.
-pub type ObserverFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+pub type ObserverFuture<'a, T = ()> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Sees every `execution_status` transition of every call, so the chain can persist
-/// it. The executor awaits each method before going on: when `on_start` returns, the
-/// `executing` state can be durable before the body runs.
+/// it. The executor awaits each method before going on: when `on_start` returns `Ok`,
+/// the `executing` state is durable and the body runs; when it returns `Err`, the body
+/// does **not** run (at-most-once: a start that was not recorded never happens).
 ///
 /// Both methods default to doing nothing.
 pub trait ExecutionObserver: Send + Sync {
-    /// The call is now `executing`; its body runs next.
-    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a> {
+    /// The call is now `executing`; its body runs next, if this returns `Ok`. An `Err`
+    /// (why the start could not be recorded) keeps the body from running: the call goes
+    /// back to `identified` and its result is an error saying it was not run.
+    fn on_start<'a>(&'a self, call: &'a ToolCall) -> ObserverFuture<'a, Result<(), String>> {
         let _ = call;
-        Box::pin(async {})
+        Box::pin(async { Ok(()) })
     }
 
     /// The call is now `completed` or `failed` (see [`ToolCall::execution_status`]),
@@ -299,8 +302,20 @@ impl ToolExecutor {
         let _global_permit = self.global.acquire().await.ok();
 
         call.set_execution_status(ExecutionStatus::Executing);
-        if let Some(o) = &self.observer {
-            o.on_start(call).await;
+        if let Some(o) = &self.observer
+            && let Err(why) = o.on_start(call).await
+        {
+            // Not recorded as started, so not started: the call stays `identified`
+            // (nothing else is reported to the observer, whose store could not be
+            // written anyway).
+            call.set_execution_status(ExecutionStatus::Identified);
+            return ToolResult::error(
+                &id,
+                format!(
+                    "Tool call to {name} was not run: its start could not be recorded ({why})."
+                ),
+            )
+            .with_name(&name);
         }
 
         let args = match &call.arguments {

@@ -1,0 +1,364 @@
+//! [`Worker`]: a supervised loop that claims queued runs and drives each with an
+//! [`LLMChain`] persisted into the store under the run's lease.
+//!
+//! Modelled on what Oban, River and graphile-worker give their users: a bounded number
+//! of runs at once, attempts with back-off, a heartbeat, rescue of runs whose worker
+//! died, and a loop that never dies on a transient error (the database restarting or
+//! refusing connections): it logs, backs off and goes on.
+//!
+//! At-most-once, by construction: every write of a run is fenced by its lease
+//! ([`StoreSink::with_lease`]); a tool body starts only after its `executing` status was
+//! stored under that lease; a worker whose lease is lost stops (its chain is cancelled
+//! by the [`Heartbeat`]) and writes nothing more.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, RunOutcome};
+use llmchain::tool::CancellationToken;
+use tokio::sync::Semaphore;
+
+use crate::error::StoreError;
+use crate::heartbeat::Heartbeat;
+use crate::model::{Lease, Run, RunStatus};
+use crate::sink::{StoreSink, load_chain_state, run_state};
+use crate::store::Store;
+
+/// The error a [`ChainFactory`] may return.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Boxed future of a [`ChainFactory`].
+pub type FactoryFuture =
+    Pin<Box<dyn Future<Output = Result<(LLMChain, Mode), BoxError>> + Send + 'static>>;
+
+/// Builds the chain for a claimed run: its model, tools, review handler…, from the run
+/// and the conversation's state (already loaded; pass it to
+/// [`LLMChain::from_state`]). The worker adds the sink and the cancellation.
+pub trait ChainFactory: Send + Sync + 'static {
+    /// The chain and the mode to run it in.
+    fn build(&self, run: &Run, state: ChainState) -> FactoryFuture;
+}
+
+impl<F, Fut> ChainFactory for F
+where
+    F: Fn(Run, ChainState) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(LLMChain, Mode), BoxError>> + Send + 'static,
+{
+    fn build(&self, run: &Run, state: ChainState) -> FactoryFuture {
+        Box::pin(self(run.clone(), state))
+    }
+}
+
+/// Counters of a worker's life (also emitted as tracing events).
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Runs claimed.
+    pub claimed: AtomicU64,
+    /// Runs that ended `done` (or `paused` for a human).
+    pub completed: AtomicU64,
+    /// Failed attempts put back to `pending` with back-off.
+    pub retried: AtomicU64,
+    /// Runs discarded (attempts used up, or a failure that cannot pass).
+    pub discarded: AtomicU64,
+    /// Runs whose lease was lost (or that were cancelled) while this worker had them.
+    pub lease_lost: AtomicU64,
+    /// Transient store errors the loop backed off from.
+    pub store_errors: AtomicU64,
+}
+
+impl WorkerStats {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A snapshot: (claimed, completed, retried, discarded, lease_lost, store_errors).
+    pub fn snapshot(&self) -> [u64; 6] {
+        [
+            &self.claimed,
+            &self.completed,
+            &self.retried,
+            &self.discarded,
+            &self.lease_lost,
+            &self.store_errors,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Claims runs from a store and runs them, up to `concurrency` at once.
+pub struct Worker<S> {
+    store: Arc<S>,
+    name: String,
+    factory: Arc<dyn ChainFactory>,
+    concurrency: usize,
+    lease: Duration,
+    poll: Duration,
+    stats: Arc<WorkerStats>,
+}
+
+impl<S> std::fmt::Debug for Worker<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("name", &self.name)
+            .field("concurrency", &self.concurrency)
+            .field("lease", &self.lease)
+            .field("poll", &self.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store + 'static> Worker<S> {
+    /// A worker named `name` (unique among live workers: it owns leases) that builds
+    /// each run's chain with `factory`. Defaults: 4 runs at once, 30 s leases, polling
+    /// every 500 ms when the queue is empty.
+    pub fn new(store: Arc<S>, name: impl Into<String>, factory: impl ChainFactory) -> Self {
+        Worker {
+            store,
+            name: name.into(),
+            factory: Arc::new(factory),
+            concurrency: 4,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(500),
+            stats: Arc::new(WorkerStats::default()),
+        }
+    }
+
+    /// Runs at most `n` runs at once (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The lease length (renewed every third of it while a run is in flight).
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// How long to wait before looking again when the queue is empty.
+    #[must_use]
+    pub fn poll_interval(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// The worker's counters.
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.stats.clone()
+    }
+
+    /// Claims and runs runs until `shutdown` fires, then waits for the runs in flight.
+    /// Never returns early on a store error: transient ones are logged and backed off
+    /// from (up to 5 s), whatever the database does.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        let slots = Arc::new(Semaphore::new(self.concurrency));
+        let mut backoff = Duration::from_millis(50);
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            };
+            let claimed = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                c = self.store.claim_run(&self.name, self.lease) => c,
+            };
+            match claimed {
+                Ok(Some(run)) => {
+                    backoff = Duration::from_millis(50);
+                    WorkerStats::bump(&self.stats.claimed);
+                    tracing::info!(worker = %self.name, run = %run.id, attempt = run.attempt, "claimed run");
+                    let job = RunJob {
+                        store: self.store.clone(),
+                        factory: self.factory.clone(),
+                        lease_len: self.lease,
+                        stats: self.stats.clone(),
+                    };
+                    tasks.spawn(async move {
+                        job.run(run).await;
+                        drop(permit);
+                    });
+                }
+                Ok(None) => {
+                    drop(permit);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(self.poll) => {}
+                    }
+                }
+                Err(e) => {
+                    drop(permit);
+                    WorkerStats::bump(&self.stats.store_errors);
+                    tracing::warn!(worker = %self.name, error = %e, wait_ms = backoff.as_millis() as u64, "claim failed; backing off");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// Runs the queue until it is empty (nothing pending, nothing running), then
+    /// returns: for tests, batch jobs and benchmarks.
+    pub async fn drain(&self) -> Result<(), StoreError> {
+        let shutdown = CancellationToken::new();
+        let watcher = {
+            let store = self.store.clone();
+            let shutdown = shutdown.clone();
+            let poll = self.poll.max(Duration::from_millis(10));
+            async move {
+                loop {
+                    tokio::time::sleep(poll).await;
+                    let open = async {
+                        for status in [RunStatus::Pending, RunStatus::Running] {
+                            if !store.list_all_runs(Some(status), 1).await?.is_empty() {
+                                return Ok::<bool, StoreError>(true);
+                            }
+                        }
+                        Ok(false)
+                    };
+                    if let Ok(false) = open.await {
+                        shutdown.cancel();
+                        return;
+                    }
+                }
+            }
+        };
+        tokio::join!(self.run(shutdown.clone()), watcher);
+        Ok(())
+    }
+}
+
+/// One claimed run.
+struct RunJob<S> {
+    store: Arc<S>,
+    factory: Arc<dyn ChainFactory>,
+    lease_len: Duration,
+    stats: Arc<WorkerStats>,
+}
+
+/// What ended a run, for the store.
+enum Ending {
+    Status(RunStatus, Option<ChainState>),
+    Failed { error: String, retryable: bool },
+    Lost(String),
+}
+
+impl<S: Store + 'static> RunJob<S> {
+    async fn run(&self, run: Run) {
+        let Some(lease) = run.lease() else {
+            return;
+        };
+        let ending = self.attempt(&run, &lease).await;
+        let result = match ending {
+            Ending::Lost(why) => {
+                WorkerStats::bump(&self.stats.lease_lost);
+                tracing::warn!(run = %run.id, reason = %why, "run lost its lease; nothing more written");
+                return;
+            }
+            Ending::Status(status, state) => {
+                let mut saved = state
+                    .map(|s| run_state(&s, &run.state.mode))
+                    .unwrap_or_else(|| run.state.clone());
+                saved.status = status;
+                WorkerStats::bump(&self.stats.completed);
+                self.store
+                    .complete_run(&lease, &saved)
+                    .await
+                    .map(|_| status)
+            }
+            Ending::Failed { error, retryable } => {
+                let r = self.store.fail_run(&lease, &error, retryable).await;
+                match &r {
+                    Ok(RunStatus::Pending) => WorkerStats::bump(&self.stats.retried),
+                    Ok(_) => WorkerStats::bump(&self.stats.discarded),
+                    Err(_) => {}
+                }
+                tracing::info!(run = %run.id, error = %error, retryable, outcome = ?r.as_ref().ok(), "run attempt failed");
+                r
+            }
+        };
+        if let Err(e) = result {
+            if e.must_stop() {
+                WorkerStats::bump(&self.stats.lease_lost);
+            }
+            // The lease runs out and the run is rescued; its recorded state resumes it.
+            tracing::warn!(run = %run.id, error = %e, "could not record the end of the run");
+        }
+    }
+
+    async fn attempt(&self, run: &Run, lease: &Lease) -> Ending {
+        let state =
+            match load_chain_state(self.store.as_ref(), &run.conversation_id, Some(&run.state))
+                .await
+            {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    return Ending::Failed {
+                        error: format!("conversation {} does not exist", run.conversation_id),
+                        retryable: false,
+                    };
+                }
+                Err(e) => {
+                    return Ending::Failed {
+                        retryable: e.is_transient(),
+                        error: format!("cannot load the conversation: {e}"),
+                    };
+                }
+            };
+        let (chain, mode) = match self.factory.build(run, state).await {
+            Ok(c) => c,
+            Err(e) => {
+                return Ending::Failed {
+                    error: format!("cannot build the chain: {e}"),
+                    retryable: true,
+                };
+            }
+        };
+        let sink = StoreSink::new(self.store.clone(), run.conversation_id.clone())
+            .with_lease(lease.clone(), mode.name());
+        let mut chain = chain.with_sink(Arc::new(sink));
+        let heartbeat = Heartbeat::spawn(
+            self.store.clone(),
+            lease.clone(),
+            self.lease_len,
+            chain.cancellation_token(),
+        );
+        let outcome = chain.run(mode).await;
+        let stopped = heartbeat.stopped();
+        drop(heartbeat);
+        if let Some(why) = stopped {
+            return Ending::Lost(format!("{why:?}"));
+        }
+        match outcome {
+            Ok(RunOutcome::Done | RunOutcome::ToolUsed(_)) => {
+                Ending::Status(RunStatus::Done, Some(chain.state().clone()))
+            }
+            Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
+                Ending::Status(RunStatus::Paused, Some(chain.state().clone()))
+            }
+            Ok(RunOutcome::Paused) => {
+                Ending::Status(RunStatus::Pending, Some(chain.state().clone()))
+            }
+            Err(ChainError::Persist(e)) if e.must_stop() => Ending::Lost(e.to_string()),
+            Err(e) => Ending::Failed {
+                retryable: matches!(
+                    e,
+                    ChainError::Model(_)
+                        | ChainError::AllFallbacksFailed(_)
+                        | ChainError::Persist(_)
+                ),
+                error: e.to_string(),
+            },
+        }
+    }
+}
