@@ -139,6 +139,9 @@ impl Store for AnyStore {
     async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
         delegate!(self, s => s.list_all_runs(status, limit))
     }
+    async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
+        delegate!(self, s => s.run_counts())
+    }
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
         delegate!(self, s => s.claim_run(worker_id, lease))
     }

@@ -522,6 +522,17 @@ impl Store for PostgresStore {
         rows.into_iter().map(assemble::run).collect()
     }
 
+    async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, COUNT(*) FROM runs GROUP BY status")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+            .collect())
+    }
+
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
         self.rescue_expired().await?;
         // Pending runs only, in `runs_pending`'s order: the scan stops at the first

@@ -137,6 +137,9 @@ pub trait Store: Send + Sync {
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
+    /// How many runs there are of each status (one consistent read).
+    fn run_counts(&self) -> impl Future<Output = StoreResult<HashMap<RunStatus, i64>>> + Send;
+
     /// Claims the first claimable run for `worker_id` for `lease`: the highest priority,
     /// then the earliest `run_at`, among `pending` runs whose `run_at` has come. Raises
     /// the run's epoch and attempt. Exactly one worker gets each claim. Runs whose lease

@@ -218,15 +218,14 @@ impl<S: Store + 'static> Worker<S> {
             async move {
                 loop {
                     tokio::time::sleep(poll).await;
-                    let open = async {
-                        for status in [RunStatus::Pending, RunStatus::Running] {
-                            if !store.list_all_runs(Some(status), 1).await?.is_empty() {
-                                return Ok::<bool, StoreError>(true);
-                            }
-                        }
-                        Ok(false)
-                    };
-                    if let Ok(false) = open.await {
+                    // One consistent read: a run moving from running back to pending
+                    // is seen in one of the two.
+                    let open = store.run_counts().await.map(|c| {
+                        [RunStatus::Pending, RunStatus::Running]
+                            .iter()
+                            .any(|s| c.get(s).is_some_and(|&n| n > 0))
+                    });
+                    if let Ok(false) = open {
                         shutdown.cancel();
                         return;
                     }
