@@ -5,6 +5,8 @@
 
 mod cmd;
 mod error;
+mod held_run;
+mod job;
 mod progress;
 mod review;
 mod tools;
@@ -35,8 +37,14 @@ enum Command {
     Conversations(cmd::conversations::ConversationsArgs),
     /// Serve the built-in tools over MCP, or list and call MCP servers' tools.
     Mcp(cmd::mcp::McpArgs),
-    /// Run an agent against a provider over HTTP, with the built-in tools.
+    /// Run an agent against a provider over HTTP, with the built-in tools (or queue it
+    /// for a worker with --enqueue).
     Run(cmd::run::RunArgs),
+    /// Queued runs: list, show, cancel, retry.
+    Runs(cmd::runs::RunsArgs),
+    /// Execute queued runs (`run --enqueue`) from the database, with leases, retries and
+    /// a heartbeat; several workers on several machines may share a PostgreSQL database.
+    Worker(cmd::worker::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +75,8 @@ fn main() -> ExitCode {
         Command::Conversations(args) => cmd::conversations::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Runs(args) => cmd::runs::run(args),
+        Command::Worker(args) => cmd::worker::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

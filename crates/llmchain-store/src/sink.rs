@@ -31,6 +31,9 @@ pub struct StoreSink<S> {
     conversation_id: String,
     run: Option<Lease>,
     mode: String,
+    /// The run state's own `extra` keys (an application's job description…), kept in
+    /// every save.
+    keep: Map<String, Value>,
 }
 
 impl<S> Clone for StoreSink<S> {
@@ -40,6 +43,7 @@ impl<S> Clone for StoreSink<S> {
             conversation_id: self.conversation_id.clone(),
             run: self.run.clone(),
             mode: self.mode.clone(),
+            keep: self.keep.clone(),
         }
     }
 }
@@ -53,7 +57,18 @@ impl<S: Store + 'static> StoreSink<S> {
             conversation_id: conversation_id.into(),
             run: None,
             mode: String::new(),
+            keep: Map::new(),
         }
+    }
+
+    /// A sink for a claimed run: its conversation, every write fenced by its lease, and
+    /// the run state's `extra` keys kept in every save. `None` when the run holds no
+    /// lease.
+    pub fn for_run(store: Arc<S>, run: &crate::Run, mode: impl Into<String>) -> Option<Self> {
+        let mut sink =
+            StoreSink::new(store, run.conversation_id.clone()).with_lease(run.lease()?, mode);
+        sink.keep = run.state.extra.clone();
+        Some(sink)
     }
 
     /// Fences every write by `lease` (the run's lease, from [`Run::lease`](crate::Run::lease))
@@ -103,6 +118,13 @@ pub fn run_state(chain: &ChainState, mode: &str) -> RunState {
             .filter_map(|c| serde_json::to_value(c).ok())
             .collect(),
         extra,
+    }
+}
+
+/// Puts back into `state` the `extra` keys of `keep` that it does not set itself.
+pub fn keep_extra(state: &mut RunState, keep: &Map<String, Value>) {
+    for (k, v) in keep {
+        state.extra.entry(k.clone()).or_insert_with(|| v.clone());
     }
 }
 
@@ -213,8 +235,10 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
             let Some(lease) = &self.run else {
                 return Ok(());
             };
+            let mut saved = run_state(state, &self.mode);
+            keep_extra(&mut saved, &self.keep);
             self.store
-                .update_run(lease, &run_state(state, &self.mode))
+                .update_run(lease, &saved)
                 .await
                 .map_err(sink_error)
         })

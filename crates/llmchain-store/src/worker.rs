@@ -24,11 +24,17 @@ use tokio::sync::Semaphore;
 use crate::error::StoreError;
 use crate::heartbeat::Heartbeat;
 use crate::model::{Lease, Run, RunStatus};
-use crate::sink::{StoreSink, load_chain_state, run_state};
+use crate::sink::{StoreSink, keep_extra, load_chain_state, run_state};
 use crate::store::Store;
 
 /// The error a [`ChainFactory`] may return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A factory error that retrying cannot fix (a run whose job is missing or malformed):
+/// the run is discarded at once instead of being retried until its attempts run out.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Permanent(pub String);
 
 /// Boxed future of a [`ChainFactory`].
 pub type FactoryFuture =
@@ -268,6 +274,7 @@ impl<S: Store + 'static> RunJob<S> {
                 let mut saved = state
                     .map(|s| run_state(&s, &run.state.mode))
                     .unwrap_or_else(|| run.state.clone());
+                keep_extra(&mut saved, &run.state.extra);
                 saved.status = status;
                 WorkerStats::bump(&self.stats.completed);
                 self.store
@@ -318,13 +325,15 @@ impl<S: Store + 'static> RunJob<S> {
             Ok(c) => c,
             Err(e) => {
                 return Ending::Failed {
+                    retryable: e.downcast_ref::<Permanent>().is_none(),
                     error: format!("cannot build the chain: {e}"),
-                    retryable: true,
                 };
             }
         };
-        let sink = StoreSink::new(self.store.clone(), run.conversation_id.clone())
-            .with_lease(lease.clone(), mode.name());
+        let sink = StoreSink::for_run(self.store.clone(), run, mode.name()).unwrap_or_else(|| {
+            StoreSink::new(self.store.clone(), run.conversation_id.clone())
+                .with_lease(lease.clone(), mode.name())
+        });
         let mut chain = chain.with_sink(Arc::new(sink));
         let heartbeat = Heartbeat::spawn(
             self.store.clone(),

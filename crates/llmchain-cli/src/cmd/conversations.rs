@@ -213,10 +213,25 @@ async fn resume(
     use llmchain::chain::{LLMChain, RunOutcome, ScriptedModel, Steps};
     use llmchain::provider::Format;
     use llmchain::tool::Tool;
-    use llmchain_store::sink::{StoreSink, load_chain_state};
+    use llmchain_store::RunStatus;
+    use llmchain_store::sink::load_chain_state;
+
+    use crate::held_run::HeldRun;
 
     let store = Arc::new(store);
-    let state = load_chain_state(store.as_ref(), id, None)
+    if store
+        .get_conversation(id)
+        .await
+        .map_err(store_error)?
+        .is_none()
+    {
+        return Err(CliError::Usage(format!("no conversation with id {id:?}")));
+    }
+    // Hold the conversation's run before reading it: a second `resume` (or `run`, or a
+    // worker) is refused rather than running the same calls.
+    let stop = llmchain::tool::CancellationToken::new();
+    let held = HeldRun::take(store.clone(), id, "resume", stop.clone()).await?;
+    let state = load_chain_state(store.as_ref(), id, Some(&held.run().state))
         .await
         .map_err(store_error)?
         .ok_or_else(|| CliError::Usage(format!("no conversation with id {id:?}")))?;
@@ -236,7 +251,7 @@ async fn resume(
     let denied = Arc::new(Mutex::new(Vec::new()));
     // Only tools run here; this model is never called (it has no turns).
     let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
-        .with_sink(Arc::new(StoreSink::new(store.clone(), id)))
+        .with_sink(Arc::new(held.sink()))
         .with_review(Recorded {
             inner: reviewer,
             denied: denied.clone(),
@@ -247,14 +262,28 @@ async fn resume(
     {
         chain = chain.with_tool(t);
     }
-    match Steps::execute_tools(&mut chain).await {
-        Err(e) => return Err(CliError::Runtime(format!("resume failed: {e}"))),
+    // A lost lease (heartbeat) stops the chain.
+    let chain_token = chain.cancellation_token();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        chain_token.cancel();
+    });
+    let status = match Steps::execute_tools(&mut chain).await {
+        Err(e) => {
+            let lost = held.lost();
+            held.finish(RunStatus::Failed, Some(chain.state())).await;
+            return Err(CliError::Runtime(
+                lost.unwrap_or_else(|| format!("resume failed: {e}")),
+            ));
+        }
         Ok(std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(p))) => {
             let ids: Vec<&str> = p.awaiting().map(|c| c.call_id.as_str()).collect();
             out.push_str(&format!("waiting for review of: {}\n", ids.join(", ")));
+            RunStatus::Paused
         }
-        Ok(_) => {}
-    }
+        Ok(_) => RunStatus::Done,
+    };
+    held.finish(status, Some(chain.state())).await;
     let denied = denied.lock().map(|d| d.clone()).unwrap_or_default();
     for m in &chain.messages()[before..] {
         for r in &m.tool_results {

@@ -7,3 +7,5 @@ pub mod encode;
 mod input;
 pub mod mcp;
 pub mod run;
+pub mod runs;
+pub mod worker;

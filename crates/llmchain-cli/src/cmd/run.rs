@@ -15,22 +15,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use llmchain::chain::{
-    Callbacks, ChainError, LLMChain, Mode, ModelError, ReviewDecision, RunOutcome,
-};
+use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision, RunOutcome};
 use llmchain::message::{Message, Role, ToolCall};
-use llmchain::provider::http::{HttpModel, HttpModelConfig, base_url_env_var, key_env_vars};
+use llmchain::provider::http::{base_url_env_var, key_env_vars};
 use llmchain::provider::{Format, StreamEvent};
-use llmchain::tool::Tool;
-use llmchain_store::sink::StoreSink;
-use llmchain_store::{NewConversation, Store};
+use llmchain_store::{NewConversation, RunOptions, RunState, RunStatus, Store};
 
 use crate::cmd::conversations::{open_store, store_error};
-use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
+use crate::cmd::mcp::ServerArgs;
 use crate::error::{CliError, CliResult};
+use crate::held_run::HeldRun;
+use crate::job::{Built, JOB_KEY, JobSpec, default_model, one_line, parse_provider};
 use crate::progress::{Progress, ProgressSink};
-use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
-use crate::tools;
+use crate::review::ApprovalPolicy;
 
 /// How long a cancelled run may take to wind down (e.g. a review question blocked on
 /// the terminal) before the process stops anyway.
@@ -73,33 +70,19 @@ pub struct RunArgs {
     /// $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's data directory).
     #[arg(long, value_name = "URL")]
     pub db: Option<String>,
+    /// Do not run here: store the conversation and a pending run (with its provider,
+    /// model, tool servers and approve policy), print the run's id and exit. An
+    /// `llmchain worker --db URL` runs it.
+    #[arg(long)]
+    pub enqueue: bool,
+    /// With --enqueue: attempts before the run is discarded.
+    #[arg(long, default_value_t = llmchain_store::DEFAULT_MAX_ATTEMPTS, requires = "enqueue")]
+    pub max_attempts: i32,
+    /// With --enqueue: higher runs are claimed first.
+    #[arg(long, default_value_t = 0, requires = "enqueue")]
+    pub priority: i32,
     /// The prompt.
     pub prompt: String,
-}
-
-fn parse_provider(p: &str) -> Result<Format, CliError> {
-    Ok(match p {
-        "openai" | "openai_chat" => Format::OpenAiChat,
-        "openai_responses" => Format::OpenAiResponses,
-        "anthropic" => Format::Anthropic,
-        "gemini" => Format::Gemini,
-        "ollama" => Format::Ollama,
-        other => {
-            return Err(CliError::Usage(format!(
-                "unknown --provider '{other}': expected openai, openai_responses, anthropic, gemini or ollama"
-            )));
-        }
-    })
-}
-
-fn default_model(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiChat => "gpt-4.1",
-        Format::OpenAiResponses => "gpt-5",
-        Format::Anthropic => "claude-sonnet-4-5",
-        Format::Gemini => "gemini-2.5-flash",
-        Format::Ollama => "llama3.2",
-    }
 }
 
 /// Runs `llmchain run`.
@@ -108,62 +91,90 @@ pub fn run(args: RunArgs) -> CliResult {
     if args.prompt.trim().is_empty() {
         return Err(CliError::Usage("the prompt is empty".into()));
     }
-    let model_id = args
-        .model
-        .clone()
-        .unwrap_or_else(|| default_model(format).to_owned());
-    let base_override = args.base_url.clone();
-    let config = HttpModelConfig::from_lookup(format, model_id, |k| {
-        if k == base_url_env_var(format) && base_override.is_some() {
-            return base_override.clone();
-        }
-        std::env::var(k).ok()
-    })
-    .map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
-    let model = HttpModel::new(config).map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
+    let job = JobSpec {
+        provider: args.provider.clone(),
+        model: args
+            .model
+            .clone()
+            .unwrap_or_else(|| default_model(format).to_owned()),
+        base_url: args.base_url.clone(),
+        mcp: args.servers.mcp.clone(),
+        mcp_http: args.servers.mcp_http.clone(),
+        approve: clap::ValueEnum::to_possible_value(&args.approve)
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_else(|| "auto".into()),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    if args.enqueue {
+        return rt.block_on(enqueue(job, args));
+    }
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
-    let result = rt.block_on(agent(model, format, args, cwd));
+    let result = rt.block_on(agent(job, args, cwd));
     // Do not wait for a review question still blocked on the terminal.
     rt.shutdown_background();
     result
 }
 
-/// The built-in tools: calculator, clock, and a file reader confined to `cwd`.
-async fn agent(
-    model: HttpModel,
-    format: Format,
-    args: RunArgs,
-    cwd: std::path::PathBuf,
-) -> CliResult {
-    let builtins = tools::builtins(cwd);
-    let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
-    let mcp_tools = connect_mcp_tools(&args.servers, &reserved).await?;
-    let reviewer = approval_handler(
-        args.approve,
-        builtins
-            .iter()
-            .map(ToolMeta::of_tool)
-            .chain(mcp_tools.iter().map(ToolMeta::of_mcp)),
+/// `run --enqueue`: the conversation and a pending run carrying its job.
+async fn enqueue(job: JobSpec, args: RunArgs) -> CliResult {
+    job.policy()?;
+    let (store, location) = open_store(args.db.clone()).await?;
+    let mut conversation = llmchain::conversation::Conversation::new();
+    conversation.system = args.system.clone();
+    conversation
+        .messages
+        .push(Message::user(args.prompt.clone()));
+    let title: String = args.prompt.chars().take(60).collect();
+    let id = store
+        .create_conversation(NewConversation::from_conversation(conversation).with_title(title))
+        .await
+        .map_err(store_error)?;
+    let mut state = RunState {
+        mode: Mode::while_needs_response().name().to_owned(),
+        ..Default::default()
+    };
+    state.extra.insert(JOB_KEY.into(), job.to_value());
+    let run = store
+        .enqueue_run(
+            &id,
+            &state,
+            &RunOptions {
+                max_attempts: args.max_attempts.max(1),
+                priority: args.priority,
+                run_at: None,
+            },
+        )
+        .await
+        .map_err(store_error)?;
+    println!("{}", run.id);
+    let db_flag = match &args.db {
+        Some(_) => format!(" --db {location}"),
+        None => String::new(),
+    };
+    eprintln!(
+        "queued run {} of conversation {id}; run it with `llmchain worker{db_flag}`, follow it with `llmchain runs{db_flag} show {}`",
+        run.id, run.id
     );
+    Ok(())
+}
+
+/// Runs the job here, holding the conversation's run lease.
+async fn agent(job: JobSpec, args: RunArgs, cwd: std::path::PathBuf) -> CliResult {
+    let Built {
+        chain,
+        format,
+        mcp_tools: _mcp_tools,
+    } = job.build(cwd, None).await?;
 
     let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
     let callbacks = callbacks(&progress, &mid_line);
-    let mut chain = LLMChain::new(Arc::new(model))
-        .with_review(reviewer)
-        .with_callbacks(callbacks);
-    for t in builtins
-        .into_iter()
-        .chain(mcp_tools.iter().map(|t| t.tool.clone()))
-    {
-        chain = chain.with_tool(t);
-    }
+    let mut chain = chain.with_callbacks(callbacks);
     if let Some(s) = args.system {
         chain = chain.with_system(s);
     }
@@ -178,9 +189,16 @@ async fn agent(
         )
         .await
         .map_err(store_error)?;
-    let sink = StoreSink::new(store.clone(), conversation_id.clone());
+    // This process holds the run: no other process can run the conversation meanwhile.
+    let held = HeldRun::take(
+        store.clone(),
+        &conversation_id,
+        Mode::while_needs_response().name(),
+        chain.cancellation_token(),
+    )
+    .await?;
     let mut chain = chain.with_sink(Arc::new(ProgressSink::new(
-        Arc::new(sink),
+        Arc::new(held.sink()),
         progress.clone(),
     )));
 
@@ -216,20 +234,30 @@ async fn agent(
         Some(_) => format!(" --db {location}"),
         None => String::new(),
     };
+    if let Some(lost) = held.lost() {
+        return Err(CliError::Runtime(lost));
+    }
     let outcome = match result {
         Err(ChainError::Cancelled) => {
+            held.finish(RunStatus::Cancelled, Some(chain.state())).await;
             return Err(CliError::Interrupted(format!(
                 "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
                 resume_command(&db_flag, &conversation_id, &args.servers, args.approve)
             )));
         }
-        r => r.map_err(|e| CliError::Runtime(explain(&e, format)))?,
+        Err(e) => {
+            held.finish(RunStatus::Failed, Some(chain.state())).await;
+            return Err(CliError::Runtime(explain(&e, format)));
+        }
+        Ok(outcome) => outcome,
     };
     if outcome != RunOutcome::Done {
+        held.finish(RunStatus::Paused, Some(chain.state())).await;
         return Err(CliError::Runtime(format!(
             "the run ended early: {outcome:?}"
         )));
     }
+    held.finish(RunStatus::Done, Some(chain.state())).await;
     let calls = chain
         .messages()
         .iter()
@@ -358,10 +386,6 @@ fn explain(e: &ChainError, format: Format) -> String {
         _ => String::new(),
     };
     one_line(&format!("{e}{hint}"))
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn name(call: &ToolCall) -> &str {

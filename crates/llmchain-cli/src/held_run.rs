@@ -1,0 +1,113 @@
+//! [`HeldRun`]: the lease an interactive command (`run`, `conversations resume`) holds
+//! on its conversation's run, so that two processes never both execute it.
+//!
+//! The command takes the lease before it loads the conversation
+//! ([`Store::claim_conversation`]): a second process gets "is being run by …" and stops
+//! before doing anything. Every write goes through a sink fenced by the lease, a
+//! heartbeat renews it while the command runs, and the command ends it with the run's
+//! outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmchain::chain::ChainState;
+use llmchain::tool::CancellationToken;
+use llmchain_store::sink::{StoreSink, keep_extra, run_state};
+use llmchain_store::{AnyStore, Heartbeat, Lease, Run, RunState, RunStatus, Store, StoreError};
+
+use crate::error::CliError;
+
+/// How long an interactive lease lasts between heartbeats (renewed every third).
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A run this process holds.
+pub struct HeldRun {
+    store: Arc<AnyStore>,
+    run: Run,
+    lease: Lease,
+    heartbeat: Option<Heartbeat>,
+    mode: String,
+}
+
+impl HeldRun {
+    /// Takes the lease on `conversation`'s run (creating one if it has none), or says
+    /// who holds it. `stop` is cancelled if the lease is lost while the command runs.
+    pub async fn take(
+        store: Arc<AnyStore>,
+        conversation: &str,
+        mode: &str,
+        stop: CancellationToken,
+    ) -> Result<HeldRun, CliError> {
+        let worker = format!("cli-{}-{}", std::process::id(), fastrand_suffix());
+        let state = RunState {
+            mode: mode.to_owned(),
+            ..Default::default()
+        };
+        let run = store
+            .claim_conversation(conversation, &worker, LEASE, &state)
+            .await
+            .map_err(|e| match e {
+                StoreError::RunBusy { .. } => CliError::Runtime(e.to_string()),
+                other => crate::cmd::conversations::store_error(other),
+            })?;
+        let lease = run
+            .lease()
+            .ok_or_else(|| CliError::Runtime("the claimed run has no lease".into()))?;
+        let heartbeat = Heartbeat::spawn(store.clone(), lease.clone(), LEASE, stop);
+        Ok(HeldRun {
+            store,
+            run,
+            lease,
+            heartbeat: Some(heartbeat),
+            mode: mode.to_owned(),
+        })
+    }
+
+    /// The run.
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+
+    /// A sink for the conversation, every write fenced by the lease.
+    pub fn sink(&self) -> StoreSink<AnyStore> {
+        StoreSink::for_run(self.store.clone(), &self.run, self.mode.clone()).unwrap_or_else(|| {
+            StoreSink::new(self.store.clone(), self.run.conversation_id.clone())
+                .with_lease(self.lease.clone(), self.mode.clone())
+        })
+    }
+
+    /// Why the heartbeat stopped the command, if it did.
+    pub fn lost(&self) -> Option<String> {
+        let why = self.heartbeat.as_ref()?.stopped()?;
+        Some(format!(
+            "this process lost the run of conversation {} ({why:?}): another process took it over, \
+             or it was cancelled; nothing more was written",
+            self.run.conversation_id
+        ))
+    }
+
+    /// Ends the hold with `status`, saving the chain's state.
+    pub async fn finish(mut self, status: RunStatus, chain: Option<&ChainState>) {
+        self.heartbeat.take();
+        let mut state = chain
+            .map(|c| run_state(c, &self.mode))
+            .unwrap_or_else(|| self.run.state.clone());
+        keep_extra(&mut state, &self.run.state.extra);
+        state.status = status;
+        if let Err(e) = self.store.complete_run(&self.lease, &state).await {
+            eprintln!(
+                "llmchain: warning: could not record the end of run {}: {e}",
+                self.run.id
+            );
+        }
+    }
+}
+
+/// A few random hex digits, so two processes with one pid (containers) differ.
+fn fastrand_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{nanos:08x}")
+}
