@@ -145,6 +145,12 @@ impl Store for AnyStore {
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
         delegate!(self, s => s.claim_run(worker_id, lease))
     }
+    async fn wait_for_runs(&self, timeout: Duration) {
+        match self {
+            AnyStore::Sqlite(s) => s.wait_for_runs(timeout).await,
+            AnyStore::Postgres(s) => s.wait_for_runs(timeout).await,
+        }
+    }
     async fn rescue_expired(&self) -> StoreResult<u64> {
         delegate!(self, s => s.rescue_expired())
     }

@@ -11,6 +11,7 @@
 //! untrusted networks.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use llmchain::conversation::Conversation;
@@ -33,6 +34,55 @@ use crate::store::Store;
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    wake: Arc<Wake>,
+}
+
+/// Wakes waiting workers when a run becomes pending: one `LISTEN` connection per store,
+/// started by the first [`Store::wait_for_runs`].
+#[derive(Debug, Default)]
+struct Wake {
+    notify: tokio::sync::Notify,
+    started: std::sync::atomic::AtomicBool,
+}
+
+/// The channel the schema's trigger notifies.
+const RUNS_CHANNEL: &str = "llmchain_runs";
+
+/// Listens for new pending runs until the pool closes; reconnects after a failure
+/// (sqlx's listener reconnects on the next receive; notifications sent meanwhile are
+/// lost, so waiters are woken after each reconnect and the poll interval stays the
+/// fallback).
+async fn listen(pool: PgPool, wake: Arc<Wake>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if pool.is_closed() {
+            return;
+        }
+        let listener = async {
+            let mut l = sqlx::postgres::PgListener::connect_with(&pool).await?;
+            l.listen(RUNS_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(l)
+        };
+        match listener.await {
+            Ok(mut l) => {
+                backoff = Duration::from_millis(100);
+                wake.notify.notify_waiters();
+                loop {
+                    match l.try_recv().await {
+                        Ok(Some(_)) => wake.notify.notify_waiters(),
+                        Ok(None) => wake.notify.notify_waiters(), // reconnected
+                        Err(e) => {
+                            tracing::debug!(error = %e, "LISTEN connection failed; reconnecting");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot LISTEN for runs; polling meanwhile"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
 }
 
 /// The database clock in milliseconds since the Unix epoch: leases use it, so the
@@ -117,7 +167,10 @@ impl PostgresStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            wake: Arc::default(),
+        })
     }
 }
 /// Appends in one statement: the counter update and the inserts are one atomic round
@@ -557,6 +610,15 @@ impl Store for PostgresStore {
             tracing::debug!(run = %run.id, worker = worker_id, attempt = run.attempt, "claimed run");
         }
         Ok(run)
+    }
+
+    async fn wait_for_runs(&self, timeout: Duration) {
+        use std::sync::atomic::Ordering;
+        let notified = self.wake.notify.notified();
+        if !self.wake.started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(listen(self.pool.clone(), self.wake.clone()));
+        }
+        let _ = tokio::time::timeout(timeout, notified).await;
     }
 
     async fn rescue_expired(&self) -> StoreResult<u64> {

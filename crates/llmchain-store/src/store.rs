@@ -152,6 +152,13 @@ pub trait Store: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = StoreResult<Option<Run>>> + Send;
 
+    /// Waits until a run may have become claimable, or `timeout` passed: on PostgreSQL a
+    /// `LISTEN` on `llmchain_runs` wakes it as soon as a run becomes pending; elsewhere
+    /// it just sleeps (polling). Workers call it when the queue is empty.
+    fn wait_for_runs(&self, timeout: Duration) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(timeout)
+    }
+
     /// Puts `running` runs whose lease expired back to `pending` (now), or `discarded`
     /// when their attempts are used up; returns how many. Cheap when there are none.
     fn rescue_expired(&self) -> impl Future<Output = StoreResult<u64>> + Send;

@@ -118,8 +118,8 @@ impl<S> std::fmt::Debug for Worker<S> {
 
 impl<S: Store + 'static> Worker<S> {
     /// A worker named `name` (unique among live workers: it owns leases) that builds
-    /// each run's chain with `factory`. Defaults: 4 runs at once, 30 s leases, polling
-    /// every 500 ms when the queue is empty.
+    /// each run's chain with `factory`. Defaults: 4 runs at once, 30 s leases, and when
+    /// the queue is empty, waiting for a notification (PostgreSQL) or at most 500 ms.
     pub fn new(store: Arc<S>, name: impl Into<String>, factory: impl ChainFactory) -> Self {
         Worker {
             store,
@@ -193,9 +193,10 @@ impl<S: Store + 'static> Worker<S> {
                 }
                 Ok(None) => {
                     drop(permit);
+                    // Woken by a new pending run (LISTEN/NOTIFY on PostgreSQL), or polls.
                     tokio::select! {
                         _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(self.poll) => {}
+                        _ = self.store.wait_for_runs(self.poll) => {}
                     }
                 }
                 Err(e) => {

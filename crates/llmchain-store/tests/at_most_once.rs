@@ -492,6 +492,49 @@ async fn cancelling_a_claimed_run_stops_its_worker<S: Store + 'static>(store: Ar
     assert_eq!(run.state.status, RunStatus::Cancelled);
 }
 
+/// PostgreSQL: an idle worker is woken by the `llmchain_runs` notification of a new
+/// run, long before its poll interval (60 s here) would find it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_wakes_an_idle_worker_on_postgres() {
+    let Some(store) = postgres("notify_wakes_an_idle_worker_on_postgres").await else {
+        return;
+    };
+    let ledger = Ledger::default();
+    let l = ledger.clone();
+    let factory = move |_run: Run, state: ChainState| {
+        let ledger = l.clone();
+        async move {
+            let chain = LLMChain::from_state(Arc::new(model()), state).with_tool(charge(&ledger));
+            Ok::<_, BoxError>((chain, Mode::while_needs_response()))
+        }
+    };
+    let worker = Worker::new(store.clone(), "idle", factory).poll_interval(Duration::from_secs(60));
+    let stats = worker.stats();
+    let shutdown = llmchain::tool::CancellationToken::new();
+    let running = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { worker.run(shutdown).await })
+    };
+    // Let it find the queue empty and start waiting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let id = conversation(store.as_ref()).await;
+    let run = store.create_run(&id, &RunState::default()).await.unwrap();
+    let woke = tokio::time::timeout(Duration::from_secs(15), async {
+        while stats.snapshot()[1] == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    shutdown.cancel();
+    running.await.unwrap();
+    assert!(woke.is_ok(), "the notification woke the worker");
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Done
+    );
+    assert_eq!(roles(store.as_ref(), &id).await, WELL_FORMED);
+}
+
 async fn sqlite() -> (tempfile::TempDir, Arc<SqliteStore>) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("store.db"))
