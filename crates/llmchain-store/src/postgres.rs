@@ -43,7 +43,14 @@ pub struct PostgresStore {
 struct Wake {
     notify: tokio::sync::Notify,
     started: std::sync::atomic::AtomicBool,
+    /// When this store last rescued expired leases (ms since the Unix epoch, local
+    /// clock): claims rescue at most every [`RESCUE_EVERY_MS`], or when they find
+    /// nothing, so a busy queue pays one statement per claim.
+    last_rescue: std::sync::atomic::AtomicI64,
 }
+
+/// How often a busy store rescues expired leases.
+const RESCUE_EVERY_MS: i64 = 1000;
 
 /// The channel the schema's trigger notifies.
 const RUNS_CHANNEL: &str = "llmchain_runs";
@@ -587,29 +594,28 @@ impl Store for PostgresStore {
     }
 
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
-        self.rescue_expired().await?;
-        // Pending runs only, in `runs_pending`'s order: the scan stops at the first
-        // unlocked row whose time has come, whatever the backlog.
-        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-            "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = ",
-            db_now!(),
-            " + $2, updated_at = ",
-            db_now!(),
-            ", epoch = epoch + 1, attempt = attempt + 1 \
-             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND run_at <= ",
-            db_now_once!(),
-            " ORDER BY priority DESC, run_at, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
-            run_columns!()
-        ))
-        .bind(worker_id)
-        .bind(duration_ms(lease))
-        .fetch_optional(&self.pool)
-        .await?;
-        let run = row.map(assemble::run).transpose()?;
-        if let Some(run) = &run {
-            tracing::debug!(run = %run.id, worker = worker_id, attempt = run.attempt, "claimed run");
+        use std::sync::atomic::Ordering;
+        let now = now_ms();
+        let last = self.wake.last_rescue.load(Ordering::Relaxed);
+        if now - last >= RESCUE_EVERY_MS
+            && self
+                .wake
+                .last_rescue
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.rescue_expired().await?;
         }
-        Ok(run)
+        let claimed = self.claim_pending(worker_id, lease).await?;
+        if claimed.is_some() {
+            return Ok(claimed);
+        }
+        // Nothing pending: a run whose worker died may be waiting for its rescue.
+        if self.rescue_expired().await? > 0 {
+            self.wake.last_rescue.store(now_ms(), Ordering::Relaxed);
+            return self.claim_pending(worker_id, lease).await;
+        }
+        Ok(None)
     }
 
     async fn wait_for_runs(&self, timeout: Duration) {
@@ -921,5 +927,33 @@ impl Store for PostgresStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+}
+
+impl PostgresStore {
+    /// Claims the first pending run whose time has come.
+    async fn claim_pending(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+        // Pending runs only, in `runs_pending`'s order: the scan stops at the first
+        // unlocked row whose time has come, whatever the backlog.
+        let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+            "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = ",
+            db_now!(),
+            " + $2, updated_at = ",
+            db_now!(),
+            ", epoch = epoch + 1, attempt = attempt + 1 \
+             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND run_at <= ",
+            db_now_once!(),
+            " ORDER BY priority DESC, run_at, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
+            run_columns!()
+        ))
+        .bind(worker_id)
+        .bind(duration_ms(lease))
+        .fetch_optional(&self.pool)
+        .await?;
+        let run = row.map(assemble::run).transpose()?;
+        if let Some(run) = &run {
+            tracing::debug!(run = %run.id, worker = worker_id, attempt = run.attempt, "claimed run");
+        }
+        Ok(run)
     }
 }
