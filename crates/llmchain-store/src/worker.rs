@@ -186,10 +186,20 @@ impl<S: Store + 'static> Worker<S> {
                         lease_len: self.lease,
                         stats: self.stats.clone(),
                     };
-                    tasks.spawn(async move {
-                        job.run(run).await;
-                        drop(permit);
-                    });
+                    let span = tracing::info_span!(
+                        "llmchain.run",
+                        run.id = %run.id,
+                        run.conversation = %run.conversation_id,
+                        run.attempt = run.attempt,
+                        worker = %self.name,
+                    );
+                    tasks.spawn(tracing::Instrument::instrument(
+                        async move {
+                            job.run(run).await;
+                            drop(permit);
+                        },
+                        span,
+                    ));
                 }
                 Ok(None) => {
                     drop(permit);
