@@ -159,3 +159,58 @@ async fn postgres_newer_schema_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// A version-1 database with two open runs on one conversation (allowed then) upgrades
+/// to version 2: the newer run stays open, the older is cancelled with a reason, and the
+/// one-open-run rule holds from then on.
+#[tokio::test]
+async fn sqlite_version_1_upgrades_keeping_the_newest_open_run() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(include_str!("../migrations/sqlite/0001_init.sql"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE llmchain_schema (version BIGINT NOT NULL); \
+             INSERT INTO llmchain_schema VALUES (1); \
+             INSERT INTO conversations VALUES ('c', NULL, '{}', '{}', 0, 1, 1); \
+             INSERT INTO runs VALUES ('old', 'c', 'pending', '{}', NULL, NULL, 1, 1); \
+             INSERT INTO runs VALUES ('new', 'c', 'pending', '{}', NULL, NULL, 2, 2); \
+             INSERT INTO runs VALUES ('done', 'c', 'done', '{}', NULL, NULL, 0, 0);",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let status = |id: &'static str| {
+        let store = store.clone();
+        async move { store.get_run(id).await.unwrap().unwrap() }
+    };
+    assert_eq!(
+        status("new").await.state.status,
+        llmchain_store::RunStatus::Pending
+    );
+    let old = status("old").await;
+    assert_eq!(old.state.status, llmchain_store::RunStatus::Cancelled);
+    assert!(old.last_error.unwrap().contains("newer open run"));
+    assert_eq!(
+        status("done").await.state.status,
+        llmchain_store::RunStatus::Done
+    );
+    assert!(matches!(
+        store.create_run("c", &Default::default()).await,
+        Err(StoreError::RunAlreadyOpen { .. })
+    ));
+    // Deleting the conversation takes its runs with it; pruning removes finished runs.
+    assert_eq!(store.prune_runs(i64::MAX).await.unwrap(), 2, "old and done");
+    assert!(store.delete_conversation("c").await.unwrap());
+    assert!(!store.delete_conversation("c").await.unwrap());
+    assert!(store.get_run("new").await.unwrap().is_none());
+}
