@@ -22,11 +22,17 @@ fn text(out: &std::process::Output) -> String {
     )
 }
 
+/// The job records the MCP server: the worker starts it and the model's call goes to it
+/// (its root holds the notes; the worker's own directory does not).
 #[test]
 fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("notes.txt"), "Ship on Friday.\n").unwrap();
-    let first = ResponseScript::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#);
+    let root = dir.path().join("mcp-root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("notes.txt"), "Ship on Friday.\n").unwrap();
+    let mcp = common::serve_cmd(&root);
+    let first =
+        ResponseScript::tool_call("call_1", "llmchain__read_file", r#"{"path":"notes.txt"}"#);
     let second = ResponseScript::text("Your notes say: ship on Friday.");
     let (base, seen) = serve(vec![
         render_stream(Format::OpenAiChat, &first).unwrap(),
@@ -87,6 +93,7 @@ fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
     assert_eq!(shown["attempt"], 1);
     assert_eq!(shown["job"]["model"], "local-model");
     assert_eq!(shown["job"]["base_url"], base.as_str());
+    assert_eq!(shown["job"]["mcp"][0], mcp.as_str());
     let conversation_id = shown["conversation_id"].as_str().unwrap().to_owned();
     let c = common::export(&db, &conversation_id, dir.path());
     let roles: Vec<Role> = c.messages.iter().map(|m| m.role).collect();

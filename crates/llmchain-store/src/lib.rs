@@ -9,6 +9,18 @@
 //! - [`PostgresStore`], for several processes on one or more machines: runs are claimed
 //!   by exactly one worker (`FOR UPDATE SKIP LOCKED`) under leases that expire.
 //!
+//! ## Runs, leases and workers
+//! A run is claimed under a [`Lease`] whose epoch is a fencing token: every write made
+//! on the run's behalf ([`Store::append_messages_leased`],
+//! [`Store::set_tool_status_leased`], [`Store::update_run`], [`Store::complete_run`]…)
+//! is checked against it in the write's own transaction, so a worker that lost its lease
+//! cannot change the conversation ([`StoreError::LeaseLost`]). [`sink::StoreSink`] with a
+//! lease fences every write of a chain; a tool body starts only after its `executing`
+//! status was stored. A conversation has at most one open run (a unique index); runs
+//! have attempts, back-off, `discarded`, scheduling, priorities and cancellation;
+//! [`Heartbeat`] keeps a lease alive and stops the chain when it is lost; [`Worker`] is
+//! the supervised claim loop (LISTEN/NOTIFY on PostgreSQL).
+//!
 //! [`AnyStore::open`] picks one from a URL (`sqlite://PATH`, `sqlite::memory:`,
 //! `postgres://…`).
 //!
@@ -21,7 +33,8 @@
 //! - each tool call's `execution_status`, keyed by `(conversation, call_id)` and updated
 //!   in place, put back onto the calls when a conversation loads;
 //! - runs: a [`RunState`] JSON document (mode, status, failure count, pending interrupts,
-//!   review decisions, anything else) with the lease owner and expiry.
+//!   review decisions, anything else) with the lease owner, expiry and epoch, attempts,
+//!   schedule, priority and last error.
 //!
 //! ## Crash safety
 //! Every write is one transaction, durable when its call returns. A process killed at

@@ -75,6 +75,37 @@ pub fn default_sqlite_path() -> StoreResult<PathBuf> {
     Ok(base.join("llmchain").join("llmchain.db"))
 }
 
+/// Creates the database's directory (0700: only this user) and file (0600) when they
+/// do not exist yet. SQLite gives its `-wal` and `-shm` files the database file's
+/// permissions, so conversations (and what tools read into them) stay private. Existing
+/// files and directories keep theirs.
+fn private_file(path: &Path) -> StoreResult<()> {
+    let io = |what: &Path| {
+        let what = what.display().to_string();
+        move |source| StoreError::Io {
+            context: format!("cannot create {what}"),
+            source,
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir).map_err(io(dir))?;
+    }
+    if !path.exists() {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(path).map_err(io(path))?;
+    }
+    Ok(())
+}
+
 /// Conversations in SQLite.
 ///
 /// Appends and tool-call statuses of a file database go through one writer thread that
@@ -103,12 +134,7 @@ impl SqliteStore {
         durability: Durability,
     ) -> StoreResult<SqliteStore> {
         let path = path.as_ref();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-                context: format!("cannot create {}", dir.display()),
-                source,
-            })?;
-        }
+        private_file(path)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)

@@ -214,3 +214,25 @@ async fn sqlite_version_1_upgrades_keeping_the_newest_open_run() {
     assert!(!store.delete_conversation("c").await.unwrap());
     assert!(store.get_run("new").await.unwrap().is_none());
 }
+
+/// A new database and its directory are private to the user (0600 / 0700), and so are
+/// SQLite's `-wal` and `-shm` files.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_database_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("share").join("llmchain");
+    let path = data.join("llmchain.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    for suffix in ["", "-wal", "-shm"] {
+        let file = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+}

@@ -54,6 +54,73 @@ impl fmt::Debug for HttpModel {
     }
 }
 
+/// Follows redirects only within the request's origin (scheme, host and port), at most
+/// five. A redirect to another origin is not followed, for every provider: the request
+/// carries the API key in a header (`Authorization`, `x-api-key`, `x-goog-api-key`), and
+/// reqwest's own policy strips only `Authorization` on the way to another host. The 30x
+/// then comes back as the response and becomes [`cross_origin_redirect`]'s error.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt.previous().first().is_some_and(|first| {
+            first.scheme() == attempt.url().scheme()
+                && first.host_str() == attempt.url().host_str()
+                && first.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if !same {
+            attempt.stop()
+        } else if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// The error of a redirect that was not followed: says where it pointed (its origin
+/// only: a path or query may carry anything) and why it was not followed.
+fn cross_origin_redirect(provider: &str, url: &str, resp: &reqwest::Response) -> ModelError {
+    let status = resp.status().as_u16();
+    let target = resp
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|l| {
+            reqwest::Url::parse(l)
+                .ok()
+                .or_else(|| resp.url().join(l).ok())
+        })
+        .map(|u| {
+            let host = u.host_str().unwrap_or("?");
+            match u.port() {
+                Some(p) => format!("{}://{host}:{p}", u.scheme()),
+                None => format!("{}://{host}", u.scheme()),
+            }
+        })
+        .unwrap_or_else(|| "an unreadable location".to_owned());
+    let origin = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    ModelError::Http {
+        provider: provider.to_owned(),
+        status,
+        kind: crate::chain::HttpErrorKind::Other,
+        message: sanitize_for_terminal(&format!(
+            "the server at {origin} redirected the request to {target}, another origin; it was \
+             not followed, so the API key is never sent there (set the base URL to the real \
+             endpoint)"
+        )),
+        retry_after: None,
+    }
+}
+
+/// Control characters (terminal escapes) out of text that came from a server.
+fn sanitize_for_terminal(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 fn config_err(msg: impl Into<String>) -> ModelError {
     ModelError::Config(msg.into())
 }
@@ -65,6 +132,7 @@ impl HttpModel {
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeouts.connect)
             .read_timeout(config.timeouts.read)
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| config_err(format!("could not build the HTTP client: {e}")))?;
         let base = config.normalized_base_url();
@@ -151,6 +219,9 @@ impl HttpModel {
                 .await;
             let error = match result {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) if resp.status().is_redirection() => {
+                    cross_origin_redirect(&self.config.provider, &self.url, &resp)
+                }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let headers = resp.headers().clone();

@@ -84,7 +84,8 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        // Capped like `retry-after` below: `from_secs_f64` panics past u64 seconds.
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(1e9)));
     }
     let v = headers.get("retry-after")?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<f64>() {
@@ -188,6 +189,28 @@ mod tests {
             assert_eq!(provider_message(400, body.as_bytes()).0, want, "{body}");
         }
         assert_eq!(provider_message(502, b"").0, "Bad Gateway");
+    }
+
+    #[test]
+    fn retry_after_headers_never_panic_and_are_capped() {
+        for (name, value) in [
+            ("retry-after-ms", "1e300"),
+            ("retry-after-ms", "1e400"),
+            ("retry-after-ms", "-5"),
+            ("retry-after-ms", "NaN"),
+            ("retry-after", "1e300"),
+            ("retry-after", "inf"),
+            ("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+            ("retry-after", "\u{7f}garbage"),
+        ] {
+            let mut h = HeaderMap::new();
+            if let Ok(v) = reqwest::header::HeaderValue::from_str(value) {
+                h.insert(name, v);
+            }
+            if let Some(d) = retry_after(&h) {
+                assert!(d <= Duration::from_secs(1_000_000_000), "{name}: {value}");
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,88 @@
+//! Credentials never cross origins: a provider (or anything at its base URL) that
+//! redirects to another host, port or scheme does not get the request followed, for
+//! every provider format; a redirect within the origin is followed.
+
+mod http_support;
+
+use http_support::failing::*;
+use http_support::*;
+use llmchain::chain::{ChatModel, ModelError, collect_stream};
+use llmchain::provider::Format;
+use llmchain::provider::http::{HttpModel, HttpModelConfig};
+use llmchain::provider::render::{ResponseScript, render_stream};
+
+fn model(format: Format, base: &str) -> HttpModel {
+    HttpModel::new(
+        HttpModelConfig::new(format, "m")
+            .api_key(KEY)
+            .base_url(base)
+            .retry(retry(3)),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_cross_origin_redirect_is_not_followed_for_any_provider() {
+    for format in Format::ALL {
+        // The other origin: records whatever reaches it.
+        let elsewhere = Server::start(vec![Reply::json(200, &serde_json::json!({}))]).await;
+        for status in [301, 302, 303, 307, 308] {
+            let target = format!("{}/steal?x=1", elsewhere.base);
+            let here = Server::start(vec![
+                Reply::new(status, "text/plain", "moved").header("location", &target),
+            ])
+            .await;
+            let e = collect_stream(model(format, &here.base).stream(&ask("hi")), |_| {})
+                .await
+                .unwrap_err();
+            let ModelError::Http {
+                status: s, message, ..
+            } = &e
+            else {
+                panic!("{format:?} {status}: {e:?}");
+            };
+            assert_eq!(*s, status);
+            assert!(message.contains("another origin"), "{message}");
+            assert!(message.contains(&elsewhere.base), "{message}");
+            assert!(
+                !message.contains("steal"),
+                "only the origin is named: {message}"
+            );
+            assert_eq!(here.seen().len(), 1, "{format:?} {status}: not retried");
+        }
+        assert!(
+            elsewhere.seen().is_empty(),
+            "{format:?}: the other origin saw {:?}",
+            elsewhere
+                .seen()
+                .iter()
+                .map(|s| s.headers.clone())
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_same_origin_redirect_is_followed() {
+    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("hello")).unwrap();
+    let here = Server::start(vec![]).await;
+    here.push(
+        Reply::new(307, "text/plain", "").header("location", &format!("{}/v2/chat", here.base)),
+    );
+    here.push(Reply::sse(body));
+    let out = collect_stream(
+        model(Format::OpenAiChat, &format!("{}/v1", here.base)).stream(&ask("hi")),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.message.text().as_deref(), Some("hello"));
+    let seen = here.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].uri, "/v2/chat");
+    assert_eq!(
+        seen[1].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str()),
+        "the same origin keeps the key"
+    );
+}
