@@ -50,6 +50,8 @@ fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
             &base,
             "--model",
             "local-model",
+            "--mcp",
+            &mcp,
             "--max-attempts",
             "3",
             "Summarise notes.txt",
@@ -93,7 +95,7 @@ fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
     assert_eq!(shown["attempt"], 1);
     assert_eq!(shown["job"]["model"], "local-model");
     assert_eq!(shown["job"]["base_url"], base.as_str());
-    assert_eq!(shown["job"]["mcp"][0], mcp.as_str());
+    assert_eq!(shown["job"]["mcp"][0], mcp.as_str(), "{shown}");
     let conversation_id = shown["conversation_id"].as_str().unwrap().to_owned();
     let c = common::export(&db, &conversation_id, dir.path());
     let roles: Vec<Role> = c.messages.iter().map(|m| m.role).collect();
