@@ -13,7 +13,9 @@ use super::error_body::{http_error, redact, reported_headers};
 use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream};
 use crate::conversation::Conversation;
 use crate::message::MessageStatus;
-use crate::provider::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+use crate::provider::{
+    Codec, DecodeOutcome, DecoderConfig, Format, RequestOptions, StreamDecoder, StreamEvent,
+};
 
 /// Longest error body read from a failed response.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -119,6 +121,38 @@ fn sanitize_for_terminal(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
+}
+
+/// An error event inside a successful stream can echo the key ("key sk-… is rate
+/// limited"): its message is redacted before anyone prints, stores or exports it.
+fn scrub_event(e: StreamEvent<'static>, secret: Option<&str>) -> StreamEvent<'static> {
+    match e {
+        StreamEvent::Error { kind, message } if secret.is_some_and(|s| message.contains(s)) => {
+            StreamEvent::Error {
+                kind,
+                message: redact(message.into_owned(), secret).into(),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The body's error and the message's `streaming_error`, redacted.
+fn scrub_outcome(outcome: &mut DecodeOutcome, secret: Option<&str>) {
+    let Some(key) = secret.filter(|k| !k.is_empty()) else {
+        return;
+    };
+    if let Some(e) = &mut outcome.error
+        && e.message.contains(key)
+    {
+        e.message = redact(std::mem::take(&mut e.message), secret);
+    }
+    if let Some(serde_json::Value::String(text)) =
+        outcome.message.metadata.get_mut("streaming_error")
+        && text.contains(key)
+    {
+        *text = redact(std::mem::take(text), secret);
+    }
 }
 
 fn config_err(msg: impl Into<String>) -> ModelError {
@@ -456,8 +490,9 @@ impl Run<'_> {
             } => match body.next().await {
                 Some(Ok(chunk)) => {
                     let mut events = Vec::new();
+                    let secret = model.secret();
                     let fed = decoder.feed(&chunk, &mut |e| {
-                        events.push(Ok(ModelEvent::Event(e.into_owned())))
+                        events.push(Ok(ModelEvent::Event(scrub_event(e.into_owned(), secret))))
                     });
                     self.emitted |= !events.is_empty();
                     self.pending.extend(events);
@@ -480,8 +515,10 @@ impl Run<'_> {
                 }
                 None => {
                     let mut events = Vec::new();
-                    let finished =
-                        decoder.finish(&mut |e| events.push(Ok(ModelEvent::Event(e.into_owned()))));
+                    let secret = model.secret();
+                    let finished = decoder.finish(&mut |e| {
+                        events.push(Ok(ModelEvent::Event(scrub_event(e.into_owned(), secret))))
+                    });
                     match finished {
                         Ok(outcome)
                             if outcome.message.status == MessageStatus::Cancelled
@@ -494,7 +531,8 @@ impl Run<'_> {
                             )
                             .await;
                         }
-                        Ok(outcome) => {
+                        Ok(mut outcome) => {
+                            scrub_outcome(&mut outcome, secret);
                             self.pending.extend(events);
                             self.pending
                                 .push_back(Ok(ModelEvent::Done(Box::new(outcome))));
@@ -533,9 +571,11 @@ impl Run<'_> {
         let model = self.model;
         match resp.bytes().await {
             Ok(bytes) => match model.codec.decode_response(&bytes, model.decoder_config) {
-                Ok(outcome) => self
-                    .pending
-                    .push_back(Ok(ModelEvent::Done(Box::new(outcome)))),
+                Ok(mut outcome) => {
+                    scrub_outcome(&mut outcome, model.secret());
+                    self.pending
+                        .push_back(Ok(ModelEvent::Done(Box::new(outcome))))
+                }
                 Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
             },
             Err(e) => {

@@ -1,6 +1,8 @@
-//! Credentials never cross origins: a provider (or anything at its base URL) that
-//! redirects to another host, port or scheme does not get the request followed, for
-//! every provider format; a redirect within the origin is followed.
+//! Secrets stay put. Credentials never cross origins: a provider (or anything at its
+//! base URL) that redirects to another host, port or scheme does not get the request
+//! followed, for every provider format; a redirect within the origin is followed. And a
+//! provider error event that echoes the key inside a successful stream is redacted
+//! before anything can print, store or export it.
 
 mod http_support;
 
@@ -85,4 +87,36 @@ async fn a_same_origin_redirect_is_followed() {
         Some(format!("Bearer {KEY}").as_str()),
         "the same origin keeps the key"
     );
+}
+
+#[tokio::test]
+async fn error_events_inside_a_stream_are_redacted() {
+    let echo = format!("key {KEY} is rate limited");
+    let bodies = [
+        (
+            Format::OpenAiChat,
+            format!("data: {{\"error\":{{\"message\":\"{echo}\",\"type\":\"rate_limit\"}}}}\n\n"),
+        ),
+        (
+            Format::Anthropic,
+            format!(
+                "event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"rate_limit_error\",\"message\":\"{echo}\"}}}}\n\n"
+            ),
+        ),
+    ];
+    for (format, body) in bodies {
+        let server = Server::start(vec![Reply::sse(body.into_bytes())]).await;
+        let mut events = Vec::new();
+        let result = collect_stream(model(format, &server.base).stream(&ask("hi")), |e| {
+            events.push(format!("{e:?}"))
+        })
+        .await;
+        let shown = format!("{result:?} {events:?}");
+        assert!(
+            shown.contains("rate limited"),
+            "{format:?}: the error is kept: {shown}"
+        );
+        assert!(!shown.contains(KEY), "{format:?}: {shown}");
+        assert!(!shown.contains("SUPERSECRET"), "{format:?}: {shown}");
+    }
 }
