@@ -120,3 +120,43 @@ async fn error_events_inside_a_stream_are_redacted() {
         assert!(!shown.contains("SUPERSECRET"), "{format:?}: {shown}");
     }
 }
+
+/// A password or a key in the base URL is used, never shown: not in a connect error,
+/// not in the model's `Debug`, not in its URL; and a query in the base URL stays after
+/// the endpoint's path.
+#[tokio::test]
+async fn credentials_in_the_base_url_are_never_shown() {
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let m = model(
+        Format::OpenAiChat,
+        &format!("http://user:HUNTER2-pass@127.0.0.1:{dead}/v1?key=QUERYSECRET9"),
+    );
+    let e = collect_stream(m.stream(&ask("hi")), |_| {})
+        .await
+        .unwrap_err();
+    let shown = format!("{e} {e:?} {m:?} {}", m.url());
+    assert!(matches!(e, ModelError::Connect { .. }), "{e:?}");
+    assert!(!shown.contains("HUNTER2"), "{shown}");
+    assert!(!shown.contains("QUERYSECRET9"), "{shown}");
+    assert!(shown.contains("user:***@127.0.0.1"), "{shown}");
+    assert!(
+        m.url().ends_with("/v1/chat/completions?key=***"),
+        "{}",
+        m.url()
+    );
+
+    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let server = Server::start(vec![Reply::sse(body)]).await;
+    let m = model(
+        Format::OpenAiChat,
+        &format!("{}/v1?api-version=2024-10-01", server.base),
+    );
+    collect_stream(m.stream(&ask("hi")), |_| {}).await.unwrap();
+    assert_eq!(
+        server.seen()[0].uri,
+        "/v1/chat/completions?api-version=2024-10-01"
+    );
+}

@@ -9,6 +9,7 @@ use futures_util::{Stream, StreamExt, stream};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::config::HttpModelConfig;
+use super::endpoint::Endpoint;
 use super::error_body::{http_error, redact, reported_headers};
 use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream};
 use crate::conversation::Conversation;
@@ -41,7 +42,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 pub struct HttpModel {
     config: HttpModelConfig,
     client: reqwest::Client,
-    url: String,
+    endpoint: Endpoint,
     headers: HeaderMap,
     codec: &'static dyn Codec,
     decoder_config: DecoderConfig,
@@ -51,7 +52,7 @@ impl fmt::Debug for HttpModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpModel")
             .field("config", &self.config)
-            .field("url", &self.url)
+            .field("url", &self.endpoint.shown)
             .finish_non_exhaustive()
     }
 }
@@ -174,22 +175,26 @@ impl HttpModel {
             .model
             .strip_prefix("models/")
             .unwrap_or(&config.model);
-        let url = match (config.format, config.stream) {
-            (Format::OpenAiChat, _) => format!("{base}/chat/completions"),
-            (Format::OpenAiResponses, _) => format!("{base}/responses"),
-            (Format::Anthropic, _) => format!("{base}/v1/messages"),
-            (Format::Gemini, true) => {
-                format!("{base}/v1beta/models/{model_path}:streamGenerateContent?alt=sse")
+        let (path, query): (String, &[(&str, &str)]) = match (config.format, config.stream) {
+            (Format::OpenAiChat, _) => ("/chat/completions".into(), &[]),
+            (Format::OpenAiResponses, _) => ("/responses".into(), &[]),
+            (Format::Anthropic, _) => ("/v1/messages".into(), &[]),
+            (Format::Gemini, true) => (
+                format!("/v1beta/models/{model_path}:streamGenerateContent"),
+                &[("alt", "sse")],
+            ),
+            (Format::Gemini, false) => {
+                (format!("/v1beta/models/{model_path}:generateContent"), &[])
             }
-            (Format::Gemini, false) => format!("{base}/v1beta/models/{model_path}:generateContent"),
-            (Format::Ollama, _) => format!("{base}/api/chat"),
+            (Format::Ollama, _) => ("/api/chat".into(), &[]),
         };
+        let endpoint = Endpoint::new(&base, &path, query)?;
         let headers = build_headers(&config)?;
         Ok(HttpModel {
             codec: config.format.codec(),
             config,
             client,
-            url,
+            endpoint,
             headers,
             decoder_config: DecoderConfig::default(),
         })
@@ -206,9 +211,10 @@ impl HttpModel {
         &self.config
     }
 
-    /// The URL requests go to.
+    /// The URL requests go to, as it may be shown: a password or a query value in the
+    /// base URL is replaced by `***`.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.endpoint.shown
     }
 
     /// Encodes the request body for `conversation`.
@@ -240,13 +246,13 @@ impl HttpModel {
             tracing::debug!(
                 provider = %self.config.provider,
                 model = %self.config.model,
-                url = %self.url,
+                url = %self.endpoint.shown,
                 attempt = *attempt,
                 "sending model request"
             );
             let result = self
                 .client
-                .post(&self.url)
+                .post(&self.endpoint.url)
                 .headers(self.headers.clone())
                 .body(body.clone())
                 .send()
@@ -254,7 +260,7 @@ impl HttpModel {
             let error = match result {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) if resp.status().is_redirection() => {
-                    cross_origin_redirect(&self.config.provider, &self.url, &resp)
+                    cross_origin_redirect(&self.config.provider, &self.endpoint.shown, &resp)
                 }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
@@ -317,17 +323,17 @@ impl HttpModel {
                 after: self.config.timeouts.read,
             };
         }
-        let message = redact(error_chain(e), self.secret());
+        let message = self.endpoint.redact(redact(error_chain(e), self.secret()));
         if e.is_connect() {
             ModelError::Connect {
                 provider,
-                url: self.url.clone(),
+                url: self.endpoint.shown.clone(),
                 message,
             }
         } else {
             ModelError::Connect {
                 provider,
-                url: self.url.clone(),
+                url: self.endpoint.shown.clone(),
                 message: format!("request failed: {message}"),
             }
         }
@@ -336,7 +342,7 @@ impl HttpModel {
     fn interrupted(&self, message: String) -> ModelError {
         ModelError::StreamInterrupted {
             provider: self.config.provider.clone(),
-            message: redact(message, self.secret()),
+            message: self.endpoint.redact(redact(message, self.secret())),
         }
     }
 }

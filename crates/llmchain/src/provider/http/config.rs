@@ -108,7 +108,7 @@ impl RetryPolicy {
 ///     .retry(RetryPolicy::none());
 /// assert!(!format!("{config:?}").contains("sk-ant-secret"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpModelConfig {
     /// The wire format.
     pub format: Format,
@@ -134,6 +134,31 @@ pub struct HttpModelConfig {
     pub temperature: Option<f64>,
     /// A display name for the provider in errors and traces (default: from the format).
     pub provider: String,
+}
+
+/// Prints no secret: the key as `[redacted]`, the base URL without its password or
+/// query values, extra headers by name only (an `Authorization` header set here is as
+/// secret as the key).
+impl fmt::Debug for HttpModelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let base = super::endpoint::Endpoint::new(&self.normalized_base_url(), "", &[])
+            .map(|e| e.shown)
+            .unwrap_or_else(|_| "(not a URL)".to_owned());
+        let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpModelConfig")
+            .field("format", &self.format)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("base_url", &base)
+            .field("headers", &headers)
+            .field("timeouts", &self.timeouts)
+            .field("retry", &self.retry)
+            .field("stream", &self.stream)
+            .field("max_tokens", &self.max_tokens)
+            .field("temperature", &self.temperature)
+            .field("provider", &self.provider)
+            .finish()
+    }
 }
 
 /// The default base URL of a format.

@@ -36,6 +36,7 @@
 
 mod client;
 mod config;
+mod endpoint;
 mod error_body;
 
 pub use client::HttpModel;

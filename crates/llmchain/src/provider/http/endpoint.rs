@@ -1,0 +1,148 @@
+//! [`Endpoint`]: the URL a model's requests go to, built from the base URL, and the
+//! form of it that may be shown (logs, errors) without its secrets.
+//!
+//! A base URL may carry a password (`http://user:PASSWORD@host`) or a key in its query
+//! (`…/v1?key=…`). The endpoint's path is added to the base URL's path, keeping its
+//! query after it (not `…/v1?key=X/chat/completions`), and everything shown replaces
+//! the password and the query's values with `***` (only `alt` and `api-version`, which
+//! carry no secret, are shown as they are).
+
+use reqwest::Url;
+
+use crate::chain::ModelError;
+
+/// Query parameters shown as they are.
+const PLAIN_QUERY: [&str; 2] = ["alt", "api-version"];
+
+/// The request URL and what may be shown of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Endpoint {
+    /// Where requests go, with every credential the base URL holds.
+    pub url: String,
+    /// The URL with its password and secret query values replaced by `***`.
+    pub shown: String,
+    /// The secret parts (password, query values), to redact from error texts.
+    pub secrets: Vec<String>,
+}
+
+impl Endpoint {
+    /// `base` + `path` (which starts with `/`), with `extra` query pairs appended.
+    pub fn new(base: &str, path: &str, extra: &[(&str, &str)]) -> Result<Endpoint, ModelError> {
+        let mut url = Url::parse(base).map_err(|e| {
+            ModelError::Config(format!(
+                "the base URL is not a URL ({e}); expected e.g. https://api.example.com/v1"
+            ))
+        })?;
+        let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+        url.set_path(&joined);
+        if !extra.is_empty() {
+            let mut q = url.query_pairs_mut();
+            for (k, v) in extra {
+                q.append_pair(k, v);
+            }
+        }
+        let mut secrets = Vec::new();
+        let mut shown = url.clone();
+        if let Some(p) = url.password().filter(|p| !p.is_empty()) {
+            secrets.push(p.to_owned());
+            secrets.push(percent_decode(p));
+            let _ = shown.set_password(Some("***"));
+        }
+        if url.query().is_some() {
+            let pairs: Vec<(String, String)> = url
+                .query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let mut q = shown.query_pairs_mut();
+            q.clear();
+            for (k, v) in &pairs {
+                if PLAIN_QUERY.contains(&k.as_str()) || v.is_empty() {
+                    q.append_pair(k, v);
+                } else {
+                    secrets.push(v.clone());
+                    q.append_pair(k, "***");
+                }
+            }
+        }
+        secrets.retain(|s| s.len() >= 4);
+        secrets.sort();
+        secrets.dedup();
+        Ok(Endpoint {
+            url: url.to_string(),
+            shown: shown.to_string().replace("%2A%2A%2A", "***"),
+            secrets,
+        })
+    }
+
+    /// `text` with the URL shown in place of the real one and every secret part replaced.
+    pub fn redact(&self, text: String) -> String {
+        let mut text = text.replace(&self.url, &self.shown);
+        for s in &self.secrets {
+            if text.contains(s.as_str()) {
+                text = text.replace(s.as_str(), "***");
+            }
+        }
+        text
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    Url::parse(&format!("http://x/?p={s}"))
+        .ok()
+        .and_then(|u| u.query_pairs().next().map(|(_, v)| v.into_owned()))
+        .unwrap_or_else(|| s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_goes_before_the_query() {
+        let e = Endpoint::new(
+            "https://h.example/v1?key=abcd1234",
+            "/chat/completions",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(e.url, "https://h.example/v1/chat/completions?key=abcd1234");
+        assert_eq!(e.shown, "https://h.example/v1/chat/completions?key=***");
+        let e = Endpoint::new(
+            "https://h.example/",
+            "/v1beta/models/m:streamGenerateContent",
+            &[("alt", "sse")],
+        )
+        .unwrap();
+        assert_eq!(
+            e.url,
+            "https://h.example/v1beta/models/m:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(e.shown, e.url);
+        assert!(e.secrets.is_empty());
+    }
+
+    #[test]
+    fn a_password_is_never_shown() {
+        let e = Endpoint::new(
+            "http://user:PASSW%40RD@127.0.0.1:9/v1",
+            "/chat/completions",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(e.shown, "http://user:***@127.0.0.1:9/v1/chat/completions");
+        let text = e.redact(format!(
+            "error sending request for url ({}): PASSW@RD",
+            e.url
+        ));
+        assert!(!text.contains("PASSW"), "{text}");
+        assert!(text.contains("user:***@127.0.0.1:9"), "{text}");
+    }
+
+    #[test]
+    fn a_base_url_that_is_not_a_url_is_a_config_error() {
+        assert!(matches!(
+            Endpoint::new("not a url", "/x", &[]),
+            Err(ModelError::Config(_))
+        ));
+    }
+}
