@@ -252,7 +252,7 @@ impl HttpModel {
             );
             let result = self
                 .client
-                .post(&self.endpoint.url)
+                .post(&self.endpoint.request_url)
                 .headers(self.headers.clone())
                 .body(body.clone())
                 .send()

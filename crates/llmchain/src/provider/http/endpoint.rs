@@ -18,7 +18,7 @@ const PLAIN_QUERY: [&str; 2] = ["alt", "api-version"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Endpoint {
     /// Where requests go, with every credential the base URL holds.
-    pub url: String,
+    pub request_url: String,
     /// The URL with its password and secret query values replaced by `***`.
     pub shown: String,
     /// The secret parts (password, query values), to redact from error texts.
@@ -68,7 +68,7 @@ impl Endpoint {
         secrets.sort();
         secrets.dedup();
         Ok(Endpoint {
-            url: url.to_string(),
+            request_url: url.to_string(),
             shown: shown.to_string().replace("%2A%2A%2A", "***"),
             secrets,
         })
@@ -76,7 +76,7 @@ impl Endpoint {
 
     /// `text` with the URL shown in place of the real one and every secret part replaced.
     pub fn redact(&self, text: String) -> String {
-        let mut text = text.replace(&self.url, &self.shown);
+        let mut text = text.replace(&self.request_url, &self.shown);
         for s in &self.secrets {
             if text.contains(s.as_str()) {
                 text = text.replace(s.as_str(), "***");
@@ -105,7 +105,10 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(e.url, "https://h.example/v1/chat/completions?key=abcd1234");
+        assert_eq!(
+            e.request_url,
+            "https://h.example/v1/chat/completions?key=abcd1234"
+        );
         assert_eq!(e.shown, "https://h.example/v1/chat/completions?key=***");
         let e = Endpoint::new(
             "https://h.example/",
@@ -114,10 +117,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            e.url,
+            e.request_url,
             "https://h.example/v1beta/models/m:streamGenerateContent?alt=sse"
         );
-        assert_eq!(e.shown, e.url);
+        assert_eq!(e.shown, e.request_url);
         assert!(e.secrets.is_empty());
     }
 
@@ -132,7 +135,7 @@ mod tests {
         assert_eq!(e.shown, "http://user:***@127.0.0.1:9/v1/chat/completions");
         let text = e.redact(format!(
             "error sending request for url ({}): PASSW@RD",
-            e.url
+            e.request_url
         ));
         assert!(!text.contains("PASSW"), "{text}");
         assert!(text.contains("user:***@127.0.0.1:9"), "{text}");
