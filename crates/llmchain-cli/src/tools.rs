@@ -71,6 +71,12 @@ pub fn clock() -> Tool {
 pub const MAX_READ_BYTES: u64 = 256 * 1024;
 
 /// `read_file {"path": "notes.txt"}` — reads a UTF-8 text file inside `root` only.
+///
+/// Threat model: the path comes from a model, which may be steered by anything it read.
+/// It is refused when absolute, when it resolves (through `..` or symlinks) outside
+/// `root`, and when the file has more than one hard link (a link inside `root` can name
+/// a file outside it); what is read is the opened file, checked by its own metadata.
+/// It is not a sandbox against another local process that swaps files while it reads.
 pub fn read_file(root: impl Into<PathBuf>) -> Tool {
     let root: PathBuf = root.into();
     Tool::builder("read_file")
@@ -115,12 +121,26 @@ async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
     if !full.starts_with(&root) {
         return ToolOutput::refusal(format!("{rel} is outside the working directory"));
     }
-    let meta = match tokio::fs::metadata(&full).await {
+    // What is read is what was checked: the opened file's own metadata, not the path's.
+    let file = match tokio::fs::File::open(&full).await {
+        Ok(f) => f,
+        Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
+    };
+    let meta = match file.metadata().await {
         Ok(m) => m,
         Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
     };
     if !meta.is_file() {
         return ToolOutput::error(format!("{rel} is not a file"));
+    }
+    // A hard link inside the directory can name a file outside it, and no path check
+    // sees it: a file with more than one link is refused.
+    #[cfg(unix)]
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return ToolOutput::refusal(format!(
+            "{rel} has more than one hard link, so it may be a file from outside the working \
+             directory; it is not read"
+        ));
     }
     if meta.len() > MAX_READ_BYTES {
         return ToolOutput::error(format!(
@@ -128,7 +148,12 @@ async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
             meta.len()
         ));
     }
-    match tokio::fs::read(&full).await {
+    let mut bytes = Vec::new();
+    let read = {
+        use tokio::io::AsyncReadExt;
+        file.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes).await
+    };
+    match read.map(|_| bytes) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => ToolOutput::with_data(text, json!({"path": rel, "bytes": meta.len()})),
             Err(_) => ToolOutput::error(format!("{rel} is not UTF-8 text")),
@@ -188,6 +213,26 @@ mod tests {
             .execute(json!({"path": "nope.txt"}), ToolContext::new("4"))
             .await;
         assert!(missing.is_error() && !missing.is_refusal());
+    }
+
+    /// A hard link inside the directory to a file outside it is not read.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_hard_link_out_of_the_directory_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "TOP SECRET").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        if std::fs::hard_link(&secret, dir.path().join("innocent.txt")).is_err() {
+            eprintln!("a_hard_link_out_of_the_directory_is_refused: skipped: no hard links here");
+            return;
+        }
+        let out = read_file(dir.path())
+            .execute(json!({"path": "innocent.txt"}), ToolContext::new("1"))
+            .await;
+        assert!(out.is_refusal(), "{out:?}");
+        assert!(!out.content_text().contains("TOP SECRET"));
+        assert!(out.content_text().contains("hard link"));
     }
 
     #[tokio::test]
