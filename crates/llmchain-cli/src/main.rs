@@ -9,6 +9,7 @@ mod held_run;
 mod job;
 mod progress;
 mod review;
+mod shown;
 mod tools;
 
 use std::process::ExitCode;

@@ -19,6 +19,9 @@ use llmchain::message::{ExecutionStatus, Message};
 /// How long a tool call runs before its progress line appears.
 pub const TOOL_LINE_AFTER: Duration = Duration::from_millis(500);
 
+/// The longest progress line, in characters.
+pub const LINE_MAX: usize = 300;
+
 /// The spinner and the tool line of one run; cheap to clone.
 ///
 /// At most one line is drawn at a time (the model is not waited for while tools run),
@@ -152,8 +155,11 @@ impl Progress {
         }
     }
 
-    /// Prints one line on stderr (above the drawn line, if any).
+    /// Prints one line on stderr (above the drawn line, if any): control characters
+    /// shown escaped, at most [`LINE_MAX`] characters (arguments can be megabytes; the
+    /// whole text is in `conversations show`).
     pub fn line(&self, text: &str) {
+        let text = crate::shown::inline(text, LINE_MAX);
         let state = lock(&self.inner.state);
         match state.tool_line.as_ref().or(state.waiting.as_ref()) {
             Some(pb) => pb.suspend(|| eprintln!("{text}")),

@@ -206,8 +206,9 @@ impl TerminalReview {
         writeln!(out)?;
         writeln!(
             out,
-            "── tool call: {name} — {}{}",
-            meta.display_text,
+            "── tool call: {} — {}{}",
+            crate::shown::inline(name, 200),
+            crate::shown::inline(&meta.display_text, 200),
             if labels.is_empty() {
                 String::new()
             } else {
@@ -219,7 +220,7 @@ impl TerminalReview {
             let pretty = serde_json::to_string_pretty(&Value::Object(args.clone()))
                 .unwrap_or_else(|_| "{}".into());
             for line in pretty.lines() {
-                writeln!(out, "   {line}")?;
+                writeln!(out, "   {}", crate::shown::block(line))?;
             }
             write!(out, "[a]pprove  [e]dit  [r]eject  [d]eny > ")?;
             out.flush()?;

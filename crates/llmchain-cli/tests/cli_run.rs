@@ -362,3 +362,52 @@ fn run_with_the_python_sdk_server_over_stdio_and_http() {
             .contains("Oslo")
     );
 }
+
+/// Escape sequences in what a tool returned (here a file the model asked for) never
+/// reach the terminal raw: the progress line and `conversations show` show them escaped.
+#[test]
+fn escape_sequences_from_tools_are_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("notes.txt"),
+        "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m approved\n",
+    )
+    .unwrap();
+    let first = ResponseScript::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#);
+    let second = ResponseScript::text("Done.");
+    let (base, _seen) = serve(vec![
+        render_stream(Format::OpenAiChat, &first).unwrap(),
+        render_stream(Format::OpenAiChat, &second).unwrap(),
+    ]);
+    let db = format!("sqlite://{}", dir.path().join("esc.db").display());
+    let out = llmchain(
+        &["run", "--base-url", &base, "--db", &db, "Read notes.txt"],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{9b}'),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr.contains("✓ read_file: \\u{1b}]0;pwned\\u{7}"),
+        "{stderr}"
+    );
+    let id = common::saved_id(&stderr);
+    let show = llmchain(&["conversations", "--db", &db, "show", &id], dir.path());
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success());
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{9b}'),
+        "{shown:?}"
+    );
+    assert!(shown.contains("\\u{1b}[2J"), "{shown}");
+    // The export is data: the text exactly as stored.
+    let c = common::export(&db, &id, dir.path());
+    assert!(
+        c.messages[2].tool_results[0]
+            .content_text()
+            .contains('\u{1b}')
+    );
+}

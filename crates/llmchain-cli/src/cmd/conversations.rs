@@ -140,6 +140,9 @@ fn database_url(flag: Option<String>) -> Option<String> {
 async fn run_async(args: ConversationsArgs) -> CliResult {
     let (store, _) = open_store(args.db).await?;
     let mut out = String::new();
+    // Everything but an export (data, written as it is stored) shows stored text from
+    // models and tools: their control characters are shown escaped.
+    let data = matches!(args.action, Action::Export { .. });
     match args.action {
         Action::List { limit, json } => {
             let list = store.list_conversations(limit).await.map_err(store_error)?;
@@ -195,7 +198,11 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
             }
         }
     }
-    print(&out)
+    if data {
+        print(&out)
+    } else {
+        print(&crate::shown::block(&out))
+    }
 }
 
 /// Resumes a stored conversation: outstanding tool calls run with the built-in tools and

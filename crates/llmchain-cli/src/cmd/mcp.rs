@@ -113,7 +113,13 @@ pub fn run(args: McpArgs) -> CliResult {
             let tools = connect_mcp_tools(&servers, &[]).await?;
             for t in &tools {
                 let labels = t.hints.labels().join(", ");
-                println!("{}\t{}\t[{labels}]\t{}", t.tool.name(), t.tool.display_text(), t.tool.description());
+                let field = |s: &str| crate::shown::inline(s, 200);
+                println!(
+                    "{}\t{}\t[{labels}]\t{}",
+                    field(t.tool.name()),
+                    field(t.tool.display_text()),
+                    field(t.tool.description())
+                );
             }
             Ok(())
         }),

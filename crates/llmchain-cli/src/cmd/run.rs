@@ -289,6 +289,7 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
         progress.clone(),
     );
     let (m1, m2) = (mid_line.clone(), mid_line.clone());
+    let stdout_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     // Calls answered by the review without running (their result is the reason).
     let unrun: Arc<Mutex<HashSet<String>>> = Arc::default();
     let (u1, u2, u3) = (unrun.clone(), unrun.clone(), unrun);
@@ -301,12 +302,18 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
             p1.done_waiting();
             match ev {
                 StreamEvent::TextDelta { text, .. } => {
-                    print!("{text}");
+                    // To a terminal, escape sequences from the model are shown, not run;
+                    // a pipe or a file gets the text as it came.
+                    if stdout_is_terminal {
+                        print!("{}", crate::shown::block(text));
+                    } else {
+                        print!("{text}");
+                    }
                     let _ = std::io::stdout().flush();
                     m1.store(!text.ends_with('\n'), Ordering::Relaxed);
                 }
                 StreamEvent::ReasoningDelta { text, .. } => {
-                    eprint!("{text}");
+                    eprint!("{}", crate::shown::block(text));
                 }
                 _ => {}
             }

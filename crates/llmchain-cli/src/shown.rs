@@ -1,0 +1,67 @@
+//! Text from a model, a tool, a provider or an MCP server, made safe to show in a
+//! terminal: control characters (escape sequences that could retitle the window, clear
+//! the screen or draw a fake "approved") are shown escaped, as `\u{1b}`, never sent.
+//!
+//! Written here rather than taken from a crate: it is a few lines over `char`, and the
+//! crates that strip ANSI sequences remove them silently, where a user should see that
+//! something tried.
+
+/// One line: every control character escaped, line breaks included; at most `max`
+/// characters, then `…`.
+pub fn inline(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max + 8));
+    for (n, c) in text.chars().enumerate() {
+        if n == max {
+            out.push('…');
+            break;
+        }
+        push(&mut out, c, false);
+    }
+    out
+}
+
+/// Several lines: line breaks and tabs kept, every other control character escaped.
+pub fn block(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        push(&mut out, c, true);
+    }
+    out
+}
+
+fn push(out: &mut String, c: char, keep_lines: bool) {
+    if keep_lines && (c == '\n' || c == '\t') {
+        out.push(c);
+    } else if c.is_control() {
+        out.extend(c.escape_unicode());
+    } else {
+        out.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_are_shown_not_sent() {
+        let osc = "\u{1b}]0;pwned\u{7}title";
+        assert_eq!(inline(osc, 100), "\\u{1b}]0;pwned\\u{7}title");
+        let csi_c1 = "a\u{9b}2Jb\r\nc";
+        assert_eq!(inline(csi_c1, 100), "a\\u{9b}2Jb\\u{d}\\u{a}c");
+        assert_eq!(block(csi_c1), "a\\u{9b}2Jb\\u{d}\nc");
+        assert_eq!(block("plain\ttext\n"), "plain\ttext\n");
+    }
+
+    #[test]
+    fn inline_truncates_by_characters() {
+        assert_eq!(inline("héllo wörld", 5), "héllo…");
+        assert_eq!(inline("short", 5), "short");
+    }
+}
