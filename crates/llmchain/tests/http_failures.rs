@@ -149,6 +149,7 @@ async fn a_stalled_stream_hits_the_read_timeout() {
             .timeouts(Timeouts {
                 connect: Duration::from_secs(5),
                 read: Duration::from_millis(300),
+                ..Timeouts::default()
             })
             .retry(retry(2)),
     )

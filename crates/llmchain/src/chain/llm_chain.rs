@@ -547,6 +547,7 @@ fn error_type(e: &ModelError) -> &'static str {
         ModelError::Http { .. } => "http",
         ModelError::Connect { .. } => "connect",
         ModelError::Timeout { .. } => "timeout",
+        ModelError::Limit { .. } => "limit",
         ModelError::StreamInterrupted { .. } => "stream_interrupted",
         ModelError::Provider { .. } => "provider",
         ModelError::Decode(_) => "decode",

@@ -107,6 +107,15 @@ pub enum ModelError {
         /// The limit.
         after: Duration,
     },
+    /// A limit ended the response: its overall deadline or its size cap. What arrived
+    /// is kept by the chain as a cancelled message; its calls never run. Not retried.
+    #[error("{provider}: {message}")]
+    Limit {
+        /// Provider name.
+        provider: String,
+        /// Which limit, and how to raise it.
+        message: String,
+    },
     /// The stream stopped before the provider said it was done.
     #[error("the response stream from {provider} ended early: {message}")]
     StreamInterrupted {

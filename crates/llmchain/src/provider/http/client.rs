@@ -233,6 +233,28 @@ impl HttpModel {
         self.config.api_key.as_ref().map(|k| k.expose_secret())
     }
 
+    fn past_deadline(&self) -> ModelError {
+        ModelError::Limit {
+            provider: self.config.provider.clone(),
+            message: format!(
+                "the response was not over after {:?}, the call's overall deadline \
+                 (Timeouts::total); what arrived is kept, its calls are not run",
+                self.config.timeouts.total
+            ),
+        }
+    }
+
+    fn too_large(&self) -> ModelError {
+        ModelError::Limit {
+            provider: self.config.provider.clone(),
+            message: format!(
+                "the response is larger than {} bytes (max_response_bytes); what arrived is \
+                 kept, its calls are not run",
+                self.config.max_response_bytes
+            ),
+        }
+    }
+
     /// One HTTP exchange up to a successful response's headers, retrying retryable
     /// failures. `attempt` counts attempts made so far (shared with stream retries).
     async fn send(
@@ -376,6 +398,26 @@ async fn read_limited(resp: reqwest::Response, limit: usize) -> Vec<u8> {
     out
 }
 
+/// The whole body, or `None` when it is larger than `cap` (reading stops there).
+async fn read_capped(
+    resp: reqwest::Response,
+    cap: usize,
+) -> Option<Result<bytes::Bytes, reqwest::Error>> {
+    if resp.content_length().is_some_and(|n| n > cap as u64) {
+        return None;
+    }
+    let mut body = resp.bytes_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(c) if out.len() + c.len() > cap => return None,
+            Ok(c) => out.extend_from_slice(&c),
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(out.into()))
+}
+
 fn build_headers(config: &HttpModelConfig) -> Result<HeaderMap, ModelError> {
     let mut h = HeaderMap::new();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -448,6 +490,10 @@ struct Run<'a> {
     pending: VecDeque<Result<ModelEvent, ModelError>>,
     /// A decoded event reached the caller: from then on no retry.
     emitted: bool,
+    /// The call's overall deadline ([`Timeouts::total`](super::Timeouts::total)).
+    deadline: tokio::time::Instant,
+    /// Body bytes received so far (every attempt's), against `max_response_bytes`.
+    received: usize,
 }
 
 impl Run<'_> {
@@ -457,13 +503,19 @@ impl Run<'_> {
         match std::mem::replace(&mut self.phase, Phase::Finished) {
             Phase::Finished => {}
             Phase::Send => {
-                let resp = match model
-                    .send(&self.body, &mut self.attempt, self.started)
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(e) => {
+                let sent = tokio::time::timeout_at(
+                    self.deadline,
+                    model.send(&self.body, &mut self.attempt, self.started),
+                )
+                .await;
+                let resp = match sent {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => {
                         self.pending.push_back(Err(e));
+                        return;
+                    }
+                    Err(_) => {
+                        self.pending.push_back(Err(model.past_deadline()));
                         return;
                     }
                 };
@@ -493,8 +545,19 @@ impl Run<'_> {
             Phase::Streaming {
                 mut body,
                 mut decoder,
-            } => match body.next().await {
-                Some(Ok(chunk)) => {
+            } => match tokio::time::timeout_at(self.deadline, body.next()).await {
+                Err(_) => {
+                    // What was decoded reached the caller; the chain keeps it as a
+                    // cancelled message.
+                    self.pending.push_back(Err(model.past_deadline()));
+                }
+                Ok(Some(Ok(chunk)))
+                    if self.received + chunk.len() > model.config.max_response_bytes =>
+                {
+                    self.pending.push_back(Err(model.too_large()));
+                }
+                Ok(Some(Ok(chunk))) => {
+                    self.received += chunk.len();
                     let mut events = Vec::new();
                     let secret = model.secret();
                     let fed = decoder.feed(&chunk, &mut |e| {
@@ -507,7 +570,7 @@ impl Run<'_> {
                         Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
                     }
                 }
-                Some(Err(e)) => {
+                Ok(Some(Err(e))) => {
                     let message = if e.is_timeout() {
                         format!(
                             "no data for {:?} (read timeout)",
@@ -519,7 +582,7 @@ impl Run<'_> {
                     drop(decoder);
                     self.retry_or_fail(message).await;
                 }
-                None => {
+                Ok(None) => {
                     let mut events = Vec::new();
                     let secret = model.secret();
                     let finished = decoder.finish(&mut |e| {
@@ -575,7 +638,23 @@ impl Run<'_> {
 
     async fn whole_body(&mut self, resp: reqwest::Response) {
         let model = self.model;
-        match resp.bytes().await {
+        let read = tokio::time::timeout_at(
+            self.deadline,
+            read_capped(resp, model.config.max_response_bytes),
+        )
+        .await;
+        let read = match read {
+            Err(_) => {
+                self.pending.push_back(Err(model.past_deadline()));
+                return;
+            }
+            Ok(None) => {
+                self.pending.push_back(Err(model.too_large()));
+                return;
+            }
+            Ok(Some(r)) => r,
+        };
+        match read {
             Ok(bytes) => match model.codec.decode_response(&bytes, model.decoder_config) {
                 Ok(mut outcome) => {
                     scrub_outcome(&mut outcome, model.secret());
@@ -621,6 +700,8 @@ impl ChatModel for HttpModel {
             phase: Phase::Send,
             pending: VecDeque::new(),
             emitted: false,
+            deadline: tokio::time::Instant::now() + self.config.timeouts.total,
+            received: 0,
         };
         Box::pin(stream::unfold(run, |mut run| async move {
             loop {

@@ -36,8 +36,12 @@ pub struct Timeouts {
     /// Limit on opening the TCP/TLS connection.
     pub connect: Duration,
     /// Limit on waiting for the next bytes (response headers or the next chunk of a
-    /// stream): an idle timeout, so a long stream that keeps sending is never cut.
+    /// stream): an idle timeout, so a long stream that keeps sending is never cut by it.
     pub read: Duration,
+    /// Overall deadline of one model call, retries and the whole stream included: a
+    /// server trickling keep-alives or text cannot hold a call open past it (default 10
+    /// minutes).
+    pub total: Duration,
 }
 
 impl Default for Timeouts {
@@ -45,6 +49,7 @@ impl Default for Timeouts {
         Timeouts {
             connect: Duration::from_secs(10),
             read: Duration::from_secs(120),
+            total: Duration::from_secs(600),
         }
     }
 }
@@ -134,7 +139,12 @@ pub struct HttpModelConfig {
     pub temperature: Option<f64>,
     /// A display name for the provider in errors and traces (default: from the format).
     pub provider: String,
+    /// Cap on a response's body, streamed or not (default [`DEFAULT_MAX_RESPONSE_BYTES`]).
+    pub max_response_bytes: usize,
 }
+
+/// The default cap on a response's body: 64 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 /// Prints no secret: the key as `[redacted]`, the base URL without its password or
 /// query values, extra headers by name only (an `Authorization` header set here is as
@@ -157,6 +167,7 @@ impl fmt::Debug for HttpModelConfig {
             .field("max_tokens", &self.max_tokens)
             .field("temperature", &self.temperature)
             .field("provider", &self.provider)
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }
@@ -217,6 +228,7 @@ impl HttpModelConfig {
             max_tokens: None,
             temperature: None,
             provider: provider_name(format).to_owned(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -319,6 +331,13 @@ impl HttpModelConfig {
     #[must_use]
     pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
+        self
+    }
+
+    /// Sets the cap on a response's body, in bytes.
+    #[must_use]
+    pub fn max_response_bytes(mut self, n: usize) -> Self {
+        self.max_response_bytes = n;
         self
     }
 

@@ -41,7 +41,7 @@ mod error_body;
 
 pub use client::HttpModel;
 pub use config::{
-    ApiKey, HttpModelConfig, RetryPolicy, Timeouts, base_url_env_var, default_base_url,
-    key_env_vars, provider_name,
+    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, HttpModelConfig, RetryPolicy, Timeouts, base_url_env_var,
+    default_base_url, key_env_vars, provider_name,
 };
 pub use error_body::{provider_message, reported_headers, retry_after};
