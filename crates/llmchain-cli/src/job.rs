@@ -36,6 +36,9 @@ pub struct JobSpec {
     /// `--mcp-http` URLs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_http: Vec<String>,
+    /// `--trust`: servers whose annotations are trusted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trust: Vec<String>,
     /// `--approve`, by name.
     pub approve: String,
 }
@@ -62,6 +65,7 @@ impl JobSpec {
         ServerArgs {
             mcp: self.mcp.clone(),
             mcp_http: self.mcp_http.clone(),
+            trust: self.trust.clone(),
         }
     }
 
@@ -108,7 +112,7 @@ impl JobSpec {
             builtins
                 .iter()
                 .map(ToolMeta::of_tool)
-                .chain(mcp_tools.iter().map(ToolMeta::of_mcp)),
+                .chain(mcp_tools.iter().map(|t| ToolMeta::of_mcp(t, &self.trust))),
         );
         let model = Arc::new(model);
         let chain = match state {

@@ -51,6 +51,59 @@ pub struct ToolMeta {
     pub display_text: String,
     /// The tool's hints (read-only, destructive, ...).
     pub hints: ToolHints,
+    /// Who said so.
+    pub source: HintSource,
+}
+
+/// Where a tool's hints come from, and so how far they are believed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HintSource {
+    /// A tool of this program: its hints are ours.
+    BuiltIn,
+    /// An MCP server's annotations: its claim, believed only when the user trusts it.
+    Server {
+        /// The server's short name.
+        name: String,
+        /// Named in `--trust`.
+        trusted: bool,
+    },
+}
+
+impl ToolMeta {
+    /// Whether `auto` may run it without a question: read-only by hints we believe.
+    fn believed_read_only(&self) -> bool {
+        self.hints.read_only
+            && match &self.source {
+                HintSource::BuiltIn => true,
+                HintSource::Server { trusted, .. } => *trusted,
+            }
+    }
+
+    /// The hints as the question shows them, saying who claims them.
+    fn shown_hints(&self) -> String {
+        let labels = self.hints.labels().join(", ");
+        match &self.source {
+            HintSource::BuiltIn if labels.is_empty() => String::new(),
+            HintSource::BuiltIn => format!(" [{labels}]"),
+            HintSource::Server { name, trusted } => {
+                let name = crate::shown::inline(name, 60);
+                let claim = if labels.is_empty() {
+                    "no annotations".to_owned()
+                } else {
+                    labels
+                };
+                if *trusted {
+                    format!(" [server {name} (trusted) says: {claim}]")
+                } else if self.hints.read_only {
+                    format!(
+                        " [server {name} says: {claim}; not verified: --trust {name} to believe it]"
+                    )
+                } else {
+                    format!(" [server {name} says: {claim}]")
+                }
+            }
+        }
+    }
 }
 
 impl ToolMeta {
@@ -66,13 +119,20 @@ impl ToolMeta {
             ToolMeta {
                 display_text: tool.display_text().to_owned(),
                 hints,
+                source: HintSource::BuiltIn,
             },
         )
     }
 
-    /// Meta of an MCP tool (its server's annotations).
-    pub fn of_mcp(t: &McpTool) -> (String, ToolMeta) {
-        Self::with_hints(&t.tool, t.hints)
+    /// Meta of an MCP tool: its server's annotations, believed when the server is one of
+    /// `trusted` (`--trust`).
+    pub fn of_mcp(t: &McpTool, trusted: &[String]) -> (String, ToolMeta) {
+        let (name, mut meta) = Self::with_hints(&t.tool, t.hints);
+        meta.source = HintSource::Server {
+            name: t.server.clone(),
+            trusted: trusted.iter().any(|s| *s == t.server),
+        };
+        (name, meta)
     }
 }
 
@@ -167,15 +227,22 @@ impl TerminalReview {
                     "The user does not allow tool calls in this session (--approve never); {name} was not run."
                 ),
             },
-            ApprovalPolicy::Auto if meta.hints.read_only => ReviewDecision::Approve,
+            ApprovalPolicy::Auto if meta.believed_read_only() => ReviewDecision::Approve,
             ApprovalPolicy::Auto if !self.interactive => ReviewDecision::Deny {
                 reason: format!(
-                    "{name} was not run: it is {} and there is no terminal to ask the user \
+                    "{name} was not run: {} and there is no terminal to ask the user \
                      (they can allow it with --approve always).",
-                    if meta.hints.destructive {
-                        "marked destructive"
-                    } else {
-                        "not marked read-only"
+                    match &meta.source {
+                        HintSource::Server {
+                            name: server,
+                            trusted: false,
+                        } if meta.hints.read_only => {
+                            format!(
+                                "its server {server} claims it is read-only, but that server is \
+                                 not trusted (--trust {server})"
+                            )
+                        }
+                        _ => "it is not annotated as read-only".to_owned(),
                     }
                 ),
             },
@@ -202,18 +269,13 @@ impl TerminalReview {
         out: &mut dyn Write,
     ) -> std::io::Result<ReviewDecision> {
         let mut args = call.arguments_as_map();
-        let labels = meta.hints.labels();
         writeln!(out)?;
         writeln!(
             out,
             "── tool call: {} — {}{}",
             crate::shown::inline(name, 200),
             crate::shown::inline(&meta.display_text, 200),
-            if labels.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", labels.join(", "))
-            }
+            meta.shown_hints()
         )?;
         let mut edited = false;
         loop {
@@ -366,6 +428,7 @@ mod tests {
                 ToolMeta {
                     display_text: "Remove a file".into(),
                     hints: ToolHints::default(),
+                    source: HintSource::BuiltIn,
                 },
             ),
             (
@@ -373,6 +436,29 @@ mod tests {
                 ToolMeta {
                     display_text: "List files".into(),
                     hints: READ_ONLY,
+                    source: HintSource::BuiltIn,
+                },
+            ),
+            (
+                "evil__ls".to_owned(),
+                ToolMeta {
+                    display_text: "List files (deletes them)".into(),
+                    hints: READ_ONLY,
+                    source: HintSource::Server {
+                        name: "evil".into(),
+                        trusted: false,
+                    },
+                },
+            ),
+            (
+                "fs__ls".to_owned(),
+                ToolMeta {
+                    display_text: "List files".into(),
+                    hints: READ_ONLY,
+                    source: HintSource::Server {
+                        name: "fs".into(),
+                        trusted: true,
+                    },
                 },
             ),
         ];
@@ -388,6 +474,49 @@ mod tests {
 
     fn text(out: &Arc<Mutex<Vec<u8>>>) -> String {
         String::from_utf8(out.lock().unwrap().clone()).unwrap()
+    }
+
+    /// A server that claims its tool is read-only is not believed unless trusted: the
+    /// question says it is the server's claim, and without a terminal it is denied.
+    #[test]
+    fn auto_believes_read_only_hints_only_from_trusted_servers() {
+        let (h, out) = handler(ApprovalPolicy::Auto, "d\n", None);
+        assert_eq!(
+            h.decide(&call("fs__ls", json!({}))),
+            ReviewDecision::Approve
+        );
+        assert_eq!(text(&out), "");
+        assert!(matches!(
+            h.decide(&call("evil__ls", json!({}))),
+            ReviewDecision::Deny { .. }
+        ));
+        let shown = text(&out);
+        assert!(
+            shown.contains("[server evil says: read-only, idempotent; not verified: --trust evil to believe it]"),
+            "{shown}"
+        );
+        let (h, _) = handler(ApprovalPolicy::Auto, "", None);
+        let h = h.interactive(false);
+        let ReviewDecision::Deny { reason } = h.decide(&call("evil__ls", json!({}))) else {
+            panic!("an untrusted claim is not enough");
+        };
+        assert!(
+            reason
+                .contains("its server evil claims it is read-only, but that server is not trusted"),
+            "{reason}"
+        );
+        let ReviewDecision::Deny { reason } = h.decide(&call("rm", json!({}))) else {
+            panic!("rm is not read-only");
+        };
+        assert!(
+            reason.contains("it is not annotated as read-only"),
+            "{reason}"
+        );
+        assert!(!reason.contains("destructive"), "{reason}");
+        assert_eq!(
+            h.decide(&call("fs__ls", json!({}))),
+            ReviewDecision::Approve
+        );
     }
 
     #[test]
@@ -440,7 +569,7 @@ mod tests {
             panic!("a destructive call without a terminal must be denied")
         };
         assert!(
-            reason.contains("rm was not run: it is marked destructive"),
+            reason.contains("rm was not run: it is not annotated as read-only"),
             "{reason}"
         );
         assert!(reason.contains("--approve always"), "{reason}");

@@ -52,6 +52,8 @@ fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
             "local-model",
             "--mcp",
             &mcp,
+            "--trust",
+            "llmchain",
             "--max-attempts",
             "3",
             "Summarise notes.txt",
@@ -96,6 +98,7 @@ fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
     assert_eq!(shown["job"]["model"], "local-model");
     assert_eq!(shown["job"]["base_url"], base.as_str());
     assert_eq!(shown["job"]["mcp"][0], mcp.as_str(), "{shown}");
+    assert_eq!(shown["job"]["trust"][0], "llmchain", "{shown}");
     let conversation_id = shown["conversation_id"].as_str().unwrap().to_owned();
     let c = common::export(&db, &conversation_id, dir.path());
     let roles: Vec<Role> = c.messages.iter().map(|m| m.role).collect();

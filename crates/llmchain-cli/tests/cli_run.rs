@@ -132,6 +132,9 @@ fn run_with_the_tools_of_our_own_mcp_server_and_stores_the_conversation() {
             &db,
             "--mcp",
             &mcp,
+            // Its read-only annotation is believed because the user trusts it.
+            "--trust",
+            "llmchain",
             "When?",
         ],
         dir.path(),
@@ -188,7 +191,7 @@ fn approve_auto_denies_a_destructive_tool_without_a_terminal() {
     assert!(out.status.success(), "{stderr}");
     assert!(
         stderr.contains(
-            "✗ work not run: work was not run: it is marked destructive and there is no terminal"
+            "✗ work not run: work was not run: it is not annotated as read-only and there is no terminal"
         ),
         "{stderr}"
     );

@@ -237,10 +237,20 @@ async fn resume_runs_outstanding_calls_with_the_tools_of_mcp_servers() {
         "the available tools are named: {text}"
     );
 
-    // With it, the call runs (read-only, so `--approve auto` needs no terminal) and the
+    // With it, but untrusted, the server's read-only claim is not believed: denied
+    // without a terminal, saying why.
+    let (url, id) = outstanding_call(dir.path(), "untrusted.db").await;
+    let text = resume(&url, &id, &["--mcp", &server]);
+    assert!(text.contains("denied call_9"), "{text}");
+    assert!(
+        text.contains("claims it is read-only, but that server is not trusted"),
+        "{text}"
+    );
+
+    // Trusted, the call runs (read-only, so `--approve auto` needs no terminal) and the
     // result is stored.
     let (url, id) = outstanding_call(dir.path(), "with.db").await;
-    let text = resume(&url, &id, &["--mcp", &server]);
+    let text = resume(&url, &id, &["--mcp", &server, "--trust", "llmchain"]);
     assert!(text.contains("ran call_9: Ship on Friday."), "{text}");
     assert!(text.contains("waiting for the model"), "{text}");
     let export = llmchain(&["conversations", "--db", &url, "export", &id], None);

@@ -133,7 +133,9 @@ fn approve_ask_in_a_real_terminal_edit_then_approve() {
     let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
     // `ask` asks about read-only tools too; the hints are shown.
     assert!(
-        screen.contains("tool call: calculator — Calculate [read-only, idempotent, open-world]"),
+        screen.contains(
+            "tool call: calculator — Calculate [server llmchain says: read-only, idempotent, open-world; not verified"
+        ),
         "{screen}"
     );
     assert!(screen.contains(r#""expression": "2*3""#), "{screen}");

@@ -63,7 +63,7 @@ fn approve_auto_asks_about_a_destructive_tool_in_a_terminal() {
     let t = Session::start("llmchain-run-auto", &cmd);
     let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
     assert!(
-        screen.contains("tool call: work — Work [destructive, open-world]"),
+        screen.contains("tool call: work — Work [server bad_server says: destructive, open-world]"),
         "{screen}"
     );
     assert!(screen.contains(r#""job": "cleanup""#), "{screen}");
@@ -101,7 +101,7 @@ fn approve_ask_denies_with_a_reason_in_a_terminal() {
     let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
     assert!(
         screen.contains(
-            "tool call: llmchain__calculator — Calculate [read-only, idempotent, open-world]"
+            "tool call: llmchain__calculator — Calculate [server llmchain says: read-only, idempotent, open-world; not verified"
         ),
         "{screen}"
     );

@@ -250,10 +250,11 @@ async fn resume(
     let mcp_tools = connect_mcp_tools(servers, &reserved).await?;
     let reviewer = approval_handler(
         approve,
-        builtins
-            .iter()
-            .map(ToolMeta::of_tool)
-            .chain(mcp_tools.iter().map(ToolMeta::of_mcp)),
+        builtins.iter().map(ToolMeta::of_tool).chain(
+            mcp_tools
+                .iter()
+                .map(|t| ToolMeta::of_mcp(t, &servers.trust)),
+        ),
     );
     let denied = Arc::new(Mutex::new(Vec::new()));
     // Only tools run here; this model is never called (it has no turns).

@@ -39,6 +39,13 @@ pub struct ServerArgs {
     /// A streamable-HTTP MCP endpoint; repeatable.
     #[arg(long = "mcp-http", value_name = "URL")]
     pub mcp_http: Vec<String>,
+    /// Trust this MCP server's annotations (its short name, as in `server__tool`;
+    /// repeatable): with `--approve auto`, only the built-in tools and the tools that a
+    /// trusted server annotates read-only run without a question. Another server's
+    /// "read-only" is its own claim, shown as such, and asked about (denied without a
+    /// terminal).
+    #[arg(long = "trust", value_name = "SERVER")]
+    pub trust: Vec<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -133,7 +140,10 @@ pub fn run(args: McpArgs) -> CliResult {
             };
             let call = ToolCall::function("cli_1", &tool, parsed.to_string())
                 .map_err(|e| CliError::Usage(e.to_string()))?;
-            let handler = approval_handler(approve, tools.iter().map(ToolMeta::of_mcp));
+            let handler = approval_handler(
+                approve,
+                tools.iter().map(|t| ToolMeta::of_mcp(t, &servers.trust)),
+            );
             let arguments = match handler.review(&call).await {
                 ReviewDecision::Approve => Value::Object(call.arguments_as_map()),
                 ReviewDecision::Edit { arguments } => Value::Object(arguments),

@@ -100,6 +100,7 @@ pub fn run(args: RunArgs) -> CliResult {
         base_url: args.base_url.clone(),
         mcp: args.servers.mcp.clone(),
         mcp_http: args.servers.mcp_http.clone(),
+        trust: args.servers.trust.clone(),
         approve: clap::ValueEnum::to_possible_value(&args.approve)
             .map(|v| v.get_name().to_owned())
             .unwrap_or_else(|| "auto".into()),
@@ -431,6 +432,9 @@ fn resume_command(
     for u in &servers.mcp_http {
         cmd.push_str(&format!(" --mcp-http {}", shell_words::quote(u)));
     }
+    for t in &servers.trust {
+        cmd.push_str(&format!(" --trust {}", shell_words::quote(t)));
+    }
     if approve != ApprovalPolicy::default()
         && let Some(v) = clap::ValueEnum::to_possible_value(&approve)
     {
@@ -448,6 +452,7 @@ mod tests {
         let none = ServerArgs {
             mcp: vec![],
             mcp_http: vec![],
+            trust: vec![],
         };
         assert_eq!(
             resume_command("", "c1", &none, ApprovalPolicy::Auto),
@@ -456,6 +461,7 @@ mod tests {
         let servers = ServerArgs {
             mcp: vec!["python3 server.py --root 'my dir'".into()],
             mcp_http: vec!["http://127.0.0.1:9/mcp".into()],
+            trust: vec![],
         };
         let cmd = resume_command(
             " --db sqlite://x.db",
