@@ -130,7 +130,7 @@ impl ToolMeta {
         let (name, mut meta) = Self::with_hints(&t.tool, t.hints);
         meta.source = HintSource::Server {
             name: t.server.clone(),
-            trusted: trusted.iter().any(|s| *s == t.server),
+            trusted: trusted.contains(&t.server),
         };
         (name, meta)
     }
