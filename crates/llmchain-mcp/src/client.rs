@@ -37,6 +37,11 @@ pub enum Prefix {
     /// Never prefix; a collision is an error.
     Never,
 }
+/// At most this many pages of `tools/list` are read from one server.
+pub const MAX_TOOL_PAGES: usize = 100;
+
+/// At most this many tools are taken from one server.
+pub const MAX_TOOLS: usize = 10_000;
 
 /// Options of an MCP connection.
 #[derive(Debug, Clone)]
@@ -50,6 +55,8 @@ pub struct McpOptions {
     pub timeout: Duration,
     /// The time limit of starting the server and the MCP handshake.
     pub handshake_timeout: Duration,
+    /// The time limit of listing the server's tools, every page included.
+    pub list_timeout: Duration,
     /// A result whose JSON is larger than this is replaced by an error. The stdio
     /// transport also drops any single message over 16 MiB (rmcp's line cap); such a
     /// call ends with its timeout.
@@ -65,6 +72,7 @@ impl Default for McpOptions {
             name: None,
             timeout: DEFAULT_TIMEOUT,
             handshake_timeout: Duration::from_secs(30),
+            list_timeout: Duration::from_secs(30),
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             inherit_stderr: false,
         }
@@ -235,13 +243,42 @@ impl McpClient {
     /// Lists the server's tools as llmchain tools, named per [`McpOptions::prefix`].
     pub async fn tools(self: &Arc<Self>) -> Result<Vec<McpTool>, McpError> {
         let (_, peer) = self.peer().await?;
-        let list = peer
-            .list_all_tools()
+        let fail = |reason: String| McpError::ListTools {
+            server: self.spec.label(),
+            reason,
+        };
+        // Page by page (not rmcp's `list_all_tools`), so a server that never stops
+        // paging is cut off, and under one deadline, so one that never answers is too.
+        let listing = async {
+            let mut list = Vec::new();
+            let mut cursor = None;
+            for _ in 0..MAX_TOOL_PAGES {
+                let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+                let page = peer
+                    .list_tools(Some(params))
+                    .await
+                    .map_err(|e| fail(service_error_text(&e)))?;
+                list.extend(page.tools);
+                if list.len() > MAX_TOOLS {
+                    return Err(fail(format!("it lists more than {MAX_TOOLS} tools")));
+                }
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => return Ok(list),
+                }
+            }
+            Err(fail(format!(
+                "it was still paging after {MAX_TOOL_PAGES} pages of tools/list (a nextCursor that never ends)"
+            )))
+        };
+        let list = tokio::time::timeout(self.opts.list_timeout, listing)
             .await
-            .map_err(|e| McpError::ListTools {
-                server: self.spec.label(),
-                reason: service_error_text(&e),
-            })?;
+            .map_err(|_| {
+                fail(format!(
+                    "no answer to tools/list within {:?} (McpOptions::list_timeout)",
+                    self.opts.list_timeout
+                ))
+            })??;
         let mut out = Vec::with_capacity(list.len());
         for t in list {
             let listing = serde_json::to_value(&t).map_err(|e| McpError::ListTools {

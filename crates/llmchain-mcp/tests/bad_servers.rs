@@ -207,3 +207,41 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A server that never answers `tools/list` fails within the list timeout, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_lists_its_tools_times_out() {
+    let Some(py) = python() else { return };
+    let opts = McpOptions {
+        list_timeout: Duration::from_millis(800),
+        ..opts()
+    };
+    let started = std::time::Instant::now();
+    let client = McpClient::connect(server(&py, "list-hang", &[]), opts)
+        .await
+        .unwrap();
+    let e = client.tools().await.unwrap_err();
+    assert!(
+        e.to_string().contains("no answer to tools/list within"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A server whose `nextCursor` never ends is cut off after a bounded number of pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_tool_pages_are_cut_off() {
+    let Some(py) = python() else { return };
+    let client = McpClient::connect(server(&py, "endless-pages", &[]), opts())
+        .await
+        .unwrap();
+    let e = client.tools().await.unwrap_err();
+    assert!(
+        e.to_string().contains("still paging after 100 pages"),
+        "{e}"
+    );
+}

@@ -11,6 +11,9 @@ Every mode completes the handshake and lists one tool, `work`, except
   huge         answers with ~4 MB of text
   slow         answers after 1.5 seconds
   garbage-handshake  answers everything with a non-JSON line
+On `tools/list`:
+  list-hang      never answers
+  endless-pages  answers every page with one more tool and a nextCursor, forever
 """
 import json
 import os
@@ -48,6 +51,15 @@ for line in sys.stdin:
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "bad", "version": "0"},
         })
+    elif method == "tools/list" and MODE == "list-hang":
+        continue
+    elif method == "tools/list" and MODE == "endless-pages":
+        page = int((req.get("params") or {}).get("cursor") or 0)
+        result(req, {"tools": [{
+            "name": f"work{page}",
+            "description": "Does some work.",
+            "inputSchema": {"type": "object", "properties": {}},
+        }], "nextCursor": str(page + 1)})
     elif method == "tools/list":
         result(req, {"tools": [{
             "name": "work",
