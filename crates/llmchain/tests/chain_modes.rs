@@ -1051,3 +1051,62 @@ async fn callbacks_fire_in_the_documented_order() {
     let r = &chain.messages()[2].tool_results[1];
     assert!(r.is_exception() && !r.is_refusal());
 }
+
+/// A turn with more calls than the cap, or more argument bytes, runs none of them: each
+/// is refused saying why, and the loop goes on (the model asks again with fewer).
+#[tokio::test]
+async fn a_turn_over_the_call_caps_runs_nothing_and_says_why() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counting = {
+        let ran = ran.clone();
+        Tool::builder("note")
+            .handler(move |_, _| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                async { "noted" }
+            })
+            .build()
+            .unwrap()
+    };
+    let mut many = ResponseScript::default();
+    for i in 0..5 {
+        many = many.with_call(format!("c{i}"), "note", json!({ "i": i }).to_string());
+    }
+    let big = ResponseScript::tool_call("b1", "note", json!({"t": "x".repeat(2000)}).to_string());
+    let m = model(
+        Format::OpenAiChat,
+        vec![
+            many,
+            big,
+            ResponseScript::tool_call("ok", "note", "{}"),
+            ResponseScript::text("done"),
+        ],
+    );
+    let mut chain = LLMChain::new(Arc::new(m)).with_tool(counting);
+    chain.max_calls_per_turn = 4;
+    chain.max_call_argument_bytes_per_turn = 1000;
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "only the call within the caps ran"
+    );
+    let tool_messages: Vec<_> = chain
+        .messages()
+        .iter()
+        .filter(|m| !m.tool_results.is_empty())
+        .collect();
+    assert_eq!(tool_messages[0].tool_results.len(), 5);
+    assert!(tool_messages[0].tool_results.iter().all(|r| r.is_refusal()));
+    assert!(
+        tool_messages[0].tool_results[0]
+            .content_text()
+            .contains("makes 5 tool calls, more than the 4 allowed")
+    );
+    assert!(
+        tool_messages[1].tool_results[0]
+            .content_text()
+            .contains("more than the 1000 allowed")
+    );
+    assert!(!tool_messages[2].tool_results[0].is_error());
+}

@@ -93,6 +93,34 @@ fn signature(call: &ToolCall) -> String {
 }
 
 impl LLMChain {
+    /// Why the calls of `message` are too many or too large to run, if they are.
+    fn turn_over_cap(&self, message: &Message) -> Option<String> {
+        let n = message.tool_calls.len();
+        if n > self.max_calls_per_turn {
+            return Some(format!(
+                "Not run: this message makes {n} tool calls, more than the {} allowed in one \
+                 turn. Make fewer calls at once.",
+                self.max_calls_per_turn
+            ));
+        }
+        let bytes: usize = message
+            .tool_calls
+            .iter()
+            .map(|c| match &c.arguments {
+                Some(Arguments::Raw(r)) => r.len(),
+                Some(Arguments::Object(m)) => serde_json::to_vec(m).map_or(0, |v| v.len()),
+                None => 0,
+            })
+            .sum();
+        (bytes > self.max_call_argument_bytes_per_turn).then(|| {
+            format!(
+                "Not run: the tool calls of this message carry {bytes} bytes of arguments, more \
+                 than the {} allowed in one turn. Send less at once.",
+                self.max_call_argument_bytes_per_turn
+            )
+        })
+    }
+
     /// The `execute_tools` step.
     pub(super) async fn execute_pending_tools(&mut self) -> Result<Step, ChainError> {
         let Some(position) = self.unanswered_calls_position() else {
@@ -222,6 +250,7 @@ impl LLMChain {
     ) -> Result<(), ChainError> {
         let message = self.messages()[position].clone();
         let targets = self.unanswered_calls(position);
+        let over_cap = self.turn_over_cap(&message);
         let mut plans = Vec::with_capacity(targets.len());
         for call in targets.iter().map(|&i| &message.tool_calls[i]) {
             let id = call.call_id.clone().unwrap_or_default();
@@ -240,7 +269,9 @@ impl LLMChain {
                         | ExecutionStatus::Failed
                 )
             );
-            let plan = if !call.is_complete() {
+            let plan = if let Some(why) = &over_cap {
+                Plan::Answer(ToolResult::refusal(&id, why.clone()).with_name(&name))
+            } else if !call.is_complete() {
                 // The executor answers incomplete calls with a refusal.
                 Plan::Run(call.clone())
             } else if previously_started && !idempotent {

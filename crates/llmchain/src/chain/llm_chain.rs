@@ -50,7 +50,19 @@ pub struct LLMChain {
     /// The cap on one tool result's content, in bytes (see
     /// [`ToolExecutor::with_max_result_bytes`](crate::tool::ToolExecutor::with_max_result_bytes)).
     pub max_tool_result_bytes: usize,
+    /// At most this many calls of one assistant message are run; a message with more has
+    /// every call refused (none runs), so the model can ask again with fewer.
+    pub max_calls_per_turn: usize,
+    /// At most this many bytes of arguments, all calls of one message together; over
+    /// it, every call of the message is refused.
+    pub max_call_argument_bytes_per_turn: usize,
 }
+
+/// The default [`LLMChain::max_calls_per_turn`].
+pub const DEFAULT_MAX_CALLS_PER_TURN: usize = 128;
+
+/// The default [`LLMChain::max_call_argument_bytes_per_turn`]: 16 MiB.
+pub const DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN: usize = 16 << 20;
 
 impl std::fmt::Debug for LLMChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +96,8 @@ impl LLMChain {
             max_repeated_failures: DEFAULT_MAX_REPEATED_FAILURES,
             max_concurrent_tools: 16,
             max_tool_result_bytes: crate::tool::DEFAULT_MAX_RESULT_BYTES,
+            max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
+            max_call_argument_bytes_per_turn: DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN,
         }
     }
 

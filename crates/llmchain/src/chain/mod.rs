@@ -46,7 +46,10 @@ mod steps;
 pub use crate::step;
 pub use callbacks::{Callbacks, ChainCallbacks};
 pub use error::ChainError;
-pub use llm_chain::{DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain};
+pub use llm_chain::{
+    DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN, DEFAULT_MAX_CALLS_PER_TURN,
+    DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,
+};
 pub use mode::{CustomMode, DEFAULT_MAX_RUNS, Mode, ModeFuture, RunOutcome, ShouldContinue};
 pub use model::{ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, collect_stream};
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
