@@ -1,6 +1,7 @@
 //! Every response is bounded: a server trickling bytes cannot hold a call past its
 //! overall deadline, and a body larger than the cap is cut at the cap, streamed or not.
-//! In a chain, what arrived is kept as a cancelled message and its calls never run.
+//! In a chain, what arrived is kept as a cancelled message and its calls never run. A
+//! web page where the API should answer is named as such and not retried.
 
 mod http_support;
 
@@ -124,4 +125,48 @@ async fn a_whole_body_over_the_cap_is_refused() {
         matches!(&e, ModelError::Limit { message, .. } if message.contains("max_response_bytes")),
         "{e:?}"
     );
+}
+
+/// A web page where the API should be is reported as such, once, not retried.
+#[tokio::test]
+async fn an_html_page_is_named_and_not_retried() {
+    let server = Server::start(vec![Reply::new(
+        200,
+        "text/html; charset=utf-8",
+        "<html><body>Sign in to the Wi-Fi</body></html>",
+    )])
+    .await;
+    let e = collect_stream(openai(&server, 4).stream(&ask("hi")), |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the server answered with text/html, not an event stream"),
+        "{e}"
+    );
+    assert_eq!(server.seen().len(), 1);
+}
+
+/// A `Retry-After` longer than the retry deadline is not waited; the error says how long
+/// the provider asked to wait.
+#[tokio::test]
+async fn a_retry_after_past_the_deadline_is_reported_not_waited() {
+    let server = Server::start(vec![
+        Reply::json(
+            429,
+            &serde_json::json!({"error": {"message": "Rate limit reached"}}),
+        )
+        .header("retry-after", "600"),
+    ])
+    .await;
+    let started = Instant::now();
+    let e = collect_stream(openai(&server, 4).stream(&ask("hi")), |_| {})
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        e.to_string().contains("the provider asked to wait 10 min"),
+        "{e}"
+    );
+    assert_eq!(server.seen().len(), 1);
 }

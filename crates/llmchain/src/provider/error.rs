@@ -4,7 +4,7 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// Bytes that are not valid JSON where JSON is required.
-    #[error("malformed {format} body: {message}")]
+    #[error("malformed {} body: {message}", title(format))]
     Malformed {
         /// The format being decoded.
         format: &'static str,
@@ -12,7 +12,7 @@ pub enum DecodeError {
         message: String,
     },
     /// Valid JSON of a shape this format never sends (probably another format).
-    #[error("not a {format} body: {message}")]
+    #[error("not {} {} body: {message}", article(format), title(format))]
     WrongFormat {
         /// The format being decoded.
         format: &'static str,
@@ -33,6 +33,26 @@ pub enum DecodeError {
     },
 }
 
+/// A format's name as people write it.
+fn title(format: &str) -> &str {
+    match format {
+        "openai_chat" => "OpenAI Chat",
+        "openai_responses" => "OpenAI Responses",
+        "anthropic" => "Anthropic",
+        "gemini" => "Gemini",
+        "ollama" => "Ollama",
+        other => other,
+    }
+}
+
+/// "a" or "an" before [`title`].
+fn article(format: &str) -> &'static str {
+    match title(format).chars().next() {
+        Some('A' | 'E' | 'I' | 'O' | 'U' | 'a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
 /// A conversation that could not be encoded for a format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
@@ -47,4 +67,28 @@ pub enum EncodeError {
     /// Invalid input (e.g. a tool result with no matching call).
     #[error("invalid conversation: {0}")]
     Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_format_as_people_write_it() {
+        let e = DecodeError::WrongFormat {
+            format: "openai_chat",
+            message: "x".into(),
+        };
+        assert_eq!(e.to_string(), "not an OpenAI Chat body: x");
+        let e = DecodeError::WrongFormat {
+            format: "gemini",
+            message: "x".into(),
+        };
+        assert_eq!(e.to_string(), "not a Gemini body: x");
+        let e = DecodeError::Malformed {
+            format: "anthropic",
+            message: "y".into(),
+        };
+        assert_eq!(e.to_string(), "malformed Anthropic body: y");
+    }
 }

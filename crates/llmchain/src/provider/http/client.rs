@@ -233,6 +233,36 @@ impl HttpModel {
         self.config.api_key.as_ref().map(|k| k.expose_secret())
     }
 
+    /// A retryable error the provider asked to wait out longer than the retry deadline
+    /// allows says so, with the wait it asked for.
+    fn with_wait_asked(&self, error: ModelError, started: Instant) -> ModelError {
+        match error {
+            ModelError::Http {
+                provider,
+                status,
+                kind,
+                message,
+                retry_after: Some(ra),
+            } if kind.is_retryable()
+                && started.elapsed() + ra > self.config.retry.total_deadline =>
+            {
+                ModelError::Http {
+                    message: format!(
+                        "{message} (the provider asked to wait {}, longer than the {:?} retry \
+                         deadline; try again later)",
+                        humanize(ra),
+                        self.config.retry.total_deadline
+                    ),
+                    provider,
+                    status,
+                    kind,
+                    retry_after: Some(ra),
+                }
+            }
+            other => other,
+        }
+    }
+
     fn past_deadline(&self) -> ModelError {
         ModelError::Limit {
             provider: self.config.provider.clone(),
@@ -299,7 +329,7 @@ impl HttpModel {
                 Err(e) => self.transport_error(&e),
             };
             let Some(delay) = self.retry_delay(&error, *attempt, started) else {
-                return Err(error);
+                return Err(self.with_wait_asked(error, started));
             };
             tracing::warn!(
                 provider = %self.config.provider,
@@ -396,6 +426,18 @@ async fn read_limited(resp: reqwest::Response, limit: usize) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A wait in whole seconds, minutes or hours.
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 7200 {
+        format!("{} h", s / 3600)
+    } else if s >= 120 {
+        format!("{} min", s / 60)
+    } else {
+        format!("{} s", s.max(1))
+    }
 }
 
 /// The whole body, or `None` when it is larger than `cap` (reading stops there).
@@ -519,6 +561,32 @@ impl Run<'_> {
                         return;
                     }
                 };
+                let content_type = resp
+                    .headers()
+                    .get(CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                if content_type.starts_with("text/html") {
+                    // A web page (a login portal, a proxy's error page, the wrong base
+                    // URL) is not retried and not read as events.
+                    self.pending.push_back(Err(ModelError::Http {
+                        provider: model.config.provider.clone(),
+                        status: resp.status().as_u16(),
+                        kind: crate::chain::HttpErrorKind::Other,
+                        message: format!(
+                            "the server answered with text/html, not {}; is {} the API's address?",
+                            if model.config.stream {
+                                "an event stream"
+                            } else {
+                                "JSON"
+                            },
+                            model.endpoint.shown
+                        ),
+                        retry_after: None,
+                    }));
+                    return;
+                }
                 let headers = reported_headers(resp.headers());
                 if !headers.is_empty() {
                     self.pending.push_back(Ok(ModelEvent::Headers(headers)));
