@@ -94,7 +94,8 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let at = httpdate::parse_http_date(v).ok()?;
     Some(
         at.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
+            .unwrap_or(Duration::ZERO)
+            .min(Duration::from_secs(1_000_000_000)),
     )
 }
 
