@@ -279,11 +279,16 @@ fn response_parts<'a>(
     calls: &'a [ToolCall],
     gemini3: bool,
 ) -> Result<Vec<GPart<'a>>, EncodeError> {
-    let position = |r: &ToolResult| {
-        calls
-            .iter()
-            .position(|c| c.call_id.as_deref() == Some(r.tool_call_id.as_str()))
-    };
+    // Call ids → first position, built once: looking each result's call up in the list
+    // made 10⁵ call/result pairs quadratic.
+    let mut by_id: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(calls.len());
+    for (i, c) in calls.iter().enumerate() {
+        if let Some(id) = c.call_id.as_deref() {
+            by_id.entry(id).or_insert(i);
+        }
+    }
+    let position = |r: &ToolResult| by_id.get(r.tool_call_id.as_str()).copied();
     let mut ordered: Vec<(Option<usize>, &'a ToolResult)> =
         results.iter().map(|r| (position(r), *r)).collect();
     // Call order; results answering no known call keep their order at the end.

@@ -169,10 +169,7 @@ fn assistant_msg(m: &Message) -> Result<OMsg<'_>, EncodeError> {
     Ok(out)
 }
 
-fn result_msg<'a>(r: &'a ToolResult, calls: &'a [ToolCall]) -> Result<OMsg<'a>, EncodeError> {
-    let call = calls
-        .iter()
-        .find(|c| c.call_id.as_deref() == Some(r.tool_call_id.as_str()));
+fn result_msg<'a>(r: &'a ToolResult, call: Option<&'a ToolCall>) -> Result<OMsg<'a>, EncodeError> {
     let name = r
         .name
         .as_deref()
@@ -215,7 +212,8 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
     if !system.is_empty() {
         messages.push(OMsg::new("system", Cow::Owned(system)));
     }
-    let mut last_calls: &[ToolCall] = &[];
+    let mut last_calls: std::collections::HashMap<&str, &ToolCall> =
+        std::collections::HashMap::new();
     // Images returned by tools of the current turn, sent after its tool messages.
     let mut tool_images: Vec<&ContentPart> = Vec::new();
     fn flush_images<'a>(images: &mut Vec<&'a ContentPart>, messages: &mut Vec<OMsg<'a>>) {
@@ -244,12 +242,20 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
             Role::System => {}
             Role::User => messages.push(user_msg(&m.content)),
             Role::Assistant => {
-                last_calls = &m.tool_calls;
+                // The calls by id (the first of an id wins), once per message: a
+                // search per result made 10⁵ call/result pairs quadratic.
+                last_calls.clear();
+                for c in &m.tool_calls {
+                    if let Some(id) = c.call_id.as_deref() {
+                        last_calls.entry(id).or_insert(c);
+                    }
+                }
                 messages.push(assistant_msg(m)?);
             }
             Role::Tool => {
                 for r in &m.tool_results {
-                    messages.push(result_msg(r, last_calls)?);
+                    let call = last_calls.get(r.tool_call_id.as_str()).copied();
+                    messages.push(result_msg(r, call)?);
                     tool_images.extend(r.content.iter().filter(|p| p.is_image()));
                 }
             }

@@ -30,8 +30,8 @@ const FORMAT: &str = "openai_chat";
 #[derive(Debug)]
 struct State {
     asm: Assembler,
-    /// Open calls by wire index: (wire index, position in `asm.calls`).
-    open: Vec<(u64, u32)>,
+    /// Open calls by wire index → position in `asm.calls`.
+    open: OpenCalls,
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
     error: Option<crate::provider::ProviderError>,
@@ -103,7 +103,7 @@ impl State {
     fn new(config: DecoderConfig) -> Self {
         State {
             asm: Assembler::new(config.max_argument_bytes),
-            open: Vec::new(),
+            open: OpenCalls::default(),
             finish_reason: None,
             usage: None,
             error: None,
@@ -116,7 +116,7 @@ impl State {
     }
 
     fn open_at(&self, wire: u64) -> Option<u32> {
-        open_at(&self.open, wire)
+        self.open.get(wire)
     }
 
     /// One `data:` payload of the stream.
@@ -238,15 +238,7 @@ impl State {
             after_varying: shape.varying.then(|| shape.after()),
             lead: 0,
         };
-        take_fragments(
-            bytes,
-            shape,
-            *max_line,
-            joint,
-            asm,
-            |w| open_at(open, w),
-            emit,
-        )
+        take_fragments(bytes, shape, *max_line, joint, asm, |w| open.get(w), emit)
     }
 
     /// The full path for one payload; `after_prefix` when it starts with the validated
@@ -399,8 +391,7 @@ impl State {
             None => {
                 let p = self.asm.start_call(id, name.unwrap_or(""), on_event);
                 if let Some(wire) = index {
-                    self.open.retain(|(w, _)| *w != wire);
-                    self.open.push((wire, p));
+                    self.open.insert(wire, p);
                 }
                 p
             }
@@ -509,18 +500,47 @@ fn bad_json(data: &[u8], e: &serde_json::Error) -> DecodeError {
     }
 }
 
-/// The call open at wire index `wire`, if any (the latest, should an index repeat).
-#[inline]
-fn open_at(open: &[(u64, u32)], wire: u64) -> Option<u32> {
-    // Indices usually count from 0 in order: try that slot before searching.
-    if let Ok(i) = usize::try_from(wire)
-        && let Some(&(w, p)) = open.get(i)
-        && w == wire
-        && !open[i + 1..].iter().any(|&(w, _)| w == wire)
-    {
-        return Some(p);
+/// The open calls by wire index: the latest call started at each index. Indices count
+/// from 0 in practice, so they index a vector; a server that sends huge or sparse
+/// indices gets a map. Either way a lookup or a new call costs O(1), so a turn with 10⁵
+/// calls is linear (a list searched per call made it quadratic).
+#[derive(Debug, Default)]
+struct OpenCalls {
+    dense: Vec<Option<u32>>,
+    sparse: std::collections::HashMap<u64, u32>,
+}
+
+/// Wire indices below this are kept in the vector.
+const DENSE_INDICES: u64 = 1 << 16;
+
+impl OpenCalls {
+    /// The call open at wire index `wire`, if any.
+    #[inline]
+    fn get(&self, wire: u64) -> Option<u32> {
+        if wire < DENSE_INDICES {
+            self.dense.get(wire as usize).copied().flatten()
+        } else {
+            self.sparse.get(&wire).copied()
+        }
     }
-    open.iter().rev().find(|(w, _)| *w == wire).map(|(_, p)| *p)
+
+    /// `p` is now the call at `wire` (replacing an earlier one there).
+    fn insert(&mut self, wire: u64, p: u32) {
+        if wire < DENSE_INDICES {
+            let i = wire as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, None);
+            }
+            self.dense[i] = Some(p);
+        } else {
+            self.sparse.insert(wire, p);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.dense.clear();
+        self.sparse.clear();
+    }
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {

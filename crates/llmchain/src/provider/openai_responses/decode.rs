@@ -82,10 +82,11 @@ struct Response<'a> {
 #[derive(Debug)]
 struct State {
     asm: Assembler,
-    /// Function-call items by item id: (item id, position).
-    items: Vec<(String, u32)>,
-    /// Reasoning items already turned into parts: (item id, part position).
-    reasoning: Vec<(String, usize)>,
+    /// Function-call items by item id → position (the first item of an id wins). A map,
+    /// not a list: a turn with 10⁵ calls must not search 10⁵ items per event.
+    items: std::collections::HashMap<String, u32>,
+    /// Reasoning items already turned into parts: item id → part position.
+    reasoning: std::collections::HashMap<String, usize>,
     status: Option<String>,
     incomplete_reason: Option<String>,
     usage: Option<TokenUsage>,
@@ -97,8 +98,8 @@ impl State {
     fn new(config: DecoderConfig) -> Self {
         State {
             asm: Assembler::new(config.max_argument_bytes),
-            items: Vec::new(),
-            reasoning: Vec::new(),
+            items: std::collections::HashMap::new(),
+            reasoning: std::collections::HashMap::new(),
             status: None,
             incomplete_reason: None,
             usage: None,
@@ -108,7 +109,7 @@ impl State {
     }
 
     fn item_pos(&self, id: &str) -> Option<u32> {
-        self.items.iter().find(|(i, _)| i == id).map(|(_, p)| *p)
+        self.items.get(id).copied()
     }
 
     fn data(&mut self, data: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
@@ -231,20 +232,20 @@ impl State {
             self.asm
                 .set_call_metadata(p, "item_id", Value::String(id.to_owned()));
         }
-        self.items.push((id.to_owned(), p));
+        self.items.entry(id.to_owned()).or_insert(p);
         p
     }
 
     fn reasoning_delta(&mut self, item_id: Option<&str>, text: &str, on_event: Emit<'_>) {
         let id = item_id.unwrap_or("");
-        if !self.reasoning.iter().any(|(i, _)| i == id) {
+        if !self.reasoning.contains_key(id) {
             self.asm.split_content();
             let p = self.asm.part_for(ContentType::Thinking);
             if !id.is_empty() {
                 self.asm
                     .set_part_option(p, "item_id", Value::String(id.to_owned()));
             }
-            self.reasoning.push((id.to_owned(), p));
+            self.reasoning.insert(id.to_owned(), p);
         }
         self.asm.push_content(ContentType::Thinking, text, on_event);
     }
@@ -274,7 +275,7 @@ impl State {
                                 Value::String(item_id.to_owned()),
                             );
                         }
-                        self.items.push((item_id.to_owned(), p));
+                        self.items.entry(item_id.to_owned()).or_insert(p);
                         p
                     }
                 };
@@ -293,17 +294,13 @@ impl State {
             }
             Some("reasoning") if done => {
                 let id = item.id.as_deref().unwrap_or("");
-                let known = self
-                    .reasoning
-                    .iter()
-                    .find(|(i, _)| i == id)
-                    .map(|(_, p)| *p);
+                let known = self.reasoning.get(id).copied();
                 let pos = match known {
                     Some(p) => p,
                     None => {
                         // No deltas were streamed: take the summary text from the item.
                         self.reasoning_delta(Some(id), "", on_event);
-                        let p = self.reasoning.last().map(|(_, p)| *p).unwrap_or(0);
+                        let p = self.reasoning.get(id).copied().unwrap_or(0);
                         for s in item.summary.iter().flatten() {
                             if let Some(t) = s.get("text").and_then(Value::as_str) {
                                 self.asm.push_content(ContentType::Thinking, t, on_event);
