@@ -184,7 +184,16 @@ fn approve_auto_denies_a_destructive_tool_without_a_terminal() {
     // terminal to ask, so it is denied and the model is told why.
     let (base, seen) = serve(script());
     let out = llmchain(
-        &["run", "--base-url", &base, "--mcp", &mcp, "go"],
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--mcp",
+            &mcp,
+            "--trust",
+            "sdk_server",
+            "go",
+        ],
         dir.path(),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -287,7 +296,8 @@ fn run_with_the_python_sdk_server_over_stdio_and_http() {
     };
     let dir = tempfile::tempdir().unwrap();
     let script = common::sdk_server_script();
-    // stdio: `echo` is read-only (annotated) and runs; `weather` is not and is denied.
+    // stdio: `echo` is read-only (annotated by a server the user trusts) and runs;
+    // `weather` is not and is denied.
     let (base, seen) = serve(texts(&[
         ResponseScript::tool_call("call_1", "echo", r#"{"text":"hi"}"#).with_call(
             "call_2",
@@ -298,7 +308,16 @@ fn run_with_the_python_sdk_server_over_stdio_and_http() {
     ]));
     let mcp = format!("{py} {script}");
     let out = llmchain(
-        &["run", "--base-url", &base, "--mcp", &mcp, "go"],
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--mcp",
+            &mcp,
+            "--trust",
+            "sdk_server",
+            "go",
+        ],
         dir.path(),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
