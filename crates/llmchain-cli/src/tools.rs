@@ -39,7 +39,12 @@ pub fn calculator() -> Tool {
                 }
                 Ok(v) => ToolOutput::error(format!("{expr} is not a finite number ({v})")),
                 // Nothing was changed: a malformed expression is safe to correct and resend.
-                Err(e) => ToolOutput::refusal(format!("cannot evaluate {expr:?}: {e}")),
+                // The parser's own words describe its internals ("we have 1 ops and 3
+                // node"): they follow the explanation, they do not replace it.
+                Err(e) => ToolOutput::refusal(format!(
+                    "cannot evaluate {expr:?}: write it with plain decimal numbers (no exponent \
+                     notation such as 1e308), + - * / ^ and parentheses (parser: {e})"
+                )),
             }
         })
         .build()
@@ -187,6 +192,17 @@ mod tests {
         assert!(r.is_refusal());
         assert!(
             r.content_text().contains("did you mean \"expression\""),
+            "{}",
+            r.content_text()
+        );
+        // Exponent notation: the refusal says what to write, before the parser's words.
+        let r = c
+            .execute(json!({"expression": "2^1e308"}), ToolContext::new("c4"))
+            .await;
+        assert!(r.is_refusal());
+        assert!(
+            r.content_text()
+                .starts_with("cannot evaluate \"2^1e308\": write it with plain decimal numbers"),
             "{}",
             r.content_text()
         );
