@@ -25,6 +25,7 @@ pub struct HeldRun {
     store: Arc<AnyStore>,
     run: Run,
     lease: Lease,
+    sink: StoreSink<AnyStore>,
     heartbeat: Option<Heartbeat>,
     mode: String,
 }
@@ -38,7 +39,7 @@ impl HeldRun {
         mode: &str,
         stop: CancellationToken,
     ) -> Result<HeldRun, CliError> {
-        let worker = format!("cli-{}-{}", std::process::id(), fastrand_suffix());
+        let worker = format!("cli-{}-{}", std::process::id(), instance_suffix());
         let state = RunState {
             mode: mode.to_owned(),
             ..Default::default()
@@ -53,11 +54,15 @@ impl HeldRun {
         let lease = run
             .lease()
             .ok_or_else(|| CliError::Runtime("the claimed run has no lease".into()))?;
+        let sink = StoreSink::new(store.clone(), run.conversation_id.clone())
+            .with_lease(lease.clone(), mode)
+            .keeping(&run.state.extra);
         let heartbeat = Heartbeat::spawn(store.clone(), lease.clone(), LEASE, stop);
         Ok(HeldRun {
             store,
             run,
             lease,
+            sink,
             heartbeat: Some(heartbeat),
             mode: mode.to_owned(),
         })
@@ -70,10 +75,7 @@ impl HeldRun {
 
     /// A sink for the conversation, every write fenced by the lease.
     pub fn sink(&self) -> StoreSink<AnyStore> {
-        StoreSink::for_run(self.store.clone(), &self.run, self.mode.clone()).unwrap_or_else(|| {
-            StoreSink::new(self.store.clone(), self.run.conversation_id.clone())
-                .with_lease(self.lease.clone(), self.mode.clone())
-        })
+        self.sink.clone()
     }
 
     /// Why the heartbeat stopped the command, if it did.
@@ -104,7 +106,7 @@ impl HeldRun {
 }
 
 /// A few random hex digits, so two processes with one pid (containers) differ.
-fn fastrand_suffix() -> String {
+fn instance_suffix() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -65,10 +65,19 @@ impl<S: Store + 'static> StoreSink<S> {
     /// the run state's `extra` keys kept in every save. `None` when the run holds no
     /// lease.
     pub fn for_run(store: Arc<S>, run: &crate::Run, mode: impl Into<String>) -> Option<Self> {
-        let mut sink =
-            StoreSink::new(store, run.conversation_id.clone()).with_lease(run.lease()?, mode);
-        sink.keep = run.state.extra.clone();
-        Some(sink)
+        Some(
+            StoreSink::new(store, run.conversation_id.clone())
+                .with_lease(run.lease()?, mode)
+                .keeping(&run.state.extra),
+        )
+    }
+
+    /// Keeps these run-state `extra` keys (an application's job description…) in every
+    /// save of the run state.
+    #[must_use]
+    pub fn keeping(mut self, extra: &Map<String, Value>) -> Self {
+        self.keep = extra.clone();
+        self
     }
 
     /// Fences every write by `lease` (the run's lease, from [`Run::lease`](crate::Run::lease))

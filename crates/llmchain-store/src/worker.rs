@@ -21,7 +21,6 @@ use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, RunOutcome};
 use llmchain::tool::CancellationToken;
 use tokio::sync::Semaphore;
 
-use crate::error::StoreError;
 use crate::heartbeat::Heartbeat;
 use crate::model::{Lease, Run, RunStatus};
 use crate::sink::{StoreSink, keep_extra, load_chain_state, run_state};
@@ -226,7 +225,7 @@ impl<S: Store + 'static> Worker<S> {
 
     /// Runs the queue until it is empty (nothing pending, nothing running), then
     /// returns: for tests, batch jobs and benchmarks.
-    pub async fn drain(&self) -> Result<(), StoreError> {
+    pub async fn drain(&self) {
         let shutdown = CancellationToken::new();
         let watcher = {
             let store = self.store.clone();
@@ -250,7 +249,6 @@ impl<S: Store + 'static> Worker<S> {
             }
         };
         tokio::join!(self.run(shutdown.clone()), watcher);
-        Ok(())
     }
 }
 
@@ -341,10 +339,9 @@ impl<S: Store + 'static> RunJob<S> {
                 };
             }
         };
-        let sink = StoreSink::for_run(self.store.clone(), run, mode.name()).unwrap_or_else(|| {
-            StoreSink::new(self.store.clone(), run.conversation_id.clone())
-                .with_lease(lease.clone(), mode.name())
-        });
+        let sink = StoreSink::new(self.store.clone(), run.conversation_id.clone())
+            .with_lease(lease.clone(), mode.name())
+            .keeping(&run.state.extra);
         let mut chain = chain.with_sink(Arc::new(sink));
         let heartbeat = Heartbeat::spawn(
             self.store.clone(),

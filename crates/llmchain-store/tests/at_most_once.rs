@@ -368,8 +368,7 @@ async fn r4_failing_runs_are_discarded<S: Store + 'static>(store: Arc<S>) {
     let worker = Worker::new(store.clone(), "w", factory).poll_interval(Duration::from_millis(20));
     tokio::time::timeout(Duration::from_secs(20), worker.drain())
         .await
-        .expect("the queue drains")
-        .unwrap();
+        .expect("the queue drains");
     let never = store.get_run(&never.id).await.unwrap().unwrap();
     assert_eq!(never.state.status, RunStatus::Discarded);
     assert_eq!(never.attempt, 1, "not retried: it cannot pass");

@@ -18,6 +18,8 @@
 //! `CHAOS_SLOW_PERCENT`. Needs PostgreSQL's server binaries (`initdb`, `pg_ctl`); without
 //! them it prints `skipped`.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,8 +31,6 @@ use futures_util::StreamExt;
 use llmchain::chain::{ChainState, ChatModel, LLMChain, Mode, ModelStream, ScriptedModel};
 use llmchain::conversation::Conversation;
 use llmchain::message::{Message, Role};
-use llmchain::provider::Format;
-use llmchain::provider::render::ResponseScript;
 use llmchain::tool::Tool;
 use llmchain_store::worker::BoxError;
 use llmchain_store::{
@@ -221,16 +221,7 @@ async fn chaos_worker_process() {
     let factory = move |run: Run, state: ChainState| {
         let (ledger, worker) = (ledger.clone(), worker_name.clone());
         async move {
-            let asked = state
-                .conversation
-                .messages
-                .iter()
-                .any(|m| !m.tool_calls.is_empty());
-            let mut script = ScriptedModel::new(Format::OpenAiChat);
-            if !asked {
-                script = script.respond(ResponseScript::tool_call("call_1", "charge", "{}"))?;
-            }
-            script = script.respond(ResponseScript::text("charged"))?;
+            let script = common::charge_once(&state)?;
             let delay = if fastrand::u64(0..100) < slow_percent {
                 LEASE * 3 / 2
             } else {
@@ -261,8 +252,7 @@ async fn chaos_worker_process() {
         .lease(LEASE)
         .poll_interval(Duration::from_millis(50))
         .drain()
-        .await
-        .unwrap();
+        .await;
 }
 
 fn spawn_worker(exe: &Path, name: &str, url: &str, ledger: &Path) -> Child {

@@ -13,10 +13,8 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use llmchain::chain::{ChainState, LLMChain, Mode, ScriptedModel};
+use llmchain::chain::{ChainState, LLMChain, Mode};
 use llmchain::message::{Message, ToolResult};
-use llmchain::provider::Format;
-use llmchain::provider::render::ResponseScript;
 use llmchain::tool::Tool;
 use llmchain_store::worker::BoxError;
 use llmchain_store::{NewConversation, PostgresStore, Run, RunState, Store, Worker};
@@ -49,18 +47,7 @@ async fn worker_process() {
     let factory = move |run: Run, state: ChainState| {
         let (ledger, worker) = (ledger.clone(), name.clone());
         async move {
-            // The model asks once per conversation: a run resumed after a crash finds
-            // the call already asked (answered, or "outcome unknown") and just answers.
-            let asked = state
-                .conversation
-                .messages
-                .iter()
-                .any(|m| !m.tool_calls.is_empty());
-            let mut model = ScriptedModel::new(Format::OpenAiChat);
-            if !asked {
-                model = model.respond(ResponseScript::tool_call("call_1", "charge", "{}"))?;
-            }
-            model = model.respond(ResponseScript::text("charged"))?;
+            let model = common::charge_once(&state)?;
             let conversation = run.conversation_id.clone();
             let charge = Tool::builder("charge")
                 .handler(move |_, ctx| {
@@ -90,8 +77,7 @@ async fn worker_process() {
         .lease(LEASE)
         .poll_interval(Duration::from_millis(20))
         .drain()
-        .await
-        .unwrap();
+        .await;
 }
 
 fn spawn_worker(exe: &std::path::Path, name: &str, schema: &str) -> Child {

@@ -75,10 +75,7 @@ async fn work(args: WorkerArgs) -> CliResult {
         args.concurrency.max(1)
     );
     if args.drain {
-        worker
-            .drain()
-            .await
-            .map_err(|e| CliError::Runtime(e.to_string()))?;
+        worker.drain().await;
     } else {
         let shutdown = CancellationToken::new();
         let on_signal = shutdown.clone();

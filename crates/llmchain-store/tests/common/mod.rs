@@ -374,3 +374,22 @@ pub async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
         }
     }
 }
+
+/// The model of the worker tests: asks for the non-idempotent tool `charge` once per
+/// conversation, then answers. A run resumed after a crash finds the call already asked
+/// (answered, or "outcome unknown") and just answers.
+pub fn charge_once(
+    state: &llmchain::chain::ChainState,
+) -> Result<llmchain::chain::ScriptedModel, llmchain::chain::ModelError> {
+    use llmchain::provider::render::ResponseScript;
+    let asked = state
+        .conversation
+        .messages
+        .iter()
+        .any(|m| !m.tool_calls.is_empty());
+    let mut model = llmchain::chain::ScriptedModel::new(llmchain::provider::Format::OpenAiChat);
+    if !asked {
+        model = model.respond(ResponseScript::tool_call("call_1", "charge", "{}"))?;
+    }
+    model.respond(ResponseScript::text("charged"))
+}
