@@ -124,6 +124,10 @@ pub enum StoreError {
     /// The database driver failed (connection, SQL, constraint).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// SQLite failed under the writer thread, which calls it directly (SQL, constraint,
+    /// disk full, the database busy for longer than the 30 s busy timeout).
+    #[error("SQLite error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
 }
 
 impl StoreError {
@@ -160,6 +164,10 @@ impl StoreError {
                 }
                 _ => false,
             },
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
             StoreError::WriterStopped => true,
             _ => false,
         }
