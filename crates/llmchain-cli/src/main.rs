@@ -82,7 +82,9 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("llmchain: {e}");
+            // Errors carry text from outside (a provider's message, an MCP server's
+            // stderr): escaped like every other such text.
+            eprintln!("llmchain: {}", shown::block(&e.to_string()));
             e.exit_code()
         }
     }

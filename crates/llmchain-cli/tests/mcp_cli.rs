@@ -120,6 +120,24 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A server that dies at start: its stderr is shown (it used to be discarded), with the
+/// escape sequences it wrote shown escaped, never sent to the terminal.
+#[test]
+fn a_dying_servers_stderr_is_shown_escaped() {
+    let server = r#"sh -c 'printf "\033]0;pwned\007config missing: set TOKEN\n" >&2; exit 1'"#;
+    let out = Command::new(BIN)
+        .args(["mcp", "list", "--mcp", server])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(
+        err.contains("its stderr ends with: \\u{1b}]0;pwned\\u{7}config missing: set TOKEN"),
+        "{err}"
+    );
+}
+
 #[test]
 fn approve_ask_in_a_real_terminal_edit_then_approve() {
     if !have_tmux("approve_ask_in_a_real_terminal") {

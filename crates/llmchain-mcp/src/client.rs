@@ -1,6 +1,5 @@
 //! [`McpClient`]: one MCP server, its tools as llmchain tools, and calls to them.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,11 +7,12 @@ use llmchain::conversation::empty_object_schema;
 use llmchain::tool::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput};
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use rmcp::service::{Peer, RunningService, ServiceError};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
+use crate::child::{ChildTransport, Watch};
 use crate::result::map_call_result;
 use crate::{McpError, ServerSpec, ToolHints};
 
@@ -20,6 +20,8 @@ use crate::{McpError, ServerSpec, ToolHints};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The default cap on one serialized call result (1 MiB).
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// The default cap on one message from a stdio server (16 MiB, rmcp's own line cap).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// The separator between a prefix and a tool name: `server__tool`.
 const PREFIX_SEPARATOR: &str = "__";
 
@@ -57,11 +59,14 @@ pub struct McpOptions {
     pub handshake_timeout: Duration,
     /// The time limit of listing the server's tools, every page included.
     pub list_timeout: Duration,
-    /// A result whose JSON is larger than this is replaced by an error. The stdio
-    /// transport also drops any single message over 16 MiB (rmcp's line cap); such a
-    /// call ends with its timeout.
+    /// A result whose JSON is larger than this is replaced by an error.
     pub max_result_bytes: usize,
-    /// Pass the server's stderr through to ours (default: discarded).
+    /// A stdio server's message larger than this (a line without a newline) closes the
+    /// connection at once: the call it was part of fails with this cause instead of
+    /// waiting for its timeout, and the server is restarted on the next call.
+    pub max_message_bytes: usize,
+    /// Pass the server's stderr through to ours. Default: its last 2 KiB are kept and
+    /// shown in the errors of a failed handshake or a server that died.
     pub inherit_stderr: bool,
 }
 
@@ -74,6 +79,7 @@ impl Default for McpOptions {
             handshake_timeout: Duration::from_secs(30),
             list_timeout: Duration::from_secs(30),
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             inherit_stderr: false,
         }
     }
@@ -81,13 +87,20 @@ impl Default for McpOptions {
 
 type Conn = RunningService<RoleClient, ()>;
 
+/// A live connection: its number, the service, and what its transport reports.
+struct Live {
+    generation: u64,
+    service: Conn,
+    watch: Watch,
+}
+
 /// A connection to one MCP server. Cheap to share (`Arc`); the tools it lists keep it
 /// alive. A stdio server that exits is started again on the next call.
 pub struct McpClient {
     spec: ServerSpec,
     opts: McpOptions,
     name: String,
-    conn: Mutex<Option<(u64, Conn)>>,
+    conn: Mutex<Option<Live>>,
     generation: std::sync::atomic::AtomicU64,
 }
 
@@ -190,12 +203,16 @@ impl McpClient {
             .as_deref()
             .map(sanitize)
             .unwrap_or_else(|| default_name(&spec));
-        let conn = start(&spec, &opts).await?;
+        let (service, watch) = start(&spec, &opts).await?;
         Ok(Arc::new(McpClient {
             spec,
             opts,
             name,
-            conn: Mutex::new(Some((0, conn))),
+            conn: Mutex::new(Some(Live {
+                generation: 0,
+                service,
+                watch,
+            })),
             generation: std::sync::atomic::AtomicU64::new(0),
         }))
     }
@@ -211,38 +228,59 @@ impl McpClient {
     }
 
     /// The live connection, started again if the server went away.
-    async fn peer(&self) -> Result<(u64, Peer<RoleClient>), McpError> {
+    async fn peer(&self) -> Result<(u64, Peer<RoleClient>, Watch), McpError> {
         let mut g = self.conn.lock().await;
-        if let Some((generation, c)) = g.as_ref()
-            && !c.is_closed()
-            && !c.peer().is_transport_closed()
+        if let Some(live) = g.as_ref()
+            && !live.service.is_closed()
+            && !live.service.peer().is_transport_closed()
         {
-            return Ok((*generation, c.peer().clone()));
+            return Ok((
+                live.generation,
+                live.service.peer().clone(),
+                live.watch.clone(),
+            ));
         }
         if g.is_some() {
             tracing::warn!(server = %self.spec.label(), "MCP server connection lost; reconnecting");
         }
         *g = None;
-        let c = start(&self.spec, &self.opts).await?;
+        let (service, watch) = start(&self.spec, &self.opts).await?;
         let generation = self
             .generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
-        let p = c.peer().clone();
-        *g = Some((generation, c));
-        Ok((generation, p))
+        let p = service.peer().clone();
+        *g = Some(Live {
+            generation,
+            service,
+            watch: watch.clone(),
+        });
+        Ok((generation, p, watch))
     }
 
     async fn invalidate(&self, generation: u64) {
         let mut g = self.conn.lock().await;
-        if g.as_ref().is_some_and(|(n, _)| *n == generation) {
+        if g.as_ref().is_some_and(|live| live.generation == generation) {
             *g = None;
         }
     }
 
+    /// Why a request failed with the connection: a message over the cap, or the
+    /// transport's own error with what the server last wrote on stderr.
+    fn connection_failure(&self, e: &ServiceError, watch: &Watch) -> String {
+        if let Some(read) = watch.oversized.get() {
+            return format!(
+                "it sent a message of more than {} bytes ({read} read before the connection was closed; \
+                 McpOptions::max_message_bytes)",
+                self.opts.max_message_bytes
+            );
+        }
+        with_stderr(e.to_string(), watch)
+    }
+
     /// Lists the server's tools as llmchain tools, named per [`McpOptions::prefix`].
     pub async fn tools(self: &Arc<Self>) -> Result<Vec<McpTool>, McpError> {
-        let (_, peer) = self.peer().await?;
+        let (_, peer, watch) = self.peer().await?;
         let fail = |reason: String| McpError::ListTools {
             server: self.spec.label(),
             reason,
@@ -254,10 +292,12 @@ impl McpClient {
             let mut cursor = None;
             for _ in 0..MAX_TOOL_PAGES {
                 let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
-                let page = peer
-                    .list_tools(Some(params))
-                    .await
-                    .map_err(|e| fail(service_error_text(&e)))?;
+                let page = peer.list_tools(Some(params)).await.map_err(|e| {
+                    fail(match e {
+                        ServiceError::McpError(_) => service_error_text(&e),
+                        _ => self.connection_failure(&e, &watch),
+                    })
+                })?;
                 list.extend(page.tools);
                 if list.len() > MAX_TOOLS {
                     return Err(fail(format!("it lists more than {MAX_TOOLS} tools")));
@@ -305,7 +345,7 @@ impl McpClient {
         args: Map<String, Value>,
         ctx: &ToolContext,
     ) -> ToolOutput {
-        let (generation, peer) = match self.peer().await {
+        let (generation, peer, watch) = match self.peer().await {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(e.to_string()),
         };
@@ -350,77 +390,95 @@ impl McpClient {
             )),
             Err(e) => {
                 self.invalidate(generation).await;
+                if watch.oversized.get().is_some() {
+                    return ToolOutput::error(format!(
+                        "MCP server `{}` {} during the call to {remote_name}, most likely the result: \
+                         the tool may have done its work. Ask for less (a smaller range, a filter, a page). \
+                         The server will be restarted on the next call.",
+                        self.spec.label(),
+                        self.connection_failure(&e, &watch)
+                    ));
+                }
                 ToolOutput::error(format!(
-                    "MCP server `{}` failed during the call to {remote_name} ({e}); \
+                    "MCP server `{}` failed during the call to {remote_name} ({}); \
                      the outcome is unknown. The server will be restarted on the next call.",
-                    self.spec.label()
+                    self.spec.label(),
+                    self.connection_failure(&e, &watch)
                 ))
             }
         }
     }
 }
 
-async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<Conn, McpError> {
+/// `text`, followed by the tail of the server's stderr when it wrote any.
+fn with_stderr(text: String, watch: &Watch) -> String {
+    match watch.stderr.text() {
+        tail if tail.is_empty() => text,
+        tail => format!("{text}; its stderr ends with: {tail}"),
+    }
+}
+
+async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), McpError> {
     let label = spec.label();
     let handshake = |reason: String| McpError::Handshake {
         server: label.clone(),
         reason,
     };
-    let fut = async {
-        match spec {
-            ServerSpec::Stdio {
-                program,
-                args,
-                env,
-                cwd,
-            } => {
-                let mut cmd = tokio::process::Command::new(program);
-                cmd.args(args).kill_on_drop(true);
-                // Its own process group: a terminal's Ctrl-C reaches only the client,
-                // which cancels its calls cleanly instead of the server dying mid-call.
-                #[cfg(unix)]
-                cmd.process_group(0);
-                for (k, v) in env {
-                    cmd.env(k, v);
-                }
-                if let Some(d) = cwd {
-                    cmd.current_dir(d);
-                }
-                let stderr = if opts.inherit_stderr {
-                    Stdio::inherit()
-                } else {
-                    Stdio::null()
-                };
-                let (transport, _) = TokioChildProcess::builder(cmd)
-                    .stderr(stderr)
-                    .spawn()
-                    .map_err(|source| McpError::Spawn {
+    let no_answer = || format!("no answer within {:?}", opts.handshake_timeout);
+    match spec {
+        ServerSpec::Stdio {
+            program,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            // Its own process group: a terminal's Ctrl-C reaches only the client,
+            // which cancels its calls cleanly instead of the server dying mid-call.
+            #[cfg(unix)]
+            cmd.process_group(0);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            if let Some(d) = cwd {
+                cmd.current_dir(d);
+            }
+            let (transport, watch) =
+                ChildTransport::spawn(cmd, opts.max_message_bytes, opts.inherit_stderr).map_err(
+                    |source| McpError::Spawn {
                         command: program.clone(),
                         source,
-                    })?;
-                ().serve(transport).await.map_err(|e| {
-                    handshake(format!(
-                        "{e} (did it exit? run it by hand to see its errors)"
-                    ))
-                })
-            }
-            ServerSpec::Http { url } => {
-                // reqwest is built without a bundled crypto provider; use ring. An
-                // error only means the application installed one already.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
-                ().serve(transport)
-                    .await
-                    .map_err(|e| handshake(e.to_string()))
+                    },
+                )?;
+            match tokio::time::timeout(opts.handshake_timeout, ().serve(transport)).await {
+                Ok(Ok(service)) => Ok((service, watch)),
+                Ok(Err(e)) => {
+                    let reason = match watch.oversized.get() {
+                        Some(read) => format!(
+                            "it sent a message of more than {} bytes ({read} read; McpOptions::max_message_bytes)",
+                            opts.max_message_bytes
+                        ),
+                        None => format!("{e} (did it exit? run it by hand to see its errors)"),
+                    };
+                    // The server's last words arrive just after its exit.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Err(handshake(with_stderr(reason, &watch)))
+                }
+                Err(_) => Err(handshake(with_stderr(no_answer(), &watch))),
             }
         }
-    };
-    match tokio::time::timeout(opts.handshake_timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(handshake(format!(
-            "no answer within {:?}",
-            opts.handshake_timeout
-        ))),
+        ServerSpec::Http { url } => {
+            // reqwest is built without a bundled crypto provider; use ring. An
+            // error only means the application installed one already.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            match tokio::time::timeout(opts.handshake_timeout, ().serve(transport)).await {
+                Ok(Ok(service)) => Ok((service, Watch::default())),
+                Ok(Err(e)) => Err(handshake(e.to_string())),
+                Err(_) => Err(handshake(no_answer())),
+            }
+        }
     }
 }
 

@@ -49,6 +49,7 @@
 
 #![deny(missing_docs)]
 
+mod child;
 mod client;
 mod error;
 mod hints;
@@ -57,7 +58,8 @@ mod server;
 mod spec;
 
 pub use client::{
-    DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT, McpClient, McpOptions, McpTool, Prefix, connect_all,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT, McpClient, McpOptions,
+    McpTool, Prefix, connect_all,
 };
 pub use error::McpError;
 pub use hints::ToolHints;

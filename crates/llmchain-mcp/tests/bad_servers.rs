@@ -158,6 +158,80 @@ async fn a_huge_result_is_capped_with_a_clear_error() {
     assert!(text.len() < 1000);
 }
 
+/// A reply over the message cap (16 MiB by default; rmcp alone drops such a line and the
+/// call waits for its whole timeout) fails the call at once, naming the cause, and the
+/// server is started again for the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_over_the_message_cap_fails_fast_with_its_cause() {
+    let Some(py) = python() else { return };
+    let t = work_tool(server(&py, "oversized", &[]), opts_with_long_timeout()).await;
+    let started = std::time::Instant::now();
+    let r = call(&t, "c1").await;
+    let took = started.elapsed();
+    assert!(r.is_error(), "{r:?}");
+    let text = r.content_text();
+    assert!(
+        text.contains("sent a message of more than 16777216 bytes")
+            && text.contains("during the call to work")
+            && text.contains("Ask for less"),
+        "{text}"
+    );
+    assert!(text.len() < 1000, "{}", text.len());
+    // Not the 600 s timeout: the connection closed when the cap was passed.
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    // A smaller cap trips on the same server's reply too.
+    let t = work_tool(
+        server(&py, "huge", &[]),
+        McpOptions {
+            max_message_bytes: 1024 * 1024,
+            ..opts_with_long_timeout()
+        },
+    )
+    .await;
+    let text = call(&t, "c2").await.content_text();
+    assert!(text.contains("more than 1048576 bytes"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_over_the_message_cap_is_a_list_error_naming_the_cause() {
+    let Some(py) = python() else { return };
+    let client = McpClient::connect(
+        server(&py, "list-oversized", &[]),
+        McpOptions {
+            list_timeout: Duration::from_secs(600),
+            ..opts()
+        },
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let e = client.tools().await.unwrap_err();
+    assert!(matches!(e, McpError::ListTools { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("sent a message of more than 16777216 bytes"),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+/// A server that dies at start shows what it wrote on stderr (the default keeps its
+/// tail instead of discarding it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_at_start_shows_its_stderr() {
+    let Some(py) = python() else { return };
+    let e = McpClient::connect(server(&py, "stderr-exit", &[]), opts())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, McpError::Handshake { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("its stderr ends with: Traceback (most recent call last):")
+            && text.contains("RuntimeError: DATABASE_URL is not set"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_is_not_mcp_fails_the_handshake() {
     let Some(py) = python() else { return };

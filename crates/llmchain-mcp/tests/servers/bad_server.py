@@ -10,10 +10,14 @@ Every mode completes the handshake and lists one tool, `work`, except
   malformed    writes a line that is not JSON, then a response whose result is not an object
   huge         answers with ~4 MB of text
   slow         answers after 1.5 seconds
+  oversized    answers with one line of ~17 MiB (over the 16 MiB message cap)
   garbage-handshake  answers everything with a non-JSON line
 On `tools/list`:
   list-hang      never answers
   endless-pages  answers every page with one more tool and a nextCursor, forever
+  list-oversized answers with one line of ~17 MiB
+On `initialize`:
+  stderr-exit    writes a Python-style traceback on stderr and exits with status 1
 """
 import json
 import os
@@ -45,6 +49,10 @@ for line in sys.stdin:
         sys.stdout.write("this is not json-rpc\n")
         sys.stdout.flush()
         continue
+    if method == "initialize" and MODE == "stderr-exit":
+        sys.stderr.write("Traceback (most recent call last):\nRuntimeError: DATABASE_URL is not set\n")
+        sys.stderr.flush()
+        sys.exit(1)
     if method == "initialize":
         result(req, {
             "protocolVersion": req["params"].get("protocolVersion", "2025-06-18"),
@@ -53,6 +61,12 @@ for line in sys.stdin:
         })
     elif method == "tools/list" and MODE == "list-hang":
         continue
+    elif method == "tools/list" and MODE == "list-oversized":
+        result(req, {"tools": [{
+            "name": "work",
+            "description": "d" * (17 * 1024 * 1024),
+            "inputSchema": {"type": "object", "properties": {}},
+        }]})
     elif method == "tools/list" and MODE == "endless-pages":
         page = int((req.get("params") or {}).get("cursor") or 0)
         result(req, {"tools": [{
@@ -79,6 +93,9 @@ for line in sys.stdin:
             sys.stdout.write("{this is not json\n")
             sys.stdout.flush()
             result(req, "not an object")
+            continue
+        if MODE == "oversized":
+            result(req, {"content": [{"type": "text", "text": "x" * (17 * 1024 * 1024)}]})
             continue
         if MODE == "huge":
             result(req, {"content": [{"type": "text", "text": "x" * (4 * 1024 * 1024)}]})

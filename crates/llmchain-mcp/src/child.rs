@@ -1,0 +1,244 @@
+//! The stdio transport to an MCP server we start.
+//!
+//! rmcp's line framing ([`AsyncRwTransport`]) over the child's pipes, with two things
+//! rmcp's `TokioChildProcess` lacks:
+//! - **A cap on one message that ends the connection with its cause.** rmcp drops a line
+//!   over its own 16 MiB cap and keeps the connection, so the call that line answered
+//!   waits for its whole timeout and then says "timed out", although the server answered
+//!   at once. [`LineCap`] counts the bytes since the last newline as they are read; past
+//!   the cap it records the size on the connection's [`Oversized`] flag and fails the
+//!   read, which closes the connection: pending requests fail at once and the client
+//!   names the real cause.
+//! - **The tail of the server's stderr**, kept (the last [`STDERR_TAIL`] bytes) for the
+//!   messages of a failed handshake or a server that died, instead of being discarded.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+/// How much of a server's stderr is kept for error messages.
+pub const STDERR_TAIL: usize = 2048;
+
+/// How long a server may take to exit once its stdin is closed, before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// Set (to the size read so far) when a server's message passed the cap.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Oversized(Arc<AtomicUsize>);
+
+impl Oversized {
+    /// The bytes of the oversized message read before the connection was closed, if any.
+    pub(crate) fn get(&self) -> Option<usize> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes a server wrote to stderr.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct StderrTail(Arc<Mutex<Vec<u8>>>);
+
+impl StderrTail {
+    /// The kept text, lossily decoded and trimmed (empty when the server said nothing).
+    pub(crate) fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).trim().to_owned()
+    }
+
+    fn push(&self, chunk: &[u8]) {
+        if let Ok(mut tail) = self.0.lock() {
+            tail.extend_from_slice(chunk);
+            let excess = tail.len().saturating_sub(STDERR_TAIL);
+            tail.drain(..excess);
+        }
+    }
+
+    /// Reads `stderr` to its end, keeping the tail.
+    fn collect(&self, mut stderr: ChildStderr) {
+        let tail = self.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+                tail.push(&buf[..n]);
+            }
+        });
+    }
+}
+
+/// A reader that fails once more than `cap` bytes arrive without a newline.
+pub(crate) struct LineCap<R> {
+    inner: R,
+    cap: usize,
+    since_newline: usize,
+    oversized: Oversized,
+}
+
+impl<R> LineCap<R> {
+    pub(crate) fn new(inner: R, cap: usize, oversized: Oversized) -> Self {
+        LineCap {
+            inner,
+            cap,
+            since_newline: 0,
+            oversized,
+        }
+    }
+
+    /// Counts `bytes`; the length of the longest line seen, when it is over the cap.
+    fn count(&mut self, bytes: &[u8]) -> Option<usize> {
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', bytes) {
+            let line = self.since_newline + (newline - start);
+            if line > self.cap {
+                return Some(line);
+            }
+            self.since_newline = 0;
+            start = newline + 1;
+        }
+        self.since_newline += bytes.len() - start;
+        (self.since_newline > self.cap).then_some(self.since_newline)
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        let this = &mut *self;
+        if let Some(size) = this.count(&buf.filled()[before..]) {
+            this.oversized.0.store(size, Ordering::Relaxed);
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the server sent a message of more than {} bytes", this.cap),
+            )));
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A started server: the transport over its pipes, and the process.
+pub(crate) struct ChildTransport {
+    transport: AsyncRwTransport<RoleClient, LineCap<ChildStdout>, ChildStdin>,
+    child: Child,
+}
+
+/// What a started server leaves to watch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Watch {
+    pub(crate) oversized: Oversized,
+    pub(crate) stderr: StderrTail,
+}
+
+impl ChildTransport {
+    /// Starts `cmd` with piped stdin and stdout; stderr is inherited when `inherit_stderr`,
+    /// otherwise its tail is kept.
+    pub(crate) fn spawn(
+        mut cmd: Command,
+        max_message_bytes: usize,
+        inherit_stderr: bool,
+    ) -> io::Result<(ChildTransport, Watch)> {
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(if inherit_stderr {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::piped()
+            })
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let missing = |what| io::Error::other(format!("the server's {what} is not a pipe"));
+        let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+        let watch = Watch {
+            oversized: Oversized::default(),
+            stderr: StderrTail::default(),
+        };
+        if let Some(stderr) = child.stderr.take() {
+            watch.stderr.collect(stderr);
+        }
+        let stdout = LineCap::new(stdout, max_message_bytes, watch.oversized.clone());
+        // rmcp's own line cap stays above ours, so ours is the one that trips.
+        let transport =
+            AsyncRwTransport::new(stdout, stdin).with_max_line_length(max_message_bytes + 1);
+        Ok((ChildTransport { transport, child }, watch))
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.transport.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.transport.receive()
+    }
+
+    /// The MCP stdio shutdown: close the server's stdin, give it [`EXIT_GRACE`] to exit,
+    /// then kill it. (The process is also killed if the transport is dropped unclosed.)
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.transport.close().await?;
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.child.kill().await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(n: usize) -> LineCap<&'static [u8]> {
+        LineCap::new(&[][..], n, Oversized::default())
+    }
+
+    #[test]
+    fn lines_at_the_cap_pass_and_one_byte_more_trips_across_reads() {
+        let mut c = cap(4);
+        assert_eq!(c.count(b"abcd\nab"), None);
+        assert_eq!(c.count(b"cd"), None);
+        assert_eq!(c.count(b"\n\n1234\n"), None);
+        assert_eq!(c.count(b"12"), None);
+        assert_eq!(c.count(b"345\n"), Some(5));
+        let mut c = cap(4);
+        assert_eq!(c.count(b"123"), None);
+        assert_eq!(
+            c.count(b"45"),
+            Some(5),
+            "no newline yet: tripped as soon as it passes"
+        );
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_bytes() {
+        let tail = StderrTail::default();
+        tail.push(&vec![b'a'; STDERR_TAIL]);
+        tail.push(b"Traceback: boom\n");
+        let text = tail.text();
+        assert_eq!(text.len(), STDERR_TAIL - 1, "trimmed newline");
+        assert!(text.ends_with("Traceback: boom"));
+    }
+}
