@@ -250,3 +250,50 @@ mod tempfile_like {
         }
     }
 }
+
+/// The peak resident memory of a running process, from `/proc` (Linux).
+fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A streamed body is decoded as it is read: 128 MiB of keep-alive comments, then a
+/// short answer, never sit in memory (the body used to be read whole first).
+#[test]
+fn decode_reads_a_stream_as_it_arrives_with_bounded_memory() {
+    let mut child = bin()
+        .args(["decode", "--format", "openai_chat", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut input = child.stdin.take().unwrap();
+    let keepalive = ": keep-alive\n\n".repeat(64 * 1024); // 896 KiB
+    let mut sent = 0usize;
+    while sent < 128 << 20 {
+        input.write_all(keepalive.as_bytes()).unwrap();
+        sent += keepalive.len();
+    }
+    // Everything but what the pipe holds has been read: measure before the end.
+    let peak = peak_rss_bytes(pid);
+    let body = std::fs::read(fixture("openai_chat", "text_only.sse")).unwrap();
+    input.write_all(&body).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    assert!(report["text"].as_str().unwrap().starts_with("Hello!"));
+    match peak {
+        Some(peak) => assert!(
+            peak < 48 << 20,
+            "peak RSS {} MiB while 128 MiB went through",
+            peak >> 20
+        ),
+        None => eprintln!("skipped the memory check: no /proc/PID/status here"),
+    }
+}

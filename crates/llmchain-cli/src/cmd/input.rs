@@ -6,6 +6,16 @@ use llmchain::provider::{Codec, Format, codec};
 
 use crate::error::CliError;
 
+/// Opens a file, or stdin for `-` / no path, for reading as it arrives.
+pub fn open_input(path: Option<&str>) -> Result<Box<dyn Read>, CliError> {
+    match path {
+        None | Some("-") => Ok(Box::new(std::io::stdin().lock())),
+        Some(p) => std::fs::File::open(p)
+            .map(|f| Box::new(f) as Box<dyn Read>)
+            .map_err(|e| CliError::Usage(format!("cannot read {p}: {e}"))),
+    }
+}
+
 /// Reads a file, or stdin for `-` / no path.
 pub fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
     match path {

@@ -152,6 +152,23 @@ pub trait Codec: Send + Sync {
         super::wire::looks_like_sse(body)
     }
 
+    /// Whether a body that begins with `prefix` (and may go on) is streamed, or `None`
+    /// while the prefix cannot tell; once it tells, it agrees with
+    /// [`Codec::is_stream_body`] on every body with that prefix. Lets a reader decode a
+    /// body of any size as it arrives (`llmchain decode`). The default decides on the
+    /// first non-blank byte, like the default `is_stream_body`; a codec that overrides
+    /// that must override this too.
+    fn is_stream_prefix(&self, prefix: &[u8]) -> Option<bool> {
+        const BOM: &[u8] = b"\xEF\xBB\xBF";
+        if BOM.starts_with(prefix) {
+            return None;
+        }
+        let body = prefix.strip_prefix(BOM).unwrap_or(prefix);
+        body.iter()
+            .any(|b| !b.is_ascii_whitespace())
+            .then(|| self.is_stream_body(prefix))
+    }
+
     /// Decodes a captured body, streamed or not ([`Codec::is_stream_body`]). A stream
     /// is fed `chunk_size` bytes at a time (`0` feeds it whole).
     fn decode_body(
