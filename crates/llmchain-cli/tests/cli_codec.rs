@@ -215,6 +215,66 @@ fn encode_bad_input_exits_2_with_one_line() {
     ));
 }
 
+/// A conversation whose results answer no call, or that repeats a call id, is refused
+/// with exit 2 and the JSON path (every provider would reject the request); argument
+/// text that is not an object is sent as `{}` with a warning.
+#[test]
+fn encode_refuses_calls_and_results_that_do_not_pair_up() {
+    let orphan = tempfile_like::TempFile::new(
+        "orphan.json",
+        r#"{"version":1,"messages":[{"role":"user","content":"hi"},
+            {"role":"tool","tool_results":[{"tool_call_id":"ghost","content":[{"type":"text","content":"x"}]}]}]}"#,
+    );
+    let out = run(&["encode", "--format", "anthropic", orphan.path()], None);
+    assert_bad_input(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"cannot be sent: messages[1].tool_results[0].tool_call_id: no earlier tool call has id "ghost""#),
+        "{err}"
+    );
+    let call = |id: &str| {
+        format!(r#"{{"status":"complete","call_id":"{id}","name":"f","arguments":{{}}}}"#)
+    };
+    let duplicate = tempfile_like::TempFile::new(
+        "duplicate.json",
+        &format!(
+            r#"{{"version":1,"messages":[{{"role":"assistant","status":"complete","tool_calls":[{},{}]}}]}}"#,
+            call("a"),
+            call("a")
+        ),
+    );
+    let out = run(
+        &["encode", "--format", "openai_chat", duplicate.path()],
+        None,
+    );
+    assert_bad_input(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"messages[0].tool_calls[1].call_id: call id "a" was already used"#)
+            && err.contains("(and 1 more)"),
+        "{err}"
+    );
+    let invalid = tempfile_like::TempFile::new(
+        "invalid.json",
+        r#"{"version":1,"messages":[{"role":"assistant","status":"complete","tool_calls":[
+            {"status":"incomplete","call_id":"a","name":"f","arguments":"{\"x\": tru"}]},
+            {"role":"tool","tool_results":[{"tool_call_id":"a","is_error":true,"content":[{"type":"text","content":"invalid JSON"}]}]}]}"#,
+    );
+    let out = run(&["encode", "--format", "openai_chat", invalid.path()], None);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning:")
+            && err.contains("messages[0].tool_calls[0].arguments: the argument text is not a JSON object; it is sent as {}"),
+        "{err}"
+    );
+    let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        body["messages"][0]["tool_calls"][0]["function"]["arguments"],
+        "{}"
+    );
+}
+
 /// A tiny temp file helper (no extra dev-dependency).
 mod tempfile_like {
     use std::path::PathBuf;

@@ -1,13 +1,18 @@
 //! `llmchain encode --format F [--model M] CONVERSATION.json`: prints the request body
 //! for a conversation file (the storage format's conversation, SPEC §2).
+//!
+//! A conversation whose calls and results do not pair up is refused with exit 2 and the
+//! JSON path of the first problem (`Conversation::inconsistencies`); argument text that
+//! is not a JSON object is sent as `{}`, as the chain sends it, with a warning.
 
 use std::io::Write;
 
-use llmchain::conversation::Conversation;
+use llmchain::conversation::{Conversation, Severity};
 use llmchain::provider::{Format, RequestOptions};
 
 use super::input::{codec_for, read_input};
 use crate::error::{CliError, CliResult};
+use crate::shown;
 
 /// Arguments of `llmchain encode`.
 #[derive(Debug, clap::Args)]
@@ -34,6 +39,33 @@ fn default_model(format: Format) -> &'static str {
     }
 }
 
+/// Refuses a conversation whose calls and results do not pair up (every provider
+/// rejects such a request), naming each place by its JSON path; warns about what is sent
+/// in another form than stored.
+fn check(conv: &Conversation, file: &str) -> CliResult {
+    let (refused, altered): (Vec<_>, Vec<_>) = conv
+        .inconsistencies()
+        .into_iter()
+        .partition(|i| i.severity == Severity::Refused);
+    for i in &altered {
+        eprintln!(
+            "llmchain: warning: {file}: {}",
+            shown::inline(&i.to_string(), 300)
+        );
+    }
+    let Some(first) = refused.first() else {
+        return Ok(());
+    };
+    let more = match refused.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Err(CliError::Usage(format!(
+        "{file} cannot be sent: {}{more}",
+        shown::inline(&first.to_string(), 300)
+    )))
+}
+
 /// Runs the command.
 pub fn run(args: EncodeArgs) -> CliResult {
     let (format, codec) = codec_for(&args.format)?;
@@ -42,6 +74,7 @@ pub fn run(args: EncodeArgs) -> CliResult {
         .map_err(|e| CliError::Usage(format!("{} is not UTF-8 text: {e}", args.conversation)))?;
     let conv = Conversation::from_json(text)
         .map_err(|e| CliError::Usage(format!("invalid conversation {}: {e}", args.conversation)))?;
+    check(&conv, &args.conversation)?;
     let opts = RequestOptions {
         model: args
             .model

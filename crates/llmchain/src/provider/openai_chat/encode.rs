@@ -12,10 +12,10 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, ToolDefinition};
-use crate::message::{
-    Arguments, ContentPart, ContentType, Message, MessageStatus, Role, ToolCall, ToolResult,
+use crate::conversation::{
+    Conversation, ToolChoice, ToolChoiceMode, ToolDefinition, answered_ids, sendable,
 };
+use crate::message::{Arguments, ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::encoding::body_size_hint;
 use crate::provider::{EncodeError, RequestOptions};
 
@@ -62,38 +62,6 @@ pub(crate) fn to_vec<T: Serialize>(
         message: e.to_string(),
     })?;
     Ok(out)
-}
-
-/// Ids answered by some tool result in the conversation. Only consulted for calls that
-/// are not complete, so it stays empty (no hashing) when every call is complete.
-pub(crate) fn answered_ids(conv: &Conversation) -> HashSet<&str> {
-    let any_incomplete = conv.messages.iter().any(|m| {
-        m.tool_calls
-            .iter()
-            .any(|c| !(c.is_complete() && m.status == MessageStatus::Complete))
-    });
-    if !any_incomplete {
-        return HashSet::new();
-    }
-    conv.messages
-        .iter()
-        .flat_map(|m| m.tool_results.iter())
-        .map(|r| r.tool_call_id.as_str())
-        .collect()
-}
-
-/// Calls worth replaying: complete ones, and incomplete ones a result answers (a call
-/// of a cut-off message with no result would make the API reject the request).
-pub(crate) fn sendable<'a>(
-    m: &'a Message,
-    answered: &'a HashSet<&str>,
-) -> impl Iterator<Item = &'a ToolCall> + 'a {
-    m.tool_calls.iter().filter(move |c| {
-        let Some(id) = c.call_id.as_deref().filter(|s| !s.is_empty()) else {
-            return false;
-        };
-        (c.is_complete() && m.status == MessageStatus::Complete) || answered.contains(id)
-    })
 }
 
 fn push_message<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<WireMsg<'a>>) {

@@ -7,8 +7,7 @@ mod encode;
 
 pub use decode::decode_response;
 pub(crate) use encode::{
-    ArgumentsText, UrlOrData, answered_ids, joined_text, mode_str, part_url, result_text, sendable,
-    to_vec, tool_parameters,
+    ArgumentsText, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec, tool_parameters,
 };
 pub use encode::{encode, strict_schema};
 

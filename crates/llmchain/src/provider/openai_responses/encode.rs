@@ -7,12 +7,11 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::conversation::{Conversation, ToolChoice, ToolDefinition};
+use crate::conversation::{Conversation, ToolChoice, ToolDefinition, answered_ids, sendable};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::encoding::body_size_hint;
 use crate::provider::openai_chat::{
-    ArgumentsText, UrlOrData, answered_ids, joined_text, mode_str, part_url, result_text, sendable,
-    to_vec, tool_parameters,
+    ArgumentsText, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec, tool_parameters,
 };
 use crate::provider::{EncodeError, RequestOptions};
 

@@ -7,6 +7,11 @@ use serde_json::{Map, Value};
 
 use crate::message::Message;
 
+mod consistency;
+
+pub use consistency::{Inconsistency, Severity};
+pub(crate) use consistency::{answered_ids, sendable};
+
 /// The storage format version this crate writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
