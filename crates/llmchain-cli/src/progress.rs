@@ -19,8 +19,21 @@ use llmchain::message::{ExecutionStatus, Message};
 /// How long a tool call runs before its progress line appears.
 pub const TOOL_LINE_AFTER: Duration = Duration::from_millis(500);
 
+/// A retry wait at least this long is announced on a line.
+pub const LONG_WAIT: Duration = Duration::from_secs(3);
+
 /// The longest progress line, in characters.
 pub const LINE_MAX: usize = 300;
+
+/// A wait as a person reads it: `250ms`, `3s`, `1m 40s`.
+fn shown_delay(d: Duration) -> String {
+    let d = if d >= Duration::from_secs(1) {
+        Duration::from_secs(d.as_secs())
+    } else {
+        Duration::from_millis(d.as_millis() as u64)
+    };
+    humantime::format_duration(d).to_string()
+}
 
 /// The spinner and the tool line of one run; cheap to clone.
 ///
@@ -165,6 +178,22 @@ impl Progress {
             Some(pb) => pb.suspend(|| eprintln!("{text}")),
             None => eprintln!("{text}"),
         }
+    }
+
+    /// A model call failed and is tried again after `retry.delay`: the spinner says so,
+    /// and a wait of [`LONG_WAIT`] or more (a provider's `Retry-After`, not the quick
+    /// retries of a refused connection) gets a line, which is the only sign of it when
+    /// stderr is not a terminal.
+    pub fn retrying(&self, retry: &llmchain::chain::Retry) {
+        let wait = shown_delay(retry.delay);
+        if retry.delay >= LONG_WAIT {
+            let reason = retry.reason.lines().next().unwrap_or_default();
+            self.line(&format!(
+                "  ↻ the model call failed ({reason}); attempt {} in {wait}",
+                retry.attempt + 1
+            ));
+        }
+        self.waiting(&format!("waiting {wait} to try the model again…"));
     }
 
     /// Shows the waiting spinner with `msg`.

@@ -60,6 +60,34 @@ fn run_streams_text_and_tool_activity_and_reports_usage() {
     );
 }
 
+/// A provider's `Retry-After` of 3 s or more is waited out with a line saying so, also
+/// when stderr is not a terminal (a log), instead of in silence.
+#[test]
+fn a_rate_limited_call_says_it_waits_then_answers() {
+    use common::{Reply, serve_replies};
+    let dir = tempfile::tempdir().unwrap();
+    let answer = ResponseScript::text("Done waiting.");
+    let (base, seen) = serve_replies(vec![
+        Reply::RateLimited(3),
+        Reply::Body(render_stream(Format::OpenAiChat, &answer).unwrap()),
+    ]);
+    let out = llmchain(
+        &["run", "--base-url", &base, "--model", "m", "hi"],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Done waiting."), "{stdout}");
+    assert!(
+        stderr.contains("↻ the model call failed (")
+            && stderr.contains("Rate limit reached for requests")
+            && stderr.contains("attempt 2 in 3s"),
+        "{stderr}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
 #[test]
 fn a_missing_key_says_what_to_set() {
     let dir = tempfile::tempdir().unwrap();

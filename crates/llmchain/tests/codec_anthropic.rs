@@ -179,6 +179,14 @@ fn hostile_and_wrong_input() {
     assert!(matches!(out, Err(DecodeError::Malformed { .. })));
     let (_, out) = decode_chunked(&c, b"data: {nope\n\n", &[], DecoderConfig::default());
     assert!(matches!(out, Err(DecodeError::Malformed { .. })));
+    // A field given twice is named as such, not as "an event without a string `type`".
+    let twice = b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+    let (_, out) = decode_chunked(&c, twice, &[], DecoderConfig::default());
+    let err = out.unwrap_err().to_string();
+    assert!(
+        err.contains("an event that breaks the format: duplicate field `index`"),
+        "{err}"
+    );
     assert!(
         c.decode_response(
             b"{\"object\":\"chat.completion\"}",

@@ -47,6 +47,34 @@ async fn a_connection_dropped_mid_stream_is_interrupted_and_not_retried() {
     assert!(!e.to_string().contains(KEY));
 }
 
+/// Every retry is reported before its wait, with the provider's `Retry-After` as the
+/// delay, so a caller can say why nothing arrives.
+#[tokio::test]
+async fn each_retry_is_reported_before_its_wait() {
+    let server = Server::start(vec![
+        Reply::json(429, &json!({"error": {"message": "slow down"}})).header("retry-after", "0.01"),
+        Reply::sse(call_body()).drop_after(3),
+        Reply::sse(call_body()),
+    ])
+    .await;
+    let mut retries = Vec::new();
+    let (model, conversation) = (openai(&server, 3), ask("hi"));
+    let mut stream = model.stream(&conversation);
+    while let Some(event) = stream.next().await {
+        if let ModelEvent::Retrying(r) = event.unwrap() {
+            retries.push(r);
+        }
+    }
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert_eq!(retries[0].attempt, 1);
+    assert_eq!(retries[0].delay, Duration::from_millis(10));
+    assert!(retries[0].reason.contains("slow down"), "{:?}", retries[0]);
+    assert_eq!(retries[1].attempt, 2);
+    // The second attempt's connection was dropped (before or after its headers).
+    assert!(!retries[1].reason.is_empty(), "{:?}", retries[1]);
+    assert_eq!(server.seen().len(), 3);
+}
+
 #[tokio::test]
 async fn a_stream_dropped_before_any_event_is_retried() {
     let body = call_body();

@@ -367,6 +367,10 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
             let p = progress.clone();
             move |_| p.done_waiting()
         })
+        .on_llm_retry({
+            let p = progress.clone();
+            move |r| p.retrying(r)
+        })
 }
 
 /// A one-line error that says what to set.

@@ -25,6 +25,8 @@ pub enum Reply {
     Body(Vec<u8>),
     /// These bytes, then a stream that never ends (for Ctrl-C mid-stream).
     Stall(Vec<u8>),
+    /// HTTP 429 with `retry-after` of this many seconds.
+    RateLimited(u32),
 }
 
 /// Serves the scripted SSE bodies in order on a background thread; returns the base
@@ -65,6 +67,13 @@ pub fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
                             .chain(futures_util::stream::pending());
                             sse.body(Body::from_stream(chunks)).unwrap()
                         }
+                        Some(Reply::RateLimited(secs)) => Response::builder()
+                            .status(StatusCode::TOO_MANY_REQUESTS)
+                            .header("retry-after", secs.to_string())
+                            .body(Body::from(
+                                r#"{"error":{"message":"Rate limit reached for requests","type":"requests"}}"#,
+                            ))
+                            .unwrap(),
                         None => Response::builder()
                             .status(StatusCode::INTERNAL_SERVER_ERROR)
                             .body(Body::from(r#"{"error":{"message":"no more replies"}}"#))

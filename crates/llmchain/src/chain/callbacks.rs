@@ -29,7 +29,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::error::ChainError;
-use super::model::ModelError;
+use super::model::{ModelError, Retry};
 use super::review::ReviewDecision;
 use crate::message::{Message, TokenUsage, ToolCall, ToolException, ToolResult};
 use crate::provider::StreamEvent;
@@ -47,6 +47,9 @@ pub trait ChainCallbacks: Send + Sync {
     fn on_llm_response_headers(&self, headers: &Map<String, Value>) {}
     /// A model call failed (each attempt, fallbacks included).
     fn on_llm_error(&self, error: &ModelError) {}
+    /// A model call's attempt failed with a retryable error and it waits before the next
+    /// (the HTTP client's own retries, inside one model call).
+    fn on_llm_retry(&self, retry: &Retry) {}
     /// A message was added to the conversation and processed.
     fn on_message_processed(&self, message: &Message) {}
     /// The first time a complete call of a known tool is seen.
@@ -93,6 +96,7 @@ pub struct Callbacks {
     llm_new_message: Hook<Message>,
     llm_token_usage: Hook<TokenUsage>,
     llm_error: Hook<ModelError>,
+    llm_retry: Hook<Retry>,
     message_processed: Hook<Message>,
     tool_call_identified: Hook<ToolCall>,
     tool_call_review: Hook2<ToolCall, ReviewDecision>,
@@ -136,6 +140,7 @@ impl Callbacks {
     setter!(on_llm_new_message, llm_new_message, Message);
     setter!(on_llm_token_usage, llm_token_usage, TokenUsage);
     setter!(on_llm_error, llm_error, ModelError);
+    setter!(on_llm_retry, llm_retry, Retry);
     setter!(on_message_processed, message_processed, Message);
     setter!(on_tool_call_identified, tool_call_identified, ToolCall);
     setter!(
@@ -199,6 +204,11 @@ impl ChainCallbacks for Callbacks {
     fn on_llm_token_usage(&self, u: &TokenUsage) {
         if let Some(f) = &self.llm_token_usage {
             f(u)
+        }
+    }
+    fn on_llm_retry(&self, r: &Retry) {
+        if let Some(f) = &self.llm_retry {
+            f(r)
         }
     }
     fn on_llm_error(&self, e: &ModelError) {

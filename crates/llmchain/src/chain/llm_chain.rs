@@ -516,6 +516,9 @@ impl LLMChain {
                 Some(Ok(ModelEvent::Headers(h))) => {
                     self.fire(|cb| cb.on_llm_response_headers(&h));
                 }
+                Some(Ok(ModelEvent::Retrying(r))) => {
+                    self.fire(|cb| cb.on_llm_retry(&r));
+                }
                 Some(Ok(ModelEvent::Done(outcome))) => {
                     if let Some(err) = &outcome.error {
                         // An error inside a 200 stream: the message is cut off.

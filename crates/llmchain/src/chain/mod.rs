@@ -51,7 +51,9 @@ pub use llm_chain::{
     DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,
 };
 pub use mode::{CustomMode, DEFAULT_MAX_RUNS, Mode, ModeFuture, RunOutcome, ShouldContinue};
-pub use model::{ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, collect_stream};
+pub use model::{
+    ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, Retry, collect_stream,
+};
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
 pub use scripted::{ScriptedModel, ScriptedTurn};
 pub use sink::{ConversationSink, SinkError, SinkErrorKind, SinkFuture};

@@ -17,8 +17,35 @@ pub enum ModelEvent {
     Event(StreamEvent<'static>),
     /// Response headers (rate limits, request ids), reported once per response.
     Headers(Map<String, Value>),
+    /// An attempt failed with a retryable error; the next starts after `delay`. Lets a
+    /// caller say why nothing arrives (a 100 s `Retry-After` is waited out otherwise in
+    /// silence).
+    Retrying(Retry),
     /// The call is over: the decoded message. Always the last item of a successful stream.
     Done(Box<DecodeOutcome>),
+}
+
+/// A model call about to try again ([`ModelEvent::Retrying`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Retry {
+    /// The attempt that failed (1 for the first).
+    pub attempt: u32,
+    /// The wait before the next attempt (the provider's `Retry-After` when it gave one).
+    pub delay: Duration,
+    /// Why the attempt failed, for a person (redacted like every error).
+    pub reason: String,
+}
+
+impl Retry {
+    /// A retry after `attempt` failed with `reason`.
+    pub fn new(attempt: u32, delay: Duration, reason: impl Into<String>) -> Self {
+        Retry {
+            attempt,
+            delay,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// The stream a [`ChatModel`] returns.

@@ -304,10 +304,15 @@ impl Events {
             }
         }
         let ev: Event<'_> = serde_json::from_slice(data).map_err(|e| {
-            if e.is_data() {
+            let text = e.to_string();
+            if text.starts_with("missing field `type`") {
+                // Valid JSON with no event type: most likely another format's body.
                 wrong_format(FORMAT, format!("an event without a string `type`: {e}"))
+            } else if e.is_data() {
+                // An Anthropic event with a field of the wrong shape, or given twice.
+                malformed(FORMAT, format!("an event that breaks the format: {e}"))
             } else {
-                malformed(FORMAT, e.to_string())
+                malformed(FORMAT, text)
             }
         })?;
         self.seen_event |= matches!(

@@ -11,7 +11,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use super::config::HttpModelConfig;
 use super::endpoint::Endpoint;
 use super::error_body::{http_error, redact, reported_headers};
-use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream};
+use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::conversation::Conversation;
 use crate::message::MessageStatus;
 use crate::provider::{
@@ -285,15 +285,15 @@ impl HttpModel {
         }
     }
 
-    /// One HTTP exchange up to a successful response's headers, retrying retryable
-    /// failures. `attempt` counts attempts made so far (shared with stream retries).
+    /// One HTTP exchange up to a successful response's headers. `attempt` counts
+    /// attempts made so far (shared with stream retries); the caller decides on retries
+    /// ([`Run`]), so it can report each wait before it starts.
     async fn send(
         &self,
         body: &bytes::Bytes,
         attempt: &mut u32,
-        started: Instant,
     ) -> Result<reqwest::Response, ModelError> {
-        loop {
+        {
             *attempt += 1;
             tracing::debug!(
                 provider = %self.config.provider,
@@ -328,18 +328,7 @@ impl HttpModel {
                 }
                 Err(e) => self.transport_error(&e),
             };
-            let Some(delay) = self.retry_delay(&error, *attempt, started) else {
-                return Err(self.with_wait_asked(error, started));
-            };
-            tracing::warn!(
-                provider = %self.config.provider,
-                model = %self.config.model,
-                attempt = *attempt,
-                delay_ms = delay.as_millis() as u64,
-                error = %error,
-                "retrying model request"
-            );
-            tokio::time::sleep(delay).await;
+            Err(error)
         }
     }
 
@@ -516,6 +505,8 @@ type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Sen
 
 enum Phase {
     Send,
+    /// Waiting before the next attempt.
+    Backoff(Duration),
     Streaming {
         body: ByteStream,
         decoder: Box<dyn StreamDecoder>,
@@ -544,16 +535,26 @@ impl Run<'_> {
         let model = self.model;
         match std::mem::replace(&mut self.phase, Phase::Finished) {
             Phase::Finished => {}
+            Phase::Backoff(delay) => {
+                if tokio::time::timeout_at(self.deadline, tokio::time::sleep(delay))
+                    .await
+                    .is_err()
+                {
+                    self.pending.push_back(Err(model.past_deadline()));
+                    return;
+                }
+                self.phase = Phase::Send;
+            }
             Phase::Send => {
                 let sent = tokio::time::timeout_at(
                     self.deadline,
-                    model.send(&self.body, &mut self.attempt, self.started),
+                    model.send(&self.body, &mut self.attempt),
                 )
                 .await;
                 let resp = match sent {
                     Ok(Ok(r)) => r,
                     Ok(Err(e)) => {
-                        self.pending.push_back(Err(e));
+                        self.retry_or_give_up(e);
                         return;
                     }
                     Err(_) => {
@@ -648,7 +649,7 @@ impl Run<'_> {
                         error_chain(&e)
                     };
                     drop(decoder);
-                    self.retry_or_fail(message).await;
+                    self.retry_or_fail(message);
                 }
                 Ok(None) => {
                     let mut events = Vec::new();
@@ -665,8 +666,7 @@ impl Run<'_> {
                             self.pending.extend(events);
                             self.retry_or_fail(
                                 "the body ended before the provider's end-of-stream marker".into(),
-                            )
-                            .await;
+                            );
                         }
                         Ok(mut outcome) => {
                             scrub_outcome(&mut outcome, secret);
@@ -677,7 +677,6 @@ impl Run<'_> {
                         // The last event was cut off: the body ended mid-event.
                         Err(e) => {
                             self.retry_or_fail(format!("the body ended inside an event ({e})"))
-                                .await
                         }
                     }
                 }
@@ -685,23 +684,39 @@ impl Run<'_> {
         }
     }
 
+    /// After a failed attempt: report the wait and back off when the error is
+    /// retryable and the retry policy allows another attempt, else fail.
+    fn retry_or_give_up(&mut self, error: ModelError) {
+        let model = self.model;
+        let Some(delay) = model.retry_delay(&error, self.attempt, self.started) else {
+            self.pending
+                .push_back(Err(model.with_wait_asked(error, self.started)));
+            return;
+        };
+        tracing::warn!(
+            provider = %model.config.provider,
+            model = %model.config.model,
+            attempt = self.attempt,
+            delay_ms = delay.as_millis() as u64,
+            error = %error,
+            "retrying model request"
+        );
+        self.pending.push_back(Ok(ModelEvent::Retrying(Retry::new(
+            self.attempt,
+            delay,
+            error.to_string(),
+        ))));
+        self.phase = Phase::Backoff(delay);
+    }
+
     /// After a stream broke: retry when nothing was shown yet, else fail.
-    async fn retry_or_fail(&mut self, message: String) {
+    fn retry_or_fail(&mut self, message: String) {
         let error = self.model.interrupted(message);
-        if !self.emitted
-            && let Some(delay) = self.model.retry_delay(&error, self.attempt, self.started)
-        {
-            tracing::warn!(
-                provider = %self.model.config.provider,
-                attempt = self.attempt,
-                error = %error,
-                "stream broke before any event; retrying"
-            );
-            tokio::time::sleep(delay).await;
-            self.phase = Phase::Send;
+        if self.emitted {
+            self.pending.push_back(Err(error));
             return;
         }
-        self.pending.push_back(Err(error));
+        self.retry_or_give_up(error);
     }
 
     async fn whole_body(&mut self, resp: reqwest::Response) {
