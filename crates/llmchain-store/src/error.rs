@@ -117,6 +117,17 @@ pub enum StoreError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A message too large for the database to keep whole (TEXT holds at most about
+    /// 1 GB in SQLite and PostgreSQL): refused before anything is written.
+    #[error(
+        "the message is {bytes} bytes as stored, more than the {limit} bytes a database keeps in one value; nothing was written"
+    )]
+    MessageTooLarge {
+        /// Its size in the storage format.
+        bytes: usize,
+        /// The most a store keeps ([`MAX_MESSAGE_BYTES`]).
+        limit: usize,
+    },
     /// The SQLite writer thread is gone (it could not keep its connection): reopen the
     /// store.
     #[error("the SQLite writer thread stopped; reopen the store")]
@@ -174,6 +185,26 @@ impl StoreError {
     }
 }
 
+/// The largest message, in bytes of its storage-format JSON, that a store keeps: SQLite's
+/// default `SQLITE_MAX_LENGTH` (PostgreSQL's TEXT allows a little more, 1 GiB).
+pub const MAX_MESSAGE_BYTES: usize = 1_000_000_000;
+
+/// A message's storage-format JSON, refused when larger than [`MAX_MESSAGE_BYTES`].
+pub(crate) fn message_body(message: &llmchain::message::Message) -> StoreResult<String> {
+    body_within(message, MAX_MESSAGE_BYTES)
+}
+
+fn body_within(message: &llmchain::message::Message, limit: usize) -> StoreResult<String> {
+    let body = ser("message", message)?;
+    if body.len() > limit {
+        return Err(StoreError::MessageTooLarge {
+            bytes: body.len(),
+            limit,
+        });
+    }
+    Ok(body)
+}
+
 /// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -182,4 +213,21 @@ pub(crate) fn ser<T: serde::Serialize + ?Sized>(
     value: &T,
 ) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|source| StoreError::Serialize { what, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmchain::message::Message;
+
+    #[test]
+    fn a_message_over_the_limit_is_refused_with_its_size() {
+        let m = Message::user("x".repeat(100));
+        let size = ser("message", &m).unwrap().len();
+        assert!(body_within(&m, size).is_ok());
+        let e = body_within(&m, size - 1).unwrap_err();
+        assert!(matches!(e, StoreError::MessageTooLarge { bytes, .. } if bytes == size));
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        assert!(!e.is_transient() && !e.must_stop());
+    }
 }

@@ -87,7 +87,7 @@ mod store;
 pub mod worker;
 
 pub use any::AnyStore;
-pub use error::{StoreError, StoreResult};
+pub use error::{MAX_MESSAGE_BYTES, StoreError, StoreResult};
 pub use heartbeat::{Heartbeat, HeartbeatStop};
 pub use model::{
     ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Run, RunOptions, RunState,

@@ -20,7 +20,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Row};
 
 use crate::assemble;
-use crate::error::{StoreError, StoreResult, ser};
+use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::lease::{self, LeaseRow};
 use crate::model::{
     ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
@@ -185,7 +185,7 @@ impl PostgresStore {
 async fn append_in(conn: &mut PgConnection, id: &str, messages: &[Message]) -> StoreResult<i64> {
     let bodies = messages
         .iter()
-        .map(|m| ser("message", m))
+        .map(message_body)
         .collect::<StoreResult<Vec<String>>>()?;
     let first: Option<i64> = sqlx::query_scalar(
         "WITH c AS ( \
@@ -366,7 +366,7 @@ async fn replace_in(
     message: &Message,
 ) -> StoreResult<()> {
     let done = sqlx::query("UPDATE messages SET body = $1 WHERE conversation_id = $2 AND seq = $3")
-        .bind(ser("message", message)?)
+        .bind(message_body(message)?)
         .bind(id)
         .bind(seq)
         .execute(&mut *conn)
@@ -458,7 +458,7 @@ impl Store for PostgresStore {
              SELECT $1, seq, $2, $3 FROM c RETURNING seq",
         )
         .bind(id)
-        .bind(ser("message", message)?)
+        .bind(message_body(message)?)
         .bind(now_ms())
         .fetch_optional(&self.pool)
         .await?;

@@ -39,7 +39,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Row};
 
 use crate::assemble;
-use crate::error::{StoreError, StoreResult, ser};
+use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::group_commit::{self, Write, Writer};
 use crate::lease::{self, LeaseRow};
 use crate::model::{
@@ -243,7 +243,7 @@ async fn append_in(
 }
 
 fn bodies(messages: &[Message]) -> StoreResult<Vec<String>> {
-    messages.iter().map(|m| ser("message", m)).collect()
+    messages.iter().map(message_body).collect()
 }
 
 fn status_write(id: &str, call_id: &str, status: ExecutionStatus) -> Write {
@@ -348,7 +348,7 @@ async fn replace_in(
     message: &Message,
 ) -> StoreResult<()> {
     let done = sqlx::query("UPDATE messages SET body = ? WHERE conversation_id = ? AND seq = ?")
-        .bind(ser("message", message)?)
+        .bind(message_body(message)?)
         .bind(id)
         .bind(seq)
         .execute(&mut *conn)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use llmchain::chain::{
     Callbacks, ChainCallbacks, ChainError, ChainState, ConversationSink, CustomMode, HttpErrorKind,
     HumanDecision, LLMChain, Mode, ModeFuture, ModelError, ReviewDecision, RunOutcome,
-    ScriptedModel, SinkFuture, Steps, step,
+    ScriptedModel, SinkError, SinkErrorKind, SinkFuture, Steps, step,
 };
 use llmchain::message::{
     ContentPart, ContentType, ExecutionStatus, Message, MessageExpansion, MessageStatus, Role,
@@ -1109,4 +1109,77 @@ async fn a_turn_over_the_call_caps_runs_nothing_and_says_why() {
             .contains("more than the 1000 allowed")
     );
     assert!(!tool_messages[2].tool_results[0].is_error());
+}
+
+/// Refuses every assistant message with an error of `kind`.
+struct RefusingSink(SinkErrorKind);
+
+impl ConversationSink for RefusingSink {
+    fn append_message<'a>(&'a self, _position: usize, message: &'a Message) -> SinkFuture<'a> {
+        let refuse = message.role == Role::Assistant;
+        let kind = self.0;
+        Box::pin(async move {
+            if refuse {
+                Err(SinkError::new(kind, "the message is too large to store"))
+            } else {
+                Ok(())
+            }
+        })
+    }
+    fn replace_message<'a>(&'a self, _position: usize, _m: &'a Message) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+    fn set_tool_status<'a>(&'a self, _id: &'a str, _s: ExecutionStatus) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+    fn save_state<'a>(&'a self, _state: &'a ChainState) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A model call that fails mid-stream keeps its own error when the store refuses the
+/// partial message (it used to be replaced by the store's); the refusal goes to
+/// `on_error`. A lost lease still wins: a worker must stop.
+#[tokio::test]
+async fn a_refused_partial_message_does_not_hide_the_model_error() {
+    let body = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/openai_chat/openrouter_comments_midstream_error.sse"
+    ))
+    .unwrap();
+    let run = |kind| {
+        let body = body.clone();
+        async move {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let s = seen.clone();
+            let model = ScriptedModel::new(Format::OpenAiChat).respond_bytes(body);
+            let mut chain = LLMChain::new(Arc::new(model))
+                .with_sink(Arc::new(RefusingSink(kind)))
+                .with_callbacks(
+                    Callbacks::new()
+                        .on_error(move |e: &ChainError| s.lock().unwrap().push(e.to_string())),
+                );
+            chain
+                .add_message(Message::user("write notes"))
+                .await
+                .unwrap();
+            let e = chain.run(Mode::Single).await.unwrap_err();
+            let seen = seen.lock().unwrap().clone();
+            (e, seen)
+        }
+    };
+    let (e, seen) = run(SinkErrorKind::Other).await;
+    assert!(
+        matches!(&e, ChainError::Model(ModelError::Provider { message, .. }) if message.contains("Upstream provider disconnected")),
+        "{e:?}"
+    );
+    assert!(
+        seen.iter().any(|s| s.contains("too large to store")),
+        "{seen:?}"
+    );
+    let (e, _) = run(SinkErrorKind::LeaseLost).await;
+    assert!(
+        matches!(&e, ChainError::Persist(p) if p.must_stop()),
+        "{e:?}"
+    );
 }

@@ -466,7 +466,7 @@ impl LLMChain {
                     let last = i + 1 == attempts;
                     if last || !e.retry_on_fallback() {
                         if let Some(p) = partial {
-                            self.push_message(p).await?;
+                            self.keep_partial(p).await?;
                         }
                         return Err(if attempts > 1 && last {
                             ChainError::AllFallbacksFailed(e)
@@ -481,6 +481,22 @@ impl LLMChain {
         Err(ChainError::Model(
             last_error.unwrap_or(ModelError::Cancelled),
         ))
+    }
+
+    /// Keeps what arrived before a model call failed. The model's error stays the one
+    /// returned: a partial message the store refuses (too large, a conversation that
+    /// disagrees) is reported through `on_error` and the log, not in its place, unless
+    /// the writer must stop (a lost lease, a cancelled run), which the caller must see.
+    async fn keep_partial(&mut self, partial: Message) -> Result<(), ChainError> {
+        match self.push_message(partial).await {
+            Err(ChainError::Persist(e)) if !e.must_stop() => {
+                tracing::warn!(error = %e, "the partial message of a failed model call was not stored");
+                let e = ChainError::Persist(e);
+                self.fire(|cb| cb.on_error(&e));
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Streams one call, keeping a partial message for cancellation.
