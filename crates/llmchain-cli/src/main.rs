@@ -10,6 +10,7 @@ mod job;
 mod progress;
 mod review;
 mod shown;
+mod stdout;
 mod tools;
 
 use std::process::ExitCode;

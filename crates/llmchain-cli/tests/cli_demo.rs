@@ -94,3 +94,31 @@ fn demo_rejects_an_unknown_wire() {
         "{stderr}"
     );
 }
+
+/// `llmchain demo | head -1`: a reader that goes away neither panics the process nor
+/// stops the run; the whole conversation is still stored.
+#[test]
+fn a_closed_pipe_neither_panics_nor_loses_the_conversation() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        .args(["demo", "--delay-ms", "0", "--db", &db])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the first line is written (as `head -c 0` would):
+    // every write to stdout fails from the start.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let list = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        .args(["conversations", "--db", &db, "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(listed.contains("6 messages"), "{listed}");
+}

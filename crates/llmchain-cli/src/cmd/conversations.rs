@@ -4,7 +4,6 @@
 //! file (`$XDG_DATA_HOME/llmchain/llmchain.db` or `~/.local/share/llmchain/llmchain.db`).
 //! URLs: `sqlite://PATH`, `sqlite::memory:`, `postgres://USER:PASS@HOST/DB`.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -348,10 +347,7 @@ fn runtime(e: impl std::fmt::Display) -> CliError {
 }
 
 fn print(out: &str) -> CliResult {
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
+    crate::stdout::write_bytes(out.as_bytes())
         .map_err(|e| CliError::Runtime(format!("cannot write to stdout: {e}")))
 }
 

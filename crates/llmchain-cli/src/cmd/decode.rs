@@ -12,6 +12,7 @@ use llmchain::provider::{Codec, DecodeOutcome, DecoderConfig, Format};
 
 use super::input::{codec_for, open_input};
 use crate::error::{CliError, CliResult};
+use crate::stdout::outln;
 
 /// The largest non-streamed body read (the HTTP client's default response cap).
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
@@ -43,7 +44,7 @@ pub fn run(args: DecodeArgs) -> CliResult {
     let outcome = decode(codec, format, &mut input, chunk)?;
     let report = serde_json::to_string_pretty(&outcome.report())
         .map_err(|e| CliError::Runtime(format!("cannot write the report: {e}")))?;
-    println!("{report}");
+    outln!("{report}");
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! Along the way one call fails, one is refused and then corrected, and one goes
 //! through review.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
@@ -20,6 +20,7 @@ use llmchain_store::sink::StoreSink;
 use llmchain_store::{NewConversation, Store};
 
 use crate::error::{CliError, CliResult};
+use crate::stdout::{out, outln};
 use crate::tools;
 
 /// Arguments of `llmchain demo`.
@@ -117,27 +118,26 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
             let was = ls1.swap(want, Ordering::Relaxed);
             if was != want {
                 if was != 0 {
-                    println!();
+                    outln!();
                 }
-                print!("{}", if dim { "thinking: " } else { "assistant: " });
+                out!("{}", if dim { "thinking: " } else { "assistant: " });
             }
             if dim && tty {
-                print!("\x1b[2m{text}\x1b[0m");
+                out!("\x1b[2m{text}\x1b[0m");
             } else {
-                print!("{text}");
+                out!("{text}");
             }
-            let _ = std::io::stdout().flush();
         })
         .on_llm_new_message(move |_| {
             if ls2.swap(0, Ordering::Relaxed) != 0 {
-                println!();
+                outln!();
             }
         })
         .on_tool_call_review(|call, decision| {
             if call.name.as_deref() != Some("read_file") {
                 return;
             }
-            println!(
+            outln!(
                 "  ? review {}: {}",
                 describe(call),
                 match decision {
@@ -149,9 +149,9 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
                 }
             )
         })
-        .on_tool_execution_started(|call| println!("  → {}", describe(call)))
+        .on_tool_execution_started(|call| outln!("  → {}", describe(call)))
         .on_tool_execution_completed(|call, r| {
-            println!(
+            outln!(
                 "  ✓ {}: {}",
                 call.name.as_deref().unwrap_or("?"),
                 condensed(&r.content_text())
@@ -159,7 +159,7 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
         })
         .on_tool_execution_failed(|call, r| {
             let kind = if r.is_refusal() { "refused" } else { "failed" };
-            println!(
+            outln!(
                 "  ✗ {} {kind}: {}",
                 call.name.as_deref().unwrap_or("?"),
                 condensed(&r.content_text())
@@ -199,7 +199,7 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
     )));
 
     let question = "Please compute (17 * 23) + 4, tell me the time, and summarise my notes file.";
-    println!("user: {question}");
+    outln!("user: {question}");
     chain
         .add_message(Message::user(question))
         .await
@@ -220,8 +220,8 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
         .fold((0, 0), |(i, o), u| {
             (i + u.input_tokens, o + u.output_tokens)
         });
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{} messages, {} model calls, {} input / {} output tokens (scripted {} wire format).",
         chain.messages().len(),
         chain
@@ -233,8 +233,8 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
         usage.1,
         format
     );
-    println!("Conversation {conversation_id} stored in {location}");
-    println!("See it with: llmchain conversations show {conversation_id}");
+    outln!("Conversation {conversation_id} stored in {location}");
+    outln!("See it with: llmchain conversations show {conversation_id}");
     Ok(())
 }
 

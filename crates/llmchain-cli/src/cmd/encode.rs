@@ -5,8 +5,6 @@
 //! JSON path of the first problem (`Conversation::inconsistencies`); argument text that
 //! is not a JSON object is sent as `{}`, as the chain sends it, with a warning.
 
-use std::io::Write;
-
 use llmchain::conversation::{Conversation, Severity};
 use llmchain::provider::{Format, RequestOptions};
 
@@ -85,9 +83,9 @@ pub fn run(args: EncodeArgs) -> CliResult {
     let body = codec
         .encode(&conv, &opts)
         .map_err(|e| CliError::Usage(format!("cannot encode for {format}: {e}")))?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(&body)
-        .and_then(|()| out.write_all(b"\n"))
+    let mut body = body;
+    body.push(b'\n');
+    crate::stdout::write_bytes(&body)
         .map_err(|e| CliError::Runtime(format!("cannot write the body: {e}")))?;
     Ok(())
 }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::error::{CliError, CliResult};
 use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
+use crate::stdout::outln;
 use crate::tools;
 
 /// Arguments of `llmchain mcp`.
@@ -121,7 +122,7 @@ pub fn run(args: McpArgs) -> CliResult {
             for t in &tools {
                 let labels = t.hints.labels().join(", ");
                 let field = |s: &str| crate::shown::inline(s, 200);
-                println!(
+                outln!(
                     "{}\t{}\t[{labels}]\t{}",
                     field(t.tool.name()),
                     field(t.tool.display_text()),
@@ -148,13 +149,13 @@ pub fn run(args: McpArgs) -> CliResult {
                 ReviewDecision::Approve => Value::Object(call.arguments_as_map()),
                 ReviewDecision::Edit { arguments } => Value::Object(arguments),
                 ReviewDecision::Deny { reason } | ReviewDecision::Reject { reason } => {
-                    println!("{}", json!({"ran": false, "reason": reason}));
+                    outln!("{}", json!({"ran": false, "reason": reason}));
                     return Ok(());
                 }
                 ReviewDecision::Interrupt => return Err(CliError::Runtime("interrupted".into())),
             };
             let r = t.tool.execute(arguments, ToolContext::new("cli_1")).await;
-            println!(
+            outln!(
                 "{}",
                 json!({"ran": true, "is_error": r.is_error(), "is_refusal": r.is_refusal(), "content": r.content_text(), "processed_content": r.processed_content})
             );

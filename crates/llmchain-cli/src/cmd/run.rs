@@ -10,7 +10,6 @@
 //! leaves a consistent stored conversation and exits 130 saying how to resume it.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +27,7 @@ use crate::held_run::HeldRun;
 use crate::job::{Built, JOB_KEY, JobSpec, default_model, one_line, parse_provider};
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
+use crate::stdout::{out, outln};
 
 /// How long a cancelled run may take to wind down (e.g. a review question blocked on
 /// the terminal) before the process stops anyway.
@@ -151,7 +151,7 @@ async fn enqueue(job: JobSpec, args: RunArgs) -> CliResult {
         )
         .await
         .map_err(store_error)?;
-    println!("{}", run.id);
+    outln!("{}", run.id);
     let db_flag = match &args.db {
         Some(_) => format!(" --db {location}"),
         None => String::new(),
@@ -229,7 +229,7 @@ async fn agent(job: JobSpec, args: RunArgs, cwd: std::path::PathBuf) -> CliResul
     signals.abort();
     progress.clear();
     if mid_line.swap(false, Ordering::Relaxed) {
-        println!();
+        outln!();
     }
     let db_flag = match &args.db {
         Some(_) => format!(" --db {location}"),
@@ -306,11 +306,10 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
                     // To a terminal, escape sequences from the model are shown, not run;
                     // a pipe or a file gets the text as it came.
                     if stdout_is_terminal {
-                        print!("{}", crate::shown::block(text));
+                        out!("{}", crate::shown::block(text));
                     } else {
-                        print!("{text}");
+                        out!("{text}");
                     }
-                    let _ = std::io::stdout().flush();
                     m1.store(!text.ends_with('\n'), Ordering::Relaxed);
                 }
                 StreamEvent::ReasoningDelta { text, .. } => {
@@ -321,7 +320,7 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
         })
         .on_llm_new_message(move |_| {
             if m2.swap(false, Ordering::Relaxed) {
-                println!();
+                outln!();
             }
         })
         .on_tool_call_review(move |call, decision| match decision {

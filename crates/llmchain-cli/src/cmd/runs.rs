@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::cmd::conversations::{open_store, store_error};
 use crate::error::{CliError, CliResult};
 use crate::job::{JOB_KEY, one_line};
+use crate::stdout::out;
 
 /// Arguments of `llmchain runs`.
 #[derive(Debug, clap::Args)]
@@ -139,7 +140,7 @@ async fn runs(args: RunsArgs) -> CliResult {
             out.push_str(&format!("queued run {} again\n", run.id));
         }
     }
-    print!("{out}");
+    out!("{out}");
     Ok(())
 }
 
