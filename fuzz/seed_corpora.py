@@ -4,7 +4,8 @@
     python3 fuzz/seed_corpora.py        # from the repository root or anywhere
 
 Copies the provider bodies in crates/llmchain/tests/fixtures/<format>/ (SSE, NDJSON and
-JSON) into the corpora of the stream and framing targets, and the ```json examples of
+JSON) into the corpora of the stream and framing targets, the error bodies among them
+(with hostile headers) into the HTTP error target, and the ```json examples of
 docs/storage-format.md (the storage-format fixtures, checked by
 tests/message_storage_doc.rs) into the storage, CLI and argument targets. Each seed gets
 the leading control byte its target reads (cut point, chunk size or format). Seeds are
@@ -79,6 +80,23 @@ def main():
         if kind in ("tool_call", "tool_result", "content_part", "tool_definition"):
             add("fuzz", "complete_and_map", name, body)
         add("fuzz", "preview", name, fragments(body))
+
+    # http_errors: two status bytes, header lines (`0`..`3` stand for retry-after,
+    # retry-after-ms and two rate-limit headers), an empty line, the body.
+    error_bodies = [p for fmt in FORMATS for p in fixtures(fmt, "json") if "error" in p.name]
+    headers = [
+        b"0: 7\n",
+        b"1: 1e300\n",
+        b"0: Wed, 21 Oct 2015 07:28:00 GMT\n",
+        b"2: 1m30s\n3: 2026-12-04T06:00:00Z\nx-request-id: req_1\n",
+        b"0: -1\n1: NaN\n",
+    ]
+    for i, p in enumerate(error_bodies):
+        for j, h in enumerate(headers):
+            status = (429 - 100, 529 - 100, 401 - 100)[(i + j) % 3]
+            add("fuzz-http", "http_errors", f"{p.parent.name}-{p.name}-{j}",
+                status.to_bytes(2, "big") + h + b"\n" + p.read_bytes())
+    add("fuzz-http", "http_errors", "html", (502 - 100).to_bytes(2, "big") + b"\n<html><body>Bad gateway</body></html>")
 
     for (fuzz_dir, target), seeds in sorted(corpora.items()):
         d = ROOT / fuzz_dir / "corpus" / target
