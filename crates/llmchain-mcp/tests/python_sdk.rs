@@ -266,5 +266,20 @@ async fn streamable_http() {
         Some(json!({"city": "Oslo", "temp_c": 18.5}))
     );
     assert_eq!(client.name(), "127_0_0_1");
+    // A reply over 16 MiB (rmcp's cap on one SSE event or JSON body) fails the call at
+    // once instead of waiting for the call's timeout. (rmcp's HTTP worker keeps the
+    // cause to its log: the result says the transport closed.)
+    let started = std::time::Instant::now();
+    let r = find(&tools, "huge")
+        .tool
+        .execute(json!({"megabytes": 17}), ToolContext::new("c2"))
+        .await;
+    let took = started.elapsed();
+    assert!(r.is_error(), "{r:?}");
+    assert!(
+        r.content_text().contains("failed during the call to huge"),
+        "{r:?}"
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
     child.kill().await.unwrap();
 }
