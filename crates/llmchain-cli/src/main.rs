@@ -63,10 +63,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }
-            // One line on stderr (the contract), without clap's usage block.
-            let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("invalid usage");
-            eprintln!("llmchain: {}", line.trim_start_matches("error: "));
+            eprintln!("llmchain: {}", usage_line(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -91,7 +88,50 @@ fn main() -> ExitCode {
     }
 }
 
+/// Clap's usage error as one line (the contract for errors on stderr): its message with
+/// what it lists (the missing arguments, a tip), without the usage block, which
+/// `--help` shows.
+fn usage_line(text: &str) -> String {
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let line = parts.join(" ");
+    let line = line.trim_start_matches("error: ");
+    if line.is_empty() {
+        "invalid usage (see --help)".to_owned()
+    } else {
+        format!("{line} (see --help)")
+    }
+}
+
 #[allow(dead_code)]
 fn usage(msg: impl Into<String>) -> CliError {
     CliError::Usage(msg.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usage_error_names_what_is_missing_on_one_line() {
+        let e = Cli::try_parse_from(["llmchain", "decode", "oai.sse"]).unwrap_err();
+        let line = usage_line(&e.render().to_string());
+        assert_eq!(
+            line,
+            "the following required arguments were not provided: --format <FORMAT> (see --help)"
+        );
+        let e = Cli::try_parse_from(["llmchain", "demo", "--wir", "x"]).unwrap_err();
+        let line = usage_line(&e.render().to_string());
+        assert!(
+            line.starts_with(
+                "unexpected argument '--wir' found tip: a similar argument exists: '--wire'"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+    }
 }
