@@ -63,7 +63,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }
-            eprintln!("llmchain: {}", usage_line(&e.render().to_string()));
+            eprintln!("{}", usage_text(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -88,23 +88,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// Clap's usage error as one line (the contract for errors on stderr): its message with
-/// what it lists (the missing arguments, a tip), without the usage block, which
-/// `--help` shows.
-fn usage_line(text: &str) -> String {
-    let parts: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-        .filter(|l| !l.is_empty())
-        .collect();
-    let line = parts.join(" ");
-    let line = line.trim_start_matches("error: ");
-    if line.is_empty() {
-        "invalid usage (see --help)".to_owned()
-    } else {
-        format!("{line} (see --help)")
-    }
+/// Clap's usage error, whole: what is wrong or missing, a tip, the usage line and the
+/// `--help` hint; `llmchain:` in place of clap's `error:`.
+fn usage_text(text: &str) -> String {
+    let text = text.trim_end();
+    format!("llmchain: {}", text.strip_prefix("error: ").unwrap_or(text))
 }
 
 #[allow(dead_code)]
@@ -117,21 +105,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_usage_error_names_what_is_missing_on_one_line() {
+    fn a_usage_error_shows_what_is_missing_the_usage_and_the_help_hint() {
         let e = Cli::try_parse_from(["llmchain", "decode", "oai.sse"]).unwrap_err();
-        let line = usage_line(&e.render().to_string());
-        assert_eq!(
-            line,
-            "the following required arguments were not provided: --format <FORMAT> (see --help)"
+        let text = usage_text(&e.render().to_string());
+        assert!(
+            text.starts_with(
+                "llmchain: the following required arguments were not provided:\n  --format <FORMAT>"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Usage: llmchain decode --format <FORMAT>"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("For more information, try '--help'."),
+            "{text}"
         );
         let e = Cli::try_parse_from(["llmchain", "demo", "--wir", "x"]).unwrap_err();
-        let line = usage_line(&e.render().to_string());
+        let text = usage_text(&e.render().to_string());
         assert!(
-            line.starts_with(
-                "unexpected argument '--wir' found tip: a similar argument exists: '--wire'"
-            ),
-            "{line}"
+            text.contains("tip: a similar argument exists: '--wire'"),
+            "{text}"
         );
-        assert!(!line.contains('\n'));
     }
 }
