@@ -57,36 +57,39 @@ async fn mcp_serve_serves_the_builtin_tools_over_stdio() {
     assert!(r.is_error(), "{r:?}");
 }
 
-fn call(policy: &str, args: &str) -> Value {
-    let out = Command::new(BIN)
-        .args([
-            "mcp",
-            "call",
-            "--mcp",
-            &serve_cmd(),
-            "calculator",
-            args,
-            "--approve",
-            policy,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+/// `llmchain mcp call … calculator ARGS [--approve POLICY]`: exit code, stdout JSON,
+/// stderr.
+fn call(policy: Option<&str>, args: &str) -> (Option<i32>, Value, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["mcp", "call", "--mcp", &serve_cmd(), "calculator", args]);
+    if let Some(p) = policy {
+        cmd.args(["--approve", p]);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {:?} {stderr}", out.stdout));
+    (out.status.code(), json, stderr)
 }
 
+/// Naming the tool is the approval: it runs without `--approve`, even outside a
+/// terminal. A tool that did not run, or returned an error, exits 1.
 #[test]
-fn mcp_call_with_always_and_never() {
-    let v = call("always", r#"{"expression": "1+2"}"#);
+fn mcp_call_runs_the_named_tool_and_fails_on_an_error_result() {
+    let (code, v, _) = call(None, r#"{"expression": "1+2"}"#);
+    assert_eq!(code, Some(0));
     assert_eq!(v["ran"], json!(true));
     assert_eq!(v["content"], json!("1+2 = 3"));
-    let v = call("never", r#"{"expression": "1+2"}"#);
+    let (code, v, stderr) = call(None, r#"{"expression": "1+"}"#);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(v["ran"], json!(true));
+    assert_eq!(v["is_error"], json!(true));
+    assert!(stderr.starts_with("llmchain: calculator "), "{stderr}");
+    let (code, v, stderr) = call(Some("never"), r#"{"expression": "1+2"}"#);
+    assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(v["ran"], json!(false));
     assert!(v["reason"].as_str().unwrap().contains("--approve never"));
+    assert!(stderr.contains("calculator was not run"), "{stderr}");
 }
 
 #[test]

@@ -6,8 +6,10 @@
 //! * `llmchain mcp list (--mcp "CMD ARGS" | --mcp-http URL)...` prints the tools of
 //!   MCP servers with their hints.
 //! * `llmchain mcp call (--mcp ..|--mcp-http ..) TOOL [JSON] [--approve always|never|ask]`
-//!   calls one tool after review and prints the result as JSON.
-//!   (`--approve` as in `llmchain run`: `auto` by default.)
+//!   calls one tool and prints the result as JSON: the command names the tool and its
+//!   arguments, so it is the approval (`always` by default; `--approve` as in
+//!   `llmchain run` to review anyway). Exit 1 when the tool did not run or returned an
+//!   error.
 //!
 //! [`connect_mcp_tools`] is what `llmchain run --mcp/--mcp-http` uses.
 
@@ -62,7 +64,9 @@ enum McpCommand {
         #[command(flatten)]
         servers: ServerArgs,
     },
-    /// Call one tool of an MCP server after review; print the result as JSON.
+    /// Call one tool of an MCP server and print the result as JSON. Naming the tool and
+    /// its arguments is the approval (`--approve ask|never|auto` to review anyway).
+    /// Exits 1 when the tool did not run or its result is an error.
     Call {
         #[command(flatten)]
         servers: ServerArgs,
@@ -71,8 +75,8 @@ enum McpCommand {
         /// The arguments, a JSON object.
         #[arg(default_value = "{}")]
         args: String,
-        /// Review policy (see `llmchain run --help`).
-        #[arg(long, value_enum, default_value = "auto")]
+        /// Review policy (see `llmchain run --help`); default: run it.
+        #[arg(long, value_enum, default_value = "always")]
         approve: ApprovalPolicy,
     },
 }
@@ -150,7 +154,7 @@ pub fn run(args: McpArgs) -> CliResult {
                 ReviewDecision::Edit { arguments } => Value::Object(arguments),
                 ReviewDecision::Deny { reason } | ReviewDecision::Reject { reason } => {
                     outln!("{}", json!({"ran": false, "reason": reason}));
-                    return Ok(());
+                    return Err(CliError::Runtime(format!("{tool} was not run: {reason}")));
                 }
                 ReviewDecision::Interrupt => return Err(CliError::Runtime("interrupted".into())),
             };
@@ -159,6 +163,13 @@ pub fn run(args: McpArgs) -> CliResult {
                 "{}",
                 json!({"ran": true, "is_error": r.is_error(), "is_refusal": r.is_refusal(), "content": r.content_text(), "processed_content": r.processed_content})
             );
+            if r.is_error() {
+                let what = if r.is_refusal() { "refused the call" } else { "returned an error" };
+                return Err(CliError::Runtime(format!(
+                    "{tool} {what}: {}",
+                    crate::shown::inline(r.content_text().lines().next().unwrap_or_default(), 200)
+                )));
+            }
             Ok(())
         }),
     }
