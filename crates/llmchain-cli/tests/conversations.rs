@@ -274,3 +274,23 @@ async fn resume_runs_outstanding_calls_with_the_tools_of_mcp_servers() {
     );
     assert!(!text.contains("Ship on Friday"), "{text}");
 }
+
+/// A PostgreSQL URL nobody answers on fails at once with the real cause, not "pool
+/// timed out" after 30 s.
+#[test]
+fn a_refused_database_connection_says_why() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("postgres://llmchain@127.0.0.1:{port}/x");
+    let started = std::time::Instant::now();
+    let out = llmchain(&["conversations", "--db", &url, "list"], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Connection refused"), "{err}");
+    assert!(!err.contains("pool timed out"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // Bounded, not a timing assertion: the old behaviour took 30 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(25));
+}

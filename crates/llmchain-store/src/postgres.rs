@@ -106,6 +106,9 @@ const MIGRATION_LOCK: i64 = 0x6c6c_6d63_6861_696e;
 /// Pool settings: a connection is pinged when it goes back to the pool (sqlx always does),
 /// so one taken out again soon after needs no second ping; one idle for a while is
 /// checked before use (the server or a proxy may have closed it).
+/// How long connecting to the database may take before it fails with its cause.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn pool_options(max_connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
@@ -128,8 +131,8 @@ impl PostgresStore {
 
     /// [`connect`](Self::connect) with a maximum pool size.
     pub async fn connect_with(url: &str, max_connections: u32) -> StoreResult<PostgresStore> {
-        let pool = pool_options(max_connections).connect(url).await?;
-        PostgresStore::init(pool).await
+        let options: PgConnectOptions = url.parse()?;
+        PostgresStore::connect_options(options, max_connections).await
     }
 
     /// Connects with explicit options (e.g. a `search_path` through
@@ -138,6 +141,25 @@ impl PostgresStore {
         options: PgConnectOptions,
         max_connections: u32,
     ) -> StoreResult<PostgresStore> {
+        // One plain connection first: a pool that cannot connect reports only "pool timed
+        // out", after its 30 s acquire timeout; this says why ("Connection refused",
+        // "password authentication failed"), within CONNECT_TIMEOUT.
+        match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+            }
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => {
+                return Err(StoreError::Database(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer from PostgreSQL at {}:{} within {CONNECT_TIMEOUT:?}",
+                        options.get_host(),
+                        options.get_port()
+                    ),
+                ))));
+            }
+        }
         let pool = pool_options(max_connections).connect_with(options).await?;
         PostgresStore::init(pool).await
     }
