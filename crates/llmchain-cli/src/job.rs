@@ -41,6 +41,12 @@ pub struct JobSpec {
     pub trust: Vec<String>,
     /// `--approve`, by name.
     pub approve: String,
+    /// `--mcp-start-timeout`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_start_timeout: Option<u64>,
+    /// `--mcp-timeout`, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_timeout: Option<u64>,
 }
 
 /// A chain for a job with its tools, and what the job's tools need to stay alive.
@@ -66,6 +72,8 @@ impl JobSpec {
             mcp: self.mcp.clone(),
             mcp_http: self.mcp_http.clone(),
             trust: self.trust.clone(),
+            start_timeout: self.mcp_start_timeout,
+            call_timeout: self.mcp_timeout,
         }
     }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{BIN, Session, have_tmux};
+use common::{BIN, Session, bad_server_cmd, have_tmux};
 
 use llmchain::tool::ToolContext;
 use llmchain_mcp::{McpClient, McpOptions, ServerSpec};
@@ -171,4 +171,42 @@ fn approve_ask_in_a_real_terminal_edit_then_approve() {
     let screen = t.wait_for("EXIT=");
     assert!(screen.contains(r#""content":"6*7 = 42""#), "{screen}");
     assert!(screen.contains("EXIT=0"), "{screen}");
+}
+
+/// An HTTP server that cannot be reached is named with the cause, and no Rust type name
+/// (rmcp's `WorkerTransport<…>`) reaches the user.
+#[test]
+fn an_unreachable_http_server_is_named_without_rust_types() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let out = Command::new(BIN)
+        .args(["mcp", "list", "--mcp-http", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error sending request"), "{err}");
+    assert!(
+        !err.contains("::") && !err.contains("WorkerTransport"),
+        "{err}"
+    );
+}
+
+/// `--mcp-start-timeout` bounds a server that never lists its tools (10 s by default).
+#[test]
+fn a_hung_server_fails_after_the_start_timeout() {
+    let Some(server) = bad_server_cmd("a_hung_server_fails_after_the_start_timeout", "list-hang")
+    else {
+        return;
+    };
+    let out = Command::new(BIN)
+        .args(["mcp", "list", "--mcp", &server, "--mcp-start-timeout", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no answer to tools/list within 1s"), "{err}");
 }

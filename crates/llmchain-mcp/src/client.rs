@@ -275,7 +275,7 @@ impl McpClient {
                 self.opts.max_message_bytes
             );
         }
-        with_stderr(e.to_string(), watch)
+        with_stderr(without_type_names(&e.to_string()), watch)
     }
 
     /// Lists the server's tools as llmchain tools, named per [`McpOptions::prefix`].
@@ -410,6 +410,34 @@ impl McpClient {
     }
 }
 
+/// rmcp's errors name the transport by its Rust type (`Transport [rmcp::transport::
+/// worker::WorkerTransport<…>] error: …`): that bracket means nothing to a user and is
+/// cut out.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let mut depth = 0usize;
+        let close = rest[open..].char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(open + i)
+        });
+        let Some(close) = close else { break };
+        let inside = &rest[open + 1..close];
+        out.push_str(&rest[..open]);
+        if !inside.contains("::") {
+            out.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out.replace("  ", " ")
+}
+
 /// `text`, followed by the tail of the server's stderr when it wrote any.
 fn with_stderr(text: String, watch: &Watch) -> String {
     match watch.stderr.text() {
@@ -475,7 +503,7 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), Mc
             let transport = StreamableHttpClientTransport::from_uri(url.as_str());
             match tokio::time::timeout(opts.handshake_timeout, ().serve(transport)).await {
                 Ok(Ok(service)) => Ok((service, Watch::default())),
-                Ok(Err(e)) => Err(handshake(e.to_string())),
+                Ok(Err(e)) => Err(handshake(without_type_names(&e.to_string()))),
                 Err(_) => Err(handshake(no_answer())),
             }
         }
@@ -630,5 +658,15 @@ mod tests {
             default_name(&ServerSpec::http("http://127.0.0.1:8000/mcp")),
             "127_0_0_1"
         );
+    }
+
+    #[test]
+    fn rust_type_names_are_cut_from_transport_errors() {
+        let e = "Send message error Transport [rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::async_impl::client::Client>>] error: Client error: error sending request for url (http://127.0.0.1:1/mcp), when send initialize request";
+        assert_eq!(
+            without_type_names(e),
+            "Send message error Transport error: Client error: error sending request for url (http://127.0.0.1:1/mcp), when send initialize request"
+        );
+        assert_eq!(without_type_names("a [1] b [x::y] c ["), "a [1] b c [");
     }
 }

@@ -13,6 +13,8 @@
 //!
 //! [`connect_mcp_tools`] is what `llmchain run --mcp/--mcp-http` uses.
 
+use std::time::Duration;
+
 use std::path::PathBuf;
 
 use llmchain::chain::{ReviewDecision, ReviewHandler};
@@ -49,7 +51,30 @@ pub struct ServerArgs {
     /// terminal).
     #[arg(long = "trust", value_name = "SERVER")]
     pub trust: Vec<String>,
+    /// Seconds an MCP server may take to start and list its tools [default: 10].
+    #[arg(long = "mcp-start-timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub start_timeout: Option<u64>,
+    /// Seconds one MCP tool call may take [default: 120].
+    #[arg(long = "mcp-timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_timeout: Option<u64>,
 }
+
+/// The MCP options of these flags.
+fn mcp_options(servers: &ServerArgs) -> McpOptions {
+    let start = Duration::from_secs(servers.start_timeout.unwrap_or(DEFAULT_START_SECS));
+    McpOptions {
+        handshake_timeout: start,
+        list_timeout: start,
+        timeout: servers
+            .call_timeout
+            .map_or(llmchain_mcp::DEFAULT_TIMEOUT, Duration::from_secs),
+        ..McpOptions::default()
+    }
+}
+
+/// The default of `--mcp-start-timeout`: a server that has not started and listed its
+/// tools in 10 s is hung or waiting for something (a login, a download).
+const DEFAULT_START_SECS: u64 = 10;
 
 #[derive(Debug, clap::Subcommand)]
 enum McpCommand {
@@ -95,7 +120,7 @@ pub async fn connect_mcp_tools(
         specs.push(ServerSpec::parse_command(c).map_err(|e| CliError::Usage(e.to_string()))?);
     }
     specs.extend(servers.mcp_http.iter().map(ServerSpec::http));
-    llmchain_mcp::connect_all(specs, &McpOptions::default(), reserved)
+    llmchain_mcp::connect_all(specs, &mcp_options(servers), reserved)
         .await
         .map_err(|e| CliError::Runtime(e.to_string()))
 }

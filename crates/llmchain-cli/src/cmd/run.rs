@@ -101,6 +101,8 @@ pub fn run(args: RunArgs) -> CliResult {
         mcp: args.servers.mcp.clone(),
         mcp_http: args.servers.mcp_http.clone(),
         trust: args.servers.trust.clone(),
+        mcp_start_timeout: args.servers.start_timeout,
+        mcp_timeout: args.servers.call_timeout,
         approve: clap::ValueEnum::to_possible_value(&args.approve)
             .map(|v| v.get_name().to_owned())
             .unwrap_or_else(|| "auto".into()),
