@@ -119,7 +119,8 @@ fn decode_bad_input_exits_2_with_one_line() {
         &["decode", "--format", "openai_responses", chat],
         None,
     ));
-    assert_bad_input(&run(
+    // A usage error clap finds shows clap's whole message (what is wrong, the hint).
+    let out = run(
         &[
             "decode",
             "--format",
@@ -129,7 +130,14 @@ fn decode_bad_input_exits_2_with_one_line() {
             chat,
         ],
         None,
-    ));
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("llmchain: invalid value '0' for '--chunk-size <CHUNK_SIZE>'")
+            && err.contains("--help"),
+        "{err}"
+    );
     assert_bad_input(&run(
         &["decode", "--format", "openai_chat", "-"],
         Some(&[0xff, 0xfe, 0x00]),

@@ -440,6 +440,12 @@ fn resume_command(
     for t in &servers.trust {
         cmd.push_str(&format!(" --trust {}", shell_words::quote(t)));
     }
+    if let Some(secs) = servers.start_timeout {
+        cmd.push_str(&format!(" --mcp-start-timeout {secs}"));
+    }
+    if let Some(secs) = servers.call_timeout {
+        cmd.push_str(&format!(" --mcp-timeout {secs}"));
+    }
     if approve != ApprovalPolicy::default()
         && let Some(v) = clap::ValueEnum::to_possible_value(&approve)
     {
@@ -454,11 +460,7 @@ mod tests {
 
     #[test]
     fn the_resume_hint_carries_the_servers_and_the_policy() {
-        let none = ServerArgs {
-            mcp: vec![],
-            mcp_http: vec![],
-            trust: vec![],
-        };
+        let none = ServerArgs::default();
         assert_eq!(
             resume_command("", "c1", &none, ApprovalPolicy::Auto),
             "llmchain conversations resume c1"
@@ -466,7 +468,8 @@ mod tests {
         let servers = ServerArgs {
             mcp: vec!["python3 server.py --root 'my dir'".into()],
             mcp_http: vec!["http://127.0.0.1:9/mcp".into()],
-            trust: vec![],
+            call_timeout: Some(300),
+            ..ServerArgs::default()
         };
         let cmd = resume_command(
             " --db sqlite://x.db",
@@ -478,7 +481,7 @@ mod tests {
             cmd,
             "llmchain conversations --db sqlite://x.db resume c1 \
              --mcp 'python3 server.py --root '\\''my dir'\\''' \
-             --mcp-http http://127.0.0.1:9/mcp --approve always"
+             --mcp-http http://127.0.0.1:9/mcp --mcp-timeout 300 --approve always"
         );
         // The quoted server command splits back into the words it was given as.
         let words = shell_words::split(&cmd).unwrap();
