@@ -39,9 +39,21 @@ impl HeldRun {
         mode: &str,
         stop: CancellationToken,
     ) -> Result<HeldRun, CliError> {
+        HeldRun::take_with(store, conversation, mode, stop, Default::default()).await
+    }
+
+    /// [`take`](Self::take), recording `extra` (the job) in the run it creates.
+    pub async fn take_with(
+        store: Arc<AnyStore>,
+        conversation: &str,
+        mode: &str,
+        stop: CancellationToken,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<HeldRun, CliError> {
         let worker = format!("cli-{}-{}", std::process::id(), instance_suffix());
         let state = RunState {
             mode: mode.to_owned(),
+            extra,
             ..Default::default()
         };
         let run = store

@@ -88,6 +88,117 @@ fn a_rate_limited_call_says_it_waits_then_answers() {
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
+/// `run -c` continues the latest conversation and `--conversation PREFIX` a chosen one:
+/// the model sees the earlier messages, and the provider, model and base URL the
+/// conversation ran with are used again without being repeated.
+#[test]
+fn run_continues_a_conversation_with_its_recorded_provider_and_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, seen) = serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Paris.")).unwrap(),
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::text("About 2.1 million."),
+        )
+        .unwrap(),
+        render_stream(Format::OpenAiChat, &ResponseScript::text("The Seine.")).unwrap(),
+    ]);
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "local-model",
+            "Capital of France?",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = common::saved_id(&String::from_utf8_lossy(&out.stderr));
+    let out = llmchain(&["run", "-c", "How many people live there?"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("About 2.1 million."));
+    assert_eq!(common::saved_id(&stderr), id, "the same conversation");
+    let out = llmchain(
+        &["run", "--conversation", &id[..8], "And its river?"],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[1].1["model"], "local-model");
+    let texts: Vec<String> = seen[2].1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "user: Capital of France?",
+            "assistant: Paris.",
+            "user: How many people live there?",
+            "assistant: About 2.1 million.",
+            "user: And its river?",
+        ]
+    );
+    // Nothing to continue, or an id nobody has: a usage error.
+    let empty = tempfile::tempdir().unwrap();
+    let out = llmchain(&["run", "-c", "hi"], empty.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("there is no conversation to continue"));
+}
+
+/// The prompt from stdin: `-`, nothing, or piped context with a prompt.
+#[test]
+fn run_reads_the_prompt_from_stdin() {
+    use common::llmchain_with_stdin;
+    let dir = tempfile::tempdir().unwrap();
+    let reply = || render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let (base, seen) = serve(vec![reply(), reply(), reply()]);
+    for (args, stdin) in [
+        (vec!["-"], "what is in here?\n"),
+        (vec![], "no prompt at all\n"),
+        (vec!["Summarise the log above."], "line 1\nline 2\n"),
+    ] {
+        let mut full = vec!["run", "--base-url", base.as_str()];
+        full.extend(args);
+        let out = llmchain_with_stdin(&full, dir.path(), stdin);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let seen = seen.lock().unwrap();
+    let user = |n: usize| {
+        seen[n].1["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(user(0), "what is in here?\n");
+    assert_eq!(user(1), "no prompt at all\n");
+    assert_eq!(user(2), "line 1\nline 2\n\nSummarise the log above.");
+}
+
 #[test]
 fn a_missing_key_says_what_to_set() {
     let dir = tempfile::tempdir().unwrap();

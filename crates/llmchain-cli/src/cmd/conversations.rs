@@ -164,6 +164,7 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
             }
         }
         Action::Show { id } => {
+            let id = resolve_id(&store, &id).await?;
             let stored = load(&store, &id).await?;
             show(&mut out, &stored);
             let runs = store.list_runs(&id).await.map_err(store_error)?;
@@ -183,9 +184,11 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
             servers,
             approve,
         } => {
+            let id = resolve_id(&store, &id).await?;
             resume(store, &id, &servers, approve, &mut out).await?;
         }
         Action::Export { id, output } => {
+            let id = resolve_id(&store, &id).await?;
             let stored = load(&store, &id).await?;
             let mut json = serde_json::to_string_pretty(&stored.conversation).map_err(runtime)?;
             json.push('\n');
@@ -350,6 +353,54 @@ fn print(out: &str) -> CliResult {
     crate::stdout::write_bytes(out.as_bytes())
         .map_err(|e| CliError::Runtime(format!("cannot write to stdout: {e}")))
 }
+
+/// The conversation `given` names: its id, or a prefix of exactly one id (as git takes
+/// a commit); the most recently updated one when `given` is empty.
+pub async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, CliError> {
+    if given.is_empty() {
+        let latest = store.list_conversations(1).await.map_err(store_error)?;
+        return latest
+            .into_iter()
+            .next()
+            .map(|s| s.id)
+            .ok_or_else(|| CliError::Usage("there is no conversation to continue".into()));
+    }
+    if store
+        .get_conversation(given)
+        .await
+        .map_err(store_error)?
+        .is_some()
+    {
+        return Ok(given.to_owned());
+    }
+    let all = store
+        .list_conversations(MAX_PREFIX_SCAN)
+        .await
+        .map_err(store_error)?;
+    let matching: Vec<String> = all
+        .into_iter()
+        .map(|s| s.id)
+        .filter(|id| id.starts_with(given))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(CliError::Usage(format!(
+            "no conversation with id {given:?} (or starting with it)"
+        ))),
+        many => Err(CliError::Usage(format!(
+            "{given:?} starts {} conversation ids ({}, …): give more of the id",
+            many.len(),
+            many.iter()
+                .take(3)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// A prefix is looked for among this many most recent conversations.
+const MAX_PREFIX_SCAN: i64 = 100_000;
 
 async fn load(store: &AnyStore, id: &str) -> Result<StoredConversation, CliError> {
     store

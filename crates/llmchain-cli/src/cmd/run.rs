@@ -18,9 +18,10 @@ use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision, R
 use llmchain::message::{Message, Role, ToolCall};
 use llmchain::provider::http::{base_url_env_var, key_env_vars};
 use llmchain::provider::{Format, StreamEvent};
-use llmchain_store::{NewConversation, RunOptions, RunState, RunStatus, Store};
+use llmchain_store::sink::load_chain_state;
+use llmchain_store::{AnyStore, NewConversation, RunOptions, RunState, RunStatus, Store};
 
-use crate::cmd::conversations::{open_store, store_error};
+use crate::cmd::conversations::{open_store, resolve_id, store_error};
 use crate::cmd::mcp::ServerArgs;
 use crate::error::{CliError, CliResult};
 use crate::held_run::HeldRun;
@@ -43,11 +44,14 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 )]
 pub struct RunArgs {
     /// Provider: openai (Chat Completions, also any compatible server),
-    /// openai_responses, anthropic, gemini or ollama.
-    #[arg(long, default_value = "openai")]
-    pub provider: String,
-    /// Model id (default: a current model of the provider).
-    #[arg(long)]
+    /// openai_responses, anthropic, gemini or ollama [default: openai, or the one the
+    /// continued conversation used].
+    #[arg(long, env = "LLMCHAIN_PROVIDER")]
+    pub provider: Option<String>,
+    /// Model id [default: the continued conversation's, else the provider's current
+    /// model: openai gpt-4.1, openai_responses gpt-5, anthropic claude-sonnet-4-5,
+    /// gemini gemini-2.5-flash, ollama llama3.2].
+    #[arg(long, env = "LLMCHAIN_MODEL")]
     pub model: Option<String>,
     /// Base URL (overrides OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GEMINI_BASE_URL, OLLAMA_HOST).
     #[arg(long)]
@@ -55,17 +59,27 @@ pub struct RunArgs {
     /// System prompt.
     #[arg(long)]
     pub system: Option<String>,
-    /// MCP servers whose tools join the built-in ones.
+    /// MCP servers whose tools join the built-in ones [default when continuing: the
+    /// conversation's].
     #[command(flatten)]
     pub servers: ServerArgs,
-    /// Review of tool calls. auto: read-only tools (readOnlyHint, and the built-in
-    /// tools) run; any other call is asked about when stdin and stderr are a terminal
-    /// and denied otherwise (the model is told; pass --approve always to allow).
-    /// ask: every call is asked about — approve, edit (in $EDITOR or as JSON typed
-    /// in), reject or deny; the question shows the tool's hints (read-only,
-    /// destructive, ...). always: run every call. never: run none.
-    #[arg(long, value_enum, default_value = "auto", verbatim_doc_comment)]
-    pub approve: ApprovalPolicy,
+    /// Review of tool calls [default: auto, or the continued conversation's]. auto:
+    /// read-only tools (readOnlyHint, and the built-in tools) run; any other call is
+    /// asked about when stdin and stderr are a terminal and denied otherwise (the model
+    /// is told; pass --approve always to allow). ask: every call is asked about —
+    /// approve, edit (in $EDITOR or as JSON typed in), reject or deny; the question
+    /// shows the tool's hints (read-only, destructive, ...). always: run every call.
+    /// never: run none.
+    #[arg(long, value_enum, verbatim_doc_comment)]
+    pub approve: Option<ApprovalPolicy>,
+    /// Continue the most recent conversation: the prompt is its next user message, with
+    /// the provider, model, tool servers and approve policy it ran with (flags given
+    /// here win).
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["conversation", "enqueue"])]
+    pub continue_latest: bool,
+    /// Continue this conversation (its id, or a unique prefix of it), as --continue does.
+    #[arg(long, value_name = "ID", conflicts_with = "enqueue")]
+    pub conversation: Option<String>,
     /// Where the conversation is stored: sqlite://PATH or postgres://… (default:
     /// $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's data directory).
     #[arg(long, value_name = "URL")]
@@ -81,57 +95,156 @@ pub struct RunArgs {
     /// With --enqueue: higher runs are claimed first.
     #[arg(long, default_value_t = 0, requires = "enqueue")]
     pub priority: i32,
-    /// The prompt.
-    pub prompt: String,
+    /// The prompt. `-`, or nothing when stdin is piped, reads it from stdin; piped
+    /// stdin with a prompt sends both (the piped text first), as `llm` does.
+    pub prompt: Option<String>,
+}
+
+/// The prompt: the argument, stdin, or both.
+fn prompt(arg: Option<&str>) -> Result<String, CliError> {
+    use std::io::{IsTerminal, Read};
+    let piped = !std::io::stdin().is_terminal();
+    let read_stdin = || {
+        let mut text = String::new();
+        std::io::stdin()
+            .take(MAX_PROMPT_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| CliError::Usage(format!("cannot read the prompt from stdin: {e}")))?;
+        if text.len() as u64 > MAX_PROMPT_BYTES {
+            return Err(CliError::Usage(format!(
+                "the prompt on stdin is longer than {} MiB",
+                MAX_PROMPT_BYTES >> 20
+            )));
+        }
+        Ok::<_, CliError>(text)
+    };
+    let text = match arg {
+        Some("-") => read_stdin()?,
+        None if piped => read_stdin()?,
+        None => {
+            return Err(CliError::Usage(
+                "give a prompt (or `-` to read it from stdin)".into(),
+            ));
+        }
+        Some(p) if piped => {
+            let context = read_stdin()?;
+            if context.trim().is_empty() {
+                p.to_owned()
+            } else {
+                format!("{}\n\n{p}", context.trim_end())
+            }
+        }
+        Some(p) => p.to_owned(),
+    };
+    if text.trim().is_empty() {
+        return Err(CliError::Usage("the prompt is empty".into()));
+    }
+    Ok(text)
+}
+
+/// The longest prompt read from stdin.
+const MAX_PROMPT_BYTES: u64 = 16 << 20;
+
+/// The job of this run: the flags, and for what they leave out, the continued
+/// conversation's recorded job, then the defaults.
+fn job_of(args: &RunArgs, recorded: Option<JobSpec>) -> Result<JobSpec, CliError> {
+    let provider = args
+        .provider
+        .clone()
+        .or_else(|| recorded.as_ref().map(|j| j.provider.clone()))
+        .unwrap_or_else(|| "openai".to_owned());
+    let format = parse_provider(&provider)?;
+    // The recorded model and base URL belong to the recorded provider.
+    let same = recorded.as_ref().filter(|j| j.provider == provider);
+    let servers_given = !args.servers.mcp.is_empty() || !args.servers.mcp_http.is_empty();
+    let servers = match (&recorded, servers_given) {
+        (Some(j), false) => j.servers(),
+        _ => args.servers.clone(),
+    };
+    let approve = match (args.approve, &recorded) {
+        (Some(a), _) => clap::ValueEnum::to_possible_value(&a)
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_else(|| "auto".into()),
+        (None, Some(j)) => j.approve.clone(),
+        (None, None) => "auto".into(),
+    };
+    Ok(JobSpec {
+        model: args
+            .model
+            .clone()
+            .or_else(|| same.map(|j| j.model.clone()))
+            .unwrap_or_else(|| default_model(format).to_owned()),
+        base_url: args
+            .base_url
+            .clone()
+            .or_else(|| same.and_then(|j| j.base_url.clone())),
+        provider,
+        trust: if args.servers.trust.is_empty() {
+            servers.trust.clone()
+        } else {
+            args.servers.trust.clone()
+        },
+        mcp: servers.mcp,
+        mcp_http: servers.mcp_http,
+        mcp_start_timeout: args.servers.start_timeout.or(servers.start_timeout),
+        mcp_timeout: args.servers.call_timeout.or(servers.call_timeout),
+        approve,
+    })
+}
+
+/// The job recorded with a conversation's most recent run that has one.
+async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, CliError> {
+    let runs = store.list_runs(id).await.map_err(store_error)?;
+    runs.iter()
+        .rev()
+        .find_map(|r| JobSpec::from_extra(&r.state.extra))
+        .transpose()
 }
 
 /// Runs `llmchain run`.
 pub fn run(args: RunArgs) -> CliResult {
-    let format = parse_provider(&args.provider)?;
-    if args.prompt.trim().is_empty() {
-        return Err(CliError::Usage("the prompt is empty".into()));
-    }
-    let job = JobSpec {
-        provider: args.provider.clone(),
-        model: args
-            .model
-            .clone()
-            .unwrap_or_else(|| default_model(format).to_owned()),
-        base_url: args.base_url.clone(),
-        mcp: args.servers.mcp.clone(),
-        mcp_http: args.servers.mcp_http.clone(),
-        trust: args.servers.trust.clone(),
-        mcp_start_timeout: args.servers.start_timeout,
-        mcp_timeout: args.servers.call_timeout,
-        approve: clap::ValueEnum::to_possible_value(&args.approve)
-            .map(|v| v.get_name().to_owned())
-            .unwrap_or_else(|| "auto".into()),
-    };
+    let prompt = prompt(args.prompt.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
-    if args.enqueue {
-        return rt.block_on(enqueue(job, args));
-    }
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
-    let result = rt.block_on(agent(job, args, cwd));
+    let result = rt.block_on(async {
+        let (store, location) = open_store(args.db.clone()).await?;
+        let continued = match (&args.conversation, args.continue_latest) {
+            (Some(id), _) => Some(resolve_id(&store, id).await?),
+            (None, true) => Some(resolve_id(&store, "").await?),
+            (None, false) => None,
+        };
+        let recorded = match &continued {
+            Some(id) => recorded_job(&store, id).await?,
+            None => None,
+        };
+        let job = job_of(&args, recorded)?;
+        job.policy()?;
+        if args.enqueue {
+            return enqueue(job, args, prompt, store, location).await;
+        }
+        agent(job, args, prompt, cwd, store, location, continued).await
+    });
     // Do not wait for a review question still blocked on the terminal.
     rt.shutdown_background();
     result
 }
 
 /// `run --enqueue`: the conversation and a pending run carrying its job.
-async fn enqueue(job: JobSpec, args: RunArgs) -> CliResult {
-    job.policy()?;
-    let (store, location) = open_store(args.db.clone()).await?;
+async fn enqueue(
+    job: JobSpec,
+    args: RunArgs,
+    prompt: String,
+    store: AnyStore,
+    location: String,
+) -> CliResult {
     let mut conversation = llmchain::conversation::Conversation::new();
     conversation.system = args.system.clone();
-    conversation
-        .messages
-        .push(Message::user(args.prompt.clone()));
-    let title: String = args.prompt.chars().take(60).collect();
+    conversation.messages.push(Message::user(prompt.clone()));
+    let title: String = prompt.chars().take(60).collect();
     let id = store
         .create_conversation(NewConversation::from_conversation(conversation).with_title(title))
         .await
@@ -165,48 +278,75 @@ async fn enqueue(job: JobSpec, args: RunArgs) -> CliResult {
     Ok(())
 }
 
-/// Runs the job here, holding the conversation's run lease.
-async fn agent(job: JobSpec, args: RunArgs, cwd: std::path::PathBuf) -> CliResult {
+/// Runs the job here, holding the conversation's run lease: a new conversation, or
+/// `continued` with the prompt as its next user message.
+async fn agent(
+    job: JobSpec,
+    args: RunArgs,
+    prompt: String,
+    cwd: std::path::PathBuf,
+    store: AnyStore,
+    location: String,
+    continued: Option<String>,
+) -> CliResult {
+    let store = Arc::new(store);
+    let conversation_id = match continued {
+        Some(id) => id,
+        None => {
+            let mut conversation = llmchain::conversation::Conversation::new();
+            conversation.system = args.system.clone();
+            let title: String = prompt.chars().take(60).collect();
+            store
+                .create_conversation(
+                    NewConversation::from_conversation(conversation).with_title(title),
+                )
+                .await
+                .map_err(store_error)?
+        }
+    };
+    // This process holds the run: no other process can run the conversation meanwhile.
+    // The job is recorded with it, so `--continue` and `resume` can go on the same way.
+    let stop = llmchain::tool::CancellationToken::new();
+    let mut extra = serde_json::Map::new();
+    extra.insert(JOB_KEY.into(), job.to_value());
+    let held = HeldRun::take_with(
+        store.clone(),
+        &conversation_id,
+        Mode::while_needs_response().name(),
+        stop.clone(),
+        extra,
+    )
+    .await?;
+    let state = load_chain_state(store.as_ref(), &conversation_id, Some(&held.run().state))
+        .await
+        .map_err(store_error)?;
     let Built {
         chain,
         format,
         mcp_tools: _mcp_tools,
-    } = job.build(cwd, None).await?;
+    } = job.build(cwd, state).await?;
+    // A lost lease (heartbeat) stops the chain.
+    let chain_token = chain.cancellation_token();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        chain_token.cancel();
+    });
 
     let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
     let callbacks = callbacks(&progress, &mid_line);
     let mut chain = chain.with_callbacks(callbacks);
-    if let Some(s) = args.system {
+    if let Some(s) = args.system.clone() {
         chain = chain.with_system(s);
     }
-
-    // The conversation is stored as it goes, so an interrupted run can be resumed.
-    let (store, location) = open_store(args.db.clone()).await?;
-    let store = Arc::new(store);
-    let title: String = args.prompt.chars().take(60).collect();
-    let conversation_id = store
-        .create_conversation(
-            NewConversation::from_conversation(chain.conversation().clone()).with_title(title),
-        )
-        .await
-        .map_err(store_error)?;
-    // This process holds the run: no other process can run the conversation meanwhile.
-    let held = HeldRun::take(
-        store.clone(),
-        &conversation_id,
-        Mode::while_needs_response().name(),
-        chain.cancellation_token(),
-    )
-    .await?;
     let mut chain = chain.with_sink(Arc::new(ProgressSink::new(
         Arc::new(held.sink()),
         progress.clone(),
     )));
 
     chain
-        .add_message(Message::user(args.prompt))
+        .add_message(Message::user(prompt))
         .await
         .map_err(|e| CliError::Runtime(e.to_string()))?;
 
@@ -245,7 +385,7 @@ async fn agent(job: JobSpec, args: RunArgs, cwd: std::path::PathBuf) -> CliResul
             held.finish(RunStatus::Cancelled, Some(chain.state())).await;
             return Err(CliError::Interrupted(format!(
                 "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
-                resume_command(&db_flag, &conversation_id, &args.servers, args.approve)
+                resume_command(&db_flag, &conversation_id, &job.servers(), job.policy()?)
             )));
         }
         Err(e) => {

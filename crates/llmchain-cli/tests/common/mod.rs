@@ -101,10 +101,39 @@ pub fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("LLMCHAIN_DATABASE_URL")
+        .env_remove("LLMCHAIN_PROVIDER")
+        .env_remove("LLMCHAIN_MODEL")
         // The default database goes into the test's directory.
         .env("XDG_DATA_HOME", dir)
         .output()
         .expect("the binary runs")
+}
+
+/// [`llmchain`] with `stdin` piped in.
+pub fn llmchain_with_stdin(args: &[&str], dir: &std::path::Path, stdin: &str) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("LLMCHAIN_DATABASE_URL")
+        .env_remove("LLMCHAIN_PROVIDER")
+        .env_remove("LLMCHAIN_MODEL")
+        .env("XDG_DATA_HOME", dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 /// `--mcp` for our own `llmchain mcp serve` over `root`.
