@@ -47,6 +47,15 @@ pub struct JobSpec {
     /// `--mcp-timeout`, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_timeout: Option<u64>,
+    /// `--tools`: only these tools (built-in or MCP, by llmchain name); empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// `--no-builtin-tools`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_builtin_tools: bool,
+    /// `--root`: the directory `read_file` reads (default: the working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
 }
 
 /// A chain for a job with its tools, and what the job's tools need to stay alive.
@@ -112,9 +121,29 @@ impl JobSpec {
         .map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
         let model =
             HttpModel::new(config).map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
-        let builtins = tools::builtins(cwd);
+        let builtins = if self.no_builtin_tools {
+            Vec::new()
+        } else {
+            tools::builtins(self.root.as_ref().map_or(cwd, std::path::PathBuf::from))
+        };
         let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
-        let mcp_tools = connect_mcp_tools(&self.servers(), &reserved).await?;
+        let mut mcp_tools = connect_mcp_tools(&self.servers(), &reserved).await?;
+        let mut builtins = builtins;
+        if !self.tools.is_empty() {
+            let known: Vec<&str> = builtins
+                .iter()
+                .map(Tool::name)
+                .chain(mcp_tools.iter().map(|t| t.tool.name()))
+                .collect();
+            if let Some(unknown) = self.tools.iter().find(|n| !known.contains(&n.as_str())) {
+                return Err(CliError::Usage(format!(
+                    "--tools names {unknown:?}, which no tool here is called; the tools are: {}",
+                    known.join(", ")
+                )));
+            }
+            builtins.retain(|t| self.tools.iter().any(|n| n == t.name()));
+            mcp_tools.retain(|t| self.tools.iter().any(|n| n == t.tool.name()));
+        }
         let reviewer: TerminalReview = approval_handler(
             self.policy()?,
             builtins

@@ -87,7 +87,8 @@ pub fn read_file(root: impl Into<PathBuf>) -> Tool {
     Tool::builder("read_file")
         .description(format!(
             "Reads a UTF-8 text file (at most {MAX_READ_BYTES} bytes) from the working directory. \
-             Paths are relative to it; nothing outside it can be read."
+             Paths are relative to it; nothing outside it, and no hidden file or directory \
+             (.env, .ssh, .git), can be read."
         ))
         .display_text("Read a file")
         .schema(json!({
@@ -125,6 +126,19 @@ async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
     };
     if !full.starts_with(&root) {
         return ToolOutput::refusal(format!("{rel} is outside the working directory"));
+    }
+    // Hidden files and directories hold secrets (.env, .ssh/id_rsa, .git/config,
+    // .npmrc): never read, whatever path (or link) leads to them.
+    let hidden = full.strip_prefix(&root).is_ok_and(|inside| {
+        inside
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    });
+    if hidden {
+        return ToolOutput::refusal(format!(
+            "{rel} is a hidden file or inside a hidden directory; those often hold secrets \
+             (.env, .ssh) and are not read"
+        ));
     }
     // What is read is what was checked: the opened file's own metadata, not the path's.
     let file = match tokio::fs::File::open(&full).await {
@@ -206,6 +220,32 @@ mod tests {
             "{}",
             r.content_text()
         );
+    }
+
+    #[tokio::test]
+    async fn hidden_files_are_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), "OPENAI_API_KEY=sk-secret").unwrap();
+        std::fs::create_dir(dir.path().join(".ssh")).unwrap();
+        std::fs::write(dir.path().join(".ssh/id_rsa"), "PRIVATE KEY").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(dir.path().join(".env"), dir.path().join("env.txt")).unwrap();
+        let t = read_file(dir.path());
+        for (n, path) in [".env", ".ssh/id_rsa", "./.env", "env.txt"]
+            .iter()
+            .enumerate()
+        {
+            let out = t
+                .execute(json!({"path": path}), ToolContext::new(n.to_string()))
+                .await;
+            assert!(out.is_refusal(), "{path}: {out:?}");
+            assert!(!out.content_text().contains("sk-secret"));
+            assert!(
+                out.content_text().contains("hidden"),
+                "{}",
+                out.content_text()
+            );
+        }
     }
 
     #[tokio::test]

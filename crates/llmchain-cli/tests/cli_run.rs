@@ -166,6 +166,62 @@ fn run_continues_a_conversation_with_its_recorded_provider_and_model() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("there is no conversation to continue"));
 }
 
+/// `--tools` picks tools by name, `--no-builtin-tools` leaves the built-in ones out;
+/// a name no tool has is a usage error naming the tools there are.
+#[test]
+fn the_user_chooses_the_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let reply = || render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let (base, seen) = serve(vec![reply(), reply()]);
+    let names = |n: usize, seen: &common::Seen| -> Vec<String> {
+        seen.lock().unwrap()[n].1["tools"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--tools",
+            "calculator,clock",
+            "hi",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(names(0, &seen), ["calculator", "clock"]);
+    let out = llmchain(
+        &["run", "--base-url", &base, "--no-builtin-tools", "hi"],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(names(1, &seen).is_empty());
+    let out = llmchain(
+        &["run", "--base-url", &base, "--tools", "shell", "hi"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"--tools names "shell""#) && err.contains("calculator, clock, read_file"),
+        "{err}"
+    );
+}
+
 /// The prompt from stdin: `-`, nothing, or piped context with a prompt.
 #[test]
 fn run_reads_the_prompt_from_stdin() {

@@ -72,6 +72,18 @@ pub struct RunArgs {
     /// never: run none.
     #[arg(long, value_enum, verbatim_doc_comment)]
     pub approve: Option<ApprovalPolicy>,
+    /// Only these tools (comma-separated llmchain names, built-in or MCP, as
+    /// `llmchain mcp list` shows them) [default: all].
+    #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// Leave out the built-in tools (calculator, clock, read_file).
+    #[arg(long)]
+    pub no_builtin_tools: bool,
+    /// The directory read_file reads [default: the working directory]. It never reads
+    /// outside it, hidden files or directories (.env, .ssh, .git), or a file with more
+    /// than one hard link.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
     /// Continue the most recent conversation: the prompt is its next user message, with
     /// the provider, model, tool servers and approve policy it ran with (flags given
     /// here win).
@@ -189,6 +201,26 @@ fn job_of(args: &RunArgs, recorded: Option<JobSpec>) -> Result<JobSpec, CliError
         mcp_start_timeout: args.servers.start_timeout.or(servers.start_timeout),
         mcp_timeout: args.servers.call_timeout.or(servers.call_timeout),
         approve,
+        tools: if args.tools.is_empty() {
+            recorded
+                .as_ref()
+                .map(|j| j.tools.clone())
+                .unwrap_or_default()
+        } else {
+            args.tools.clone()
+        },
+        no_builtin_tools: args.no_builtin_tools
+            || recorded.as_ref().is_some_and(|j| j.no_builtin_tools),
+        root: match &args.root {
+            // Absolute, so a worker or a later `--continue` elsewhere reads the same place.
+            Some(r) => Some(
+                std::fs::canonicalize(r)
+                    .map_err(|e| CliError::Usage(format!("--root {}: {e}", r.display())))?
+                    .display()
+                    .to_string(),
+            ),
+            None => recorded.as_ref().and_then(|j| j.root.clone()),
+        },
     })
 }
 
