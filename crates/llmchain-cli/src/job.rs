@@ -21,7 +21,7 @@ pub const JOB_KEY: &str = "job";
 
 /// How to run a conversation. API keys are never part of it: each process reads its
 /// own from the environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     /// `--provider`.
     pub provider: String,
@@ -56,6 +56,12 @@ pub struct JobSpec {
     /// `--root`: the directory `read_file` reads (default: the working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
+    /// `--max-tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// `--temperature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 /// A chain for a job with its tools, and what the job's tools need to stay alive.
@@ -119,6 +125,13 @@ impl JobSpec {
             std::env::var(k).ok()
         })
         .map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
+        let mut config = config;
+        if let Some(n) = self.max_tokens {
+            config = config.max_tokens(n);
+        }
+        if self.temperature.is_some() {
+            config.temperature = self.temperature;
+        }
         let model =
             HttpModel::new(config).map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
         let builtins = if self.no_builtin_tools {

@@ -190,6 +190,10 @@ fn the_user_chooses_the_tools() {
             &base,
             "--tools",
             "calculator,clock",
+            "--max-tokens",
+            "77",
+            "--temperature",
+            "0.25",
             "hi",
         ],
         dir.path(),
@@ -200,6 +204,11 @@ fn the_user_chooses_the_tools() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(names(0, &seen), ["calculator", "clock"]);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].1["max_tokens"], 77);
+        assert_eq!(seen[0].1["temperature"], 0.25);
+    }
     let out = llmchain(
         &["run", "--base-url", &base, "--no-builtin-tools", "hi"],
         dir.path(),

@@ -127,6 +127,11 @@ fn redact_url(url: &str) -> String {
     }
 }
 
+/// "message" or "messages".
+fn messages_word(n: i64) -> &'static str {
+    if n == 1 { "message" } else { "messages" }
+}
+
 /// The database URL from `--db`, else the environment, else `None` (the default file).
 fn database_url(flag: Option<String>) -> Option<String> {
     flag.or_else(|| {
@@ -151,10 +156,11 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
                     out.push('\n');
                 } else {
                     out.push_str(&format!(
-                        "{}  {}  {:>5} messages  {}\n",
+                        "{}  {}  {:>5} {}  {}\n",
                         s.id,
                         time::format_ms(s.updated_at),
                         s.message_count,
+                        messages_word(s.message_count),
                         s.title.as_deref().unwrap_or("")
                     ));
                 }
@@ -312,8 +318,9 @@ async fn resume(
         }
     }
     out.push_str(&format!(
-        "conversation {id}: {} messages; {}\n",
+        "conversation {id}: {} {}; {}\n",
         chain.messages().len(),
+        messages_word(chain.messages().len() as i64),
         if chain.needs_response() {
             "waiting for the model (continue with `llmchain run`)"
         } else {
@@ -414,7 +421,7 @@ fn show(out: &mut String, stored: &StoredConversation) {
     let s = &stored.summary;
     let c = &stored.conversation;
     out.push_str(&format!(
-        "conversation {}{}\ncreated {}, updated {}, {} messages\n",
+        "conversation {}{}\ncreated {}, updated {}, {} {}\n",
         s.id,
         s.title
             .as_deref()
@@ -422,7 +429,8 @@ fn show(out: &mut String, stored: &StoredConversation) {
             .unwrap_or_default(),
         time::format_ms(s.created_at),
         time::format_ms(s.updated_at),
-        s.message_count
+        s.message_count,
+        messages_word(s.message_count)
     ));
     if let Some(system) = &c.system {
         out.push_str(&format!("system: {system}\n"));

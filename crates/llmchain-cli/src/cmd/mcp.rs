@@ -147,6 +147,11 @@ pub fn run(args: McpArgs) -> CliResult {
                 .map_err(|e| CliError::Runtime(format!("MCP server: {e}")))
         }
         McpCommand::List { servers } => rt.block_on(async {
+            if servers.mcp.is_empty() && servers.mcp_http.is_empty() {
+                return Err(CliError::Usage(
+                    "name a server: --mcp \"CMD ARGS\" or --mcp-http URL".into(),
+                ));
+            }
             let tools = connect_mcp_tools(&servers, &[]).await?;
             for t in &tools {
                 let labels = t.hints.labels().join(", ");

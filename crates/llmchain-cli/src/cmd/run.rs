@@ -84,6 +84,12 @@ pub struct RunArgs {
     /// than one hard link.
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
+    /// The most tokens the model may answer with, per call.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature (0 = most deterministic).
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
     /// Continue the most recent conversation: the prompt is its next user message, with
     /// the provider, model, tool servers and approve policy it ran with (flags given
     /// here win).
@@ -201,6 +207,12 @@ fn job_of(args: &RunArgs, recorded: Option<JobSpec>) -> Result<JobSpec, CliError
         mcp_start_timeout: args.servers.start_timeout.or(servers.start_timeout),
         mcp_timeout: args.servers.call_timeout.or(servers.call_timeout),
         approve,
+        max_tokens: args
+            .max_tokens
+            .or_else(|| recorded.as_ref().and_then(|j| j.max_tokens)),
+        temperature: args
+            .temperature
+            .or_else(|| recorded.as_ref().and_then(|j| j.temperature)),
         tools: if args.tools.is_empty() {
             recorded
                 .as_ref()
