@@ -25,6 +25,10 @@ pub(crate) struct Endpoint {
     pub secrets: Vec<String>,
 }
 
+/// Leading path segments of our endpoints that name an API version (Anthropic `/v1`,
+/// Gemini `/v1beta`, Ollama `/api`), which a base URL may already end with.
+const VERSION_SEGMENTS: [&str; 3] = ["/v1beta", "/v1", "/api"];
+
 impl Endpoint {
     /// `base` + `path` (which starts with `/`), with `extra` query pairs appended.
     pub fn new(base: &str, path: &str, extra: &[(&str, &str)]) -> Result<Endpoint, ModelError> {
@@ -33,7 +37,15 @@ impl Endpoint {
                 "the base URL is not a URL ({e}); expected e.g. https://api.example.com/v1"
             ))
         })?;
-        let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+        let base_path = url.path().trim_end_matches('/');
+        // The API's version segment given twice (`--base-url https://api.anthropic.com/v1`
+        // with Anthropic's `/v1/messages`) is given once: the request goes to
+        // `/v1/messages`, not `/v1/v1/messages`, which answers 404.
+        let path = VERSION_SEGMENTS
+            .iter()
+            .find(|v| base_path.ends_with(*v) && path.starts_with(&format!("{v}/")))
+            .map_or(path, |v| &path[v.len()..]);
+        let joined = format!("{base_path}{path}");
         url.set_path(&joined);
         if !extra.is_empty() {
             let mut q = url.query_pairs_mut();
@@ -122,6 +134,55 @@ mod tests {
         );
         assert_eq!(e.shown, e.request_url);
         assert!(e.secrets.is_empty());
+    }
+
+    #[test]
+    fn a_version_segment_in_the_base_url_is_not_repeated() {
+        for (base, path, want) in [
+            (
+                "https://api.anthropic.com/v1",
+                "/v1/messages",
+                "https://api.anthropic.com/v1/messages",
+            ),
+            (
+                "https://api.anthropic.com/v1/",
+                "/v1/messages",
+                "https://api.anthropic.com/v1/messages",
+            ),
+            (
+                "https://api.anthropic.com",
+                "/v1/messages",
+                "https://api.anthropic.com/v1/messages",
+            ),
+            (
+                "https://g.example/v1beta",
+                "/v1beta/models/m:generateContent",
+                "https://g.example/v1beta/models/m:generateContent",
+            ),
+            (
+                "http://localhost:11434/api",
+                "/api/chat",
+                "http://localhost:11434/api/chat",
+            ),
+            // OpenAI's base URL carries its version; its paths do not: nothing to fold.
+            (
+                "https://api.openai.com/v1",
+                "/chat/completions",
+                "https://api.openai.com/v1/chat/completions",
+            ),
+            // A base ending in another segment keeps it.
+            (
+                "https://proxy.example/anthropic",
+                "/v1/messages",
+                "https://proxy.example/anthropic/v1/messages",
+            ),
+        ] {
+            assert_eq!(
+                Endpoint::new(base, path, &[]).unwrap().request_url,
+                want,
+                "{base}"
+            );
+        }
     }
 
     #[test]
