@@ -288,6 +288,14 @@ fn an_unreachable_server_says_what_to_set() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("could not reach openai"), "{stderr}");
     assert!(stderr.contains("OPENAI_BASE_URL"), "{stderr}");
+    // The failed run is marked in the list.
+    let out = llmchain(&["conversations", "list"], dir.path());
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("1 message  [failed] hello"), "{listed}");
+    let out = llmchain(&["conversations", "list", "--json"], dir.path());
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(v["last_run"], "failed");
 }
 
 #[test]

@@ -127,6 +127,19 @@ fn redact_url(url: &str) -> String {
     }
 }
 
+/// How `list` marks a conversation whose last run did not finish.
+fn run_mark(status: llmchain_store::RunStatus) -> Option<&'static str> {
+    use llmchain_store::RunStatus::*;
+    match status {
+        Failed | Discarded => Some("failed"),
+        Cancelled => Some("interrupted"),
+        Paused => Some("paused"),
+        Running => Some("running"),
+        Pending => Some("queued"),
+        _ => None,
+    }
+}
+
 /// "message" or "messages".
 fn messages_word(n: i64) -> &'static str {
     if n == 1 { "message" } else { "messages" }
@@ -151,16 +164,27 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
         Action::List { limit, json } => {
             let list = store.list_conversations(limit).await.map_err(store_error)?;
             for s in &list {
+                // How its last run ended, when that was not done: failed, interrupted.
+                let last = store
+                    .list_runs(&s.id)
+                    .await
+                    .map_err(store_error)?
+                    .pop()
+                    .map(|r| r.state.status);
+                let mark = last.and_then(run_mark);
                 if json {
-                    out.push_str(&serde_json::to_string(s).map_err(runtime)?);
+                    let mut v = serde_json::to_value(s).map_err(runtime)?;
+                    v["last_run"] = last.map(|st| st.as_str()).into();
+                    out.push_str(&serde_json::to_string(&v).map_err(runtime)?);
                     out.push('\n');
                 } else {
                     out.push_str(&format!(
-                        "{}  {}  {:>5} {}  {}\n",
+                        "{}  {}  {:>5} {}  {}{}\n",
                         s.id,
                         time::format_ms(s.updated_at),
                         s.message_count,
                         messages_word(s.message_count),
+                        mark.map(|m| format!("[{m}] ")).unwrap_or_default(),
                         s.title.as_deref().unwrap_or("")
                     ));
                 }
