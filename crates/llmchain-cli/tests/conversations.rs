@@ -294,3 +294,41 @@ fn a_refused_database_connection_says_why() {
     // Bounded, not a timing assertion: the old behaviour took 30 s.
     assert!(started.elapsed() < std::time::Duration::from_secs(25));
 }
+
+/// `show` prints every part: thinking marked, an image as a placeholder with its type
+/// and size (in a message and in a tool result), a cut-off message as such.
+#[tokio::test(flavor = "current_thread")]
+async fn show_prints_thinking_images_and_cut_off_messages() {
+    use llmchain::message::{ContentPart, MessageStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut conv = Conversation::new();
+    conv.messages.push(Message::user("Describe the chart."));
+    let mut answer = Message::assistant("A rising line.");
+    answer
+        .content
+        .insert(0, ContentPart::thinking("Look at the axes first."));
+    answer
+        .content
+        .push(ContentPart::image("iVBORw0KGgoAAAANSUhEUg==", "image/png"));
+    answer.status = MessageStatus::Cancelled;
+    conv.messages.push(answer);
+    let id = store
+        .create_conversation(NewConversation::from_conversation(conv))
+        .await
+        .unwrap();
+    store.pool().close().await;
+    let url = format!("sqlite://{}", path.display());
+    let out = llmchain(&["conversations", "--db", &url, "show", &id[..6]], None);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("[1] assistant (cut off): (thinking: Look at the axes first.)\nA rising line.\n[image image/png, 16 bytes]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("created") && text.contains("2 messages"),
+        "{text}"
+    );
+}

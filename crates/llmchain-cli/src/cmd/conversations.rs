@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use llmchain::chain::{ReviewDecision, ReviewFuture, ReviewHandler};
-use llmchain::message::{ContentType, Message, ToolCall, parts_to_string};
+use llmchain::message::{ContentType, Message, ToolCall};
 use llmchain_store::{AnyStore, Store, StoreError, StoredConversation};
 
 use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
@@ -469,8 +469,16 @@ fn show(out: &mut String, stored: &StoredConversation) {
 }
 
 fn show_message(out: &mut String, seq: usize, m: &Message) {
-    let text = parts_to_string(&m.content, ContentType::Text).unwrap_or_default();
-    out.push_str(&format!("[{seq}] {}: {text}\n", m.role.as_str()));
+    let status = match m.status {
+        llmchain::message::MessageStatus::Complete => "",
+        llmchain::message::MessageStatus::Cancelled => " (cut off)",
+        llmchain::message::MessageStatus::Length => " (hit the token limit)",
+    };
+    out.push_str(&format!(
+        "[{seq}] {}{status}: {}\n",
+        m.role.as_str(),
+        parts_shown(&m.content)
+    ));
     for call in &m.tool_calls {
         out.push_str(&format!(
             "    -> {} {}({}) [{}]\n",
@@ -485,9 +493,40 @@ fn show_message(out: &mut String, seq: usize, m: &Message) {
             "    <- {}{}: {}\n",
             r.tool_call_id,
             if r.is_error() { " (error)" } else { "" },
-            r.content_text()
+            parts_shown(&r.content)
         ));
     }
+}
+
+/// Content parts as one text: text as it is, thinking marked, and every part that is
+/// not text as a placeholder with its kind and size, so nothing is silently left out.
+fn parts_shown(parts: &[llmchain::message::ContentPart]) -> String {
+    let mut shown = Vec::with_capacity(parts.len());
+    for p in parts {
+        shown.push(match p.r#type {
+            ContentType::Text => p.content.clone(),
+            ContentType::Thinking => format!("(thinking: {})", p.content.trim()),
+            ContentType::Image | ContentType::File => {
+                let kind = if p.r#type == ContentType::Image {
+                    "image"
+                } else {
+                    "file"
+                };
+                // Base64 holds 3 bytes in every 4 characters, less its `=` padding.
+                let data = p.content.trim_end();
+                let padding = data.len() - data.trim_end_matches('=').len();
+                let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+                format!(
+                    "[{kind} {}, {bytes} bytes]",
+                    p.media().unwrap_or("of unknown type")
+                )
+            }
+            ContentType::ImageUrl => format!("[image at {}]", p.content),
+            ContentType::FileUrl => format!("[file at {}]", p.content),
+            ContentType::Unsupported => "[a part of a kind llmchain does not know]".to_owned(),
+        });
+    }
+    shown.join("\n")
 }
 
 /// Times for humans, in UTC.
