@@ -411,9 +411,8 @@ fn approve_auto_denies_a_destructive_tool_without_a_terminal() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains(
-            "✗ work not run: work was not run: it is not annotated as read-only and there is no terminal"
-        ),
+        stderr
+            .contains("✗ work not run: it is not annotated as read-only and there is no terminal"),
         "{stderr}"
     );
     assert!(!stderr.contains("✓ work"), "{stderr}");

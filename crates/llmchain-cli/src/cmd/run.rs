@@ -514,11 +514,13 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
                 u1.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(call.call_id.clone().unwrap_or_default());
-                p2.line(&format!(
-                    "  ✗ {} not run: {}",
-                    name(call),
-                    first_line(reason)
-                ))
+                let tool = name(call);
+                // The reason is written for the model and may start by saying the same.
+                let why = first_line(reason);
+                let why = why
+                    .strip_prefix(&format!("{tool} was not run: "))
+                    .unwrap_or(&why);
+                p2.line(&format!("  ✗ {tool} not run: {why}"))
             }
             ReviewDecision::Edit { .. } => {
                 p2.line(&format!("  ✎ {}: arguments edited", name(call)))
