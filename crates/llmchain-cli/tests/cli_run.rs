@@ -231,6 +231,32 @@ fn the_user_chooses_the_tools() {
     );
 }
 
+/// `--json` prints one object (the answer, the message, the usage) and no streamed text.
+#[test]
+fn run_json_prints_the_answer_and_usage_as_one_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = ResponseScript::text("Forty-two.").with_usage(12, 3);
+    let (base, _) = serve(vec![render_stream(Format::OpenAiChat, &script).unwrap()]);
+    let out = llmchain(
+        &["run", "--base-url", &base, "--json", "The answer?"],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["text"], "Forty-two.");
+    assert_eq!(v["message"]["role"], "assistant");
+    assert_eq!(v["usage"]["input_tokens"], 12);
+    assert_eq!(v["usage"]["output_tokens"], 3);
+    assert_eq!(v["usage"]["model_calls"], 1);
+    assert!(v["conversation"].as_str().is_some_and(|s| !s.is_empty()));
+}
+
 /// The prompt from stdin: `-`, nothing, or piped context with a prompt.
 #[test]
 fn run_reads_the_prompt_from_stdin() {

@@ -84,6 +84,11 @@ pub struct RunArgs {
     /// than one hard link.
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
+    /// Print, instead of the streamed text, one JSON object when the run is done: the
+    /// conversation id, the final answer (its text and the whole message in the
+    /// storage format) and the usage.
+    #[arg(long, conflicts_with = "enqueue")]
+    pub json: bool,
     /// The most tokens the model may answer with, per call.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
@@ -379,7 +384,7 @@ async fn agent(
     let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
-    let callbacks = callbacks(&progress, &mid_line);
+    let callbacks = callbacks(&progress, &mid_line, !args.json);
     let mut chain = chain.with_callbacks(callbacks);
     if let Some(s) = args.system.clone() {
         chain = chain.with_system(s);
@@ -457,6 +462,18 @@ async fn agent(
         .fold((0, 0), |(i, o), u| {
             (i + u.input_tokens, o + u.output_tokens)
         });
+    if args.json {
+        let last = chain.last_message();
+        outln!(
+            "{}",
+            serde_json::json!({
+                "conversation": conversation_id,
+                "text": last.and_then(Message::text).unwrap_or_default(),
+                "message": last,
+                "usage": {"input_tokens": input, "output_tokens": output, "model_calls": calls},
+            })
+        );
+    }
     eprintln!("usage: {input} input / {output} output tokens in {calls} model call(s)");
     eprintln!(
         "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
@@ -465,7 +482,7 @@ async fn agent(
 }
 
 /// What the run shows as it goes: text on stdout, the rest on stderr via `progress`.
-fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
+fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool) -> Callbacks {
     let (p1, p2, p3, p4, p5, p6, p7) = (
         progress.clone(),
         progress.clone(),
@@ -488,7 +505,7 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>) -> Callbacks {
         .on_llm_new_delta(move |ev| {
             p1.done_waiting();
             match ev {
-                StreamEvent::TextDelta { text, .. } => {
+                StreamEvent::TextDelta { text, .. } if stream_text => {
                     // To a terminal, escape sequences from the model are shown, not run;
                     // a pipe or a file gets the text as it came.
                     if stdout_is_terminal {
