@@ -4,6 +4,7 @@
 //! error on stderr, never a panic or backtrace.
 
 mod cmd;
+mod config;
 mod error;
 mod held_run;
 mod job;
@@ -47,6 +48,9 @@ enum Command {
     /// Execute queued runs (`run --enqueue`) from the database, with leases, retries and
     /// a heartbeat; several workers on several machines may share a PostgreSQL database.
     Worker(cmd::worker::WorkerArgs),
+    /// The config file of defaults for `run` (provider, model, approve policy, MCP
+    /// servers): `llmchain config path` prints where it is.
+    Config(config::ConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Worker(args) => cmd::worker::run(args),
+        Command::Config(args) => config::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

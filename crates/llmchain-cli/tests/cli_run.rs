@@ -257,6 +257,55 @@ fn run_json_prints_the_answer_and_usage_as_one_object() {
     assert!(v["conversation"].as_str().is_some_and(|s| !s.is_empty()));
 }
 
+/// The config file sets defaults (here the model and the base URL); `config path` says
+/// where it is; a misspelt key is a usage error naming the file.
+#[test]
+fn the_config_file_sets_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let reply = || render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let (base, seen) = serve(vec![reply(), reply()]);
+    let out = llmchain(&["config", "path"], dir.path());
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(
+        path,
+        dir.path()
+            .join("llmchain/config.toml")
+            .display()
+            .to_string()
+    );
+    std::fs::create_dir_all(dir.path().join("llmchain")).unwrap();
+    std::fs::write(
+        &path,
+        format!("model = \"from-config\"\nbase_url = \"{base}\"\napprove = \"never\"\n"),
+    )
+    .unwrap();
+    let out = llmchain(&["run", "hi"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = llmchain(&["run", "--model", "from-flag", "hi"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].1["model"], "from-config");
+        assert_eq!(seen[1].1["model"], "from-flag");
+    }
+    std::fs::write(&path, "modle = \"x\"\n").unwrap();
+    let out = llmchain(&["run", "hi"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.toml") && err.contains("unknown field `modle`"),
+        "{err}"
+    );
+}
+
 /// The prompt from stdin: `-`, nothing, or piped context with a prompt.
 #[test]
 fn run_reads_the_prompt_from_stdin() {

@@ -23,6 +23,7 @@ use llmchain_store::{AnyStore, NewConversation, RunOptions, RunState, RunStatus,
 
 use crate::cmd::conversations::{open_store, resolve_id, store_error};
 use crate::cmd::mcp::ServerArgs;
+use crate::config::Config;
 use crate::error::{CliError, CliResult};
 use crate::held_run::HeldRun;
 use crate::job::{Built, JOB_KEY, JobSpec, default_model, one_line, parse_provider};
@@ -170,7 +171,10 @@ const MAX_PROMPT_BYTES: u64 = 16 << 20;
 
 /// The job of this run: the flags, and for what they leave out, the continued
 /// conversation's recorded job, then the defaults.
-fn job_of(args: &RunArgs, recorded: Option<JobSpec>) -> Result<JobSpec, CliError> {
+fn job_of(args: &RunArgs, recorded: Option<JobSpec>, config: &Config) -> Result<JobSpec, CliError> {
+    // A continued conversation goes on as it ran; a new one takes the config file's
+    // defaults. Flags (and LLMCHAIN_PROVIDER/LLMCHAIN_MODEL) win over both.
+    let recorded = recorded.or_else(|| config_job(config));
     let provider = args
         .provider
         .clone()
@@ -241,6 +245,35 @@ fn job_of(args: &RunArgs, recorded: Option<JobSpec>) -> Result<JobSpec, CliError
     })
 }
 
+/// The config file's defaults as a job, when it sets anything.
+fn config_job(config: &Config) -> Option<JobSpec> {
+    if *config == Config::default() {
+        return None;
+    }
+    let provider = config.provider.clone().unwrap_or_else(|| "openai".into());
+    let model = config.model.clone().unwrap_or_else(|| {
+        parse_provider(&provider)
+            .map(|f| default_model(f).to_owned())
+            .unwrap_or_default()
+    });
+    Some(JobSpec {
+        provider,
+        model,
+        base_url: config.base_url.clone(),
+        mcp: config.mcp.clone(),
+        mcp_http: config.mcp_http.clone(),
+        trust: config.trust.clone(),
+        approve: config.approve.clone().unwrap_or_else(|| "auto".into()),
+        mcp_start_timeout: None,
+        mcp_timeout: None,
+        tools: Vec::new(),
+        no_builtin_tools: false,
+        root: None,
+        max_tokens: None,
+        temperature: None,
+    })
+}
+
 /// The job recorded with a conversation's most recent run that has one.
 async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, CliError> {
     let runs = store.list_runs(id).await.map_err(store_error)?;
@@ -270,7 +303,7 @@ pub fn run(args: RunArgs) -> CliResult {
             Some(id) => recorded_job(&store, id).await?,
             None => None,
         };
-        let job = job_of(&args, recorded)?;
+        let job = job_of(&args, recorded, &crate::config::load()?)?;
         job.policy()?;
         if args.enqueue {
             return enqueue(job, args, prompt, store, location).await;

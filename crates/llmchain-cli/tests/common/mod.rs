@@ -105,6 +105,7 @@ pub fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
         .env_remove("LLMCHAIN_MODEL")
         // The default database goes into the test's directory.
         .env("XDG_DATA_HOME", dir)
+        .env("XDG_CONFIG_HOME", dir)
         .output()
         .expect("the binary runs")
 }
@@ -122,6 +123,7 @@ pub fn llmchain_with_stdin(args: &[&str], dir: &std::path::Path, stdin: &str) ->
         .env_remove("LLMCHAIN_PROVIDER")
         .env_remove("LLMCHAIN_MODEL")
         .env("XDG_DATA_HOME", dir)
+        .env("XDG_CONFIG_HOME", dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
