@@ -56,6 +56,9 @@ pub struct JobSpec {
     /// `--root`: the directory `read_file` reads (default: the working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
+    /// `--mcp-prefix`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mcp_prefix: bool,
     /// `--max-tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
@@ -88,6 +91,7 @@ impl JobSpec {
             mcp_http: self.mcp_http.clone(),
             trust: self.trust.clone(),
             start_timeout: self.mcp_start_timeout,
+            prefix: self.mcp_prefix,
             call_timeout: self.mcp_timeout,
         }
     }

@@ -208,5 +208,61 @@ fn a_hung_server_fails_after_the_start_timeout() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no answer to tools/list within 1s"), "{err}");
+    assert!(
+        err.contains("no answer to tools/list within 1s (--mcp-start-timeout)"),
+        "{err}"
+    );
+}
+
+/// `mcp list` names each tool's server and schema, `--json` gives them as objects, and
+/// `--mcp-prefix` tells two copies of one server apart.
+#[test]
+fn mcp_list_shows_server_and_schema_and_prefixes_on_request() {
+    let out = Command::new(BIN)
+        .args(["mcp", "list", "--mcp", &serve_cmd(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tools: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calc = tools.iter().find(|t| t["name"] == "calculator").unwrap();
+    assert_eq!(calc["server"], "llmchain");
+    assert_eq!(calc["input_schema"]["required"], json!(["expression"]));
+    assert_eq!(
+        calc["hints"],
+        json!(["read-only", "idempotent", "open-world"])
+    );
+    let out = Command::new(BIN)
+        .args([
+            "mcp",
+            "list",
+            "--mcp",
+            &serve_cmd(),
+            "--mcp",
+            &serve_cmd(),
+            "--mcp-prefix",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("llmchain__calculator\t"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("llmchain__clock\t"))
+        .unwrap();
+    assert!(
+        line.contains("\tllmchain\t") && line.contains(r#""type":"object""#),
+        "{line}"
+    );
 }

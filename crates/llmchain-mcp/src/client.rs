@@ -609,8 +609,30 @@ pub async fn connect_all(
     let mut taken: std::collections::HashSet<String> =
         reserved.iter().map(|s| (*s).to_owned()).collect();
     let mut out = Vec::new();
+    // Each server's short name is unique, so prefixes tell copies of one server apart:
+    // `files`, `files_2`, `files_3`.
+    let mut servers = std::collections::HashSet::new();
     for spec in specs {
-        let client = McpClient::connect(spec, opts.clone()).await?;
+        let base = opts
+            .name
+            .as_deref()
+            .map(sanitize)
+            .unwrap_or_else(|| default_name(&spec));
+        let mut name = base.clone();
+        for n in 2.. {
+            if servers.insert(name.clone()) {
+                break;
+            }
+            name = format!("{base}_{n}");
+        }
+        let client = McpClient::connect(
+            spec,
+            McpOptions {
+                name: Some(name),
+                ..opts.clone()
+            },
+        )
+        .await?;
         for t in client.tools().await? {
             let t = if taken.contains(t.tool.name()) && opts.prefix == Prefix::OnCollision {
                 let n = sanitize(&format!(
@@ -627,7 +649,7 @@ pub async fn connect_all(
                     server: client.spec.label(),
                     name: t.remote_name.clone(),
                     reason: format!(
-                        "the name {} is already taken by another tool; use a prefix (McpOptions::prefix)",
+                        "the name {} is already taken by another tool; use a prefix (McpOptions::prefix, --mcp-prefix in the CLI)",
                         t.tool.name()
                     ),
                 });

@@ -54,6 +54,11 @@ pub struct ServerArgs {
     /// Seconds an MCP server may take to start and list its tools [default: 10].
     #[arg(long = "mcp-start-timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub start_timeout: Option<u64>,
+    /// Prefix every MCP tool's name with its server's (`server__tool`), so same-named
+    /// tools of several servers (or copies of one) can be told apart. By default only
+    /// a name already taken gets the prefix.
+    #[arg(long = "mcp-prefix")]
+    pub prefix: bool,
     /// Seconds one MCP tool call may take [default: 120].
     #[arg(long = "mcp-timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub call_timeout: Option<u64>,
@@ -68,8 +73,23 @@ fn mcp_options(servers: &ServerArgs) -> McpOptions {
         timeout: servers
             .call_timeout
             .map_or(llmchain_mcp::DEFAULT_TIMEOUT, Duration::from_secs),
+        prefix: if servers.prefix {
+            llmchain_mcp::Prefix::Always
+        } else {
+            llmchain_mcp::Prefix::OnCollision
+        },
         ..McpOptions::default()
     }
+}
+
+/// The library's option names in an error, as the flags a CLI user sets.
+fn as_flags(text: &str) -> String {
+    text.replace(
+        "McpOptions::prefix, --mcp-prefix in the CLI",
+        "--mcp-prefix",
+    )
+    .replace("McpOptions::list_timeout", "--mcp-start-timeout")
+    .replace("McpOptions::handshake_timeout", "--mcp-start-timeout")
 }
 
 /// The default of `--mcp-start-timeout`: a server that has not started and listed its
@@ -88,6 +108,10 @@ enum McpCommand {
     List {
         #[command(flatten)]
         servers: ServerArgs,
+        /// One JSON object per tool: name, server, remote name, title, description,
+        /// hints and input schema.
+        #[arg(long)]
+        json: bool,
     },
     /// Call one tool of an MCP server and print the result as JSON. Naming the tool and
     /// its arguments is the approval (`--approve ask|never|auto` to review anyway).
@@ -122,7 +146,7 @@ pub async fn connect_mcp_tools(
     specs.extend(servers.mcp_http.iter().map(ServerSpec::http));
     llmchain_mcp::connect_all(specs, &mcp_options(servers), reserved)
         .await
-        .map_err(|e| CliError::Runtime(e.to_string()))
+        .map_err(|e| CliError::Runtime(as_flags(&e.to_string())))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -146,7 +170,7 @@ pub fn run(args: McpArgs) -> CliResult {
             rt.block_on(llmchain_mcp::serve_stdio(tools))
                 .map_err(|e| CliError::Runtime(format!("MCP server: {e}")))
         }
-        McpCommand::List { servers } => rt.block_on(async {
+        McpCommand::List { servers, json } => rt.block_on(async {
             if servers.mcp.is_empty() && servers.mcp_http.is_empty() {
                 return Err(CliError::Usage(
                     "name a server: --mcp \"CMD ARGS\" or --mcp-http URL".into(),
@@ -154,13 +178,30 @@ pub fn run(args: McpArgs) -> CliResult {
             }
             let tools = connect_mcp_tools(&servers, &[]).await?;
             for t in &tools {
+                if json {
+                    outln!(
+                        "{}",
+                        json!({
+                            "name": t.tool.name(),
+                            "server": t.server,
+                            "remote_name": t.remote_name,
+                            "title": t.tool.display_text(),
+                            "description": t.tool.description(),
+                            "hints": t.hints.labels(),
+                            "input_schema": t.tool.parameters_schema(),
+                        })
+                    );
+                    continue;
+                }
                 let labels = t.hints.labels().join(", ");
                 let field = |s: &str| crate::shown::inline(s, 200);
                 outln!(
-                    "{}\t{}\t[{labels}]\t{}",
+                    "{}\t{}\t[{labels}]\t{}\t{}\t{}",
                     field(t.tool.name()),
                     field(t.tool.display_text()),
-                    field(t.tool.description())
+                    field(&t.server),
+                    field(t.tool.description()),
+                    field(&t.tool.parameters_schema().to_string())
                 );
             }
             Ok(())

@@ -216,6 +216,7 @@ fn job_of(args: &RunArgs, recorded: Option<JobSpec>, config: &Config) -> Result<
         mcp_start_timeout: args.servers.start_timeout.or(servers.start_timeout),
         mcp_timeout: args.servers.call_timeout.or(servers.call_timeout),
         approve,
+        mcp_prefix: args.servers.prefix || servers.prefix,
         max_tokens: args
             .max_tokens
             .or_else(|| recorded.as_ref().and_then(|j| j.max_tokens)),
@@ -269,6 +270,7 @@ fn config_job(config: &Config) -> Option<JobSpec> {
         tools: Vec::new(),
         no_builtin_tools: false,
         root: None,
+        mcp_prefix: false,
         max_tokens: None,
         temperature: None,
     })
