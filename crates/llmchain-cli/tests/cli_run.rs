@@ -231,6 +231,45 @@ fn the_user_chooses_the_tools() {
     );
 }
 
+/// `run --conversation ID` without a prompt finishes a conversation that waits for
+/// the model (an interrupted run); one that does not is a usage error.
+#[test]
+fn run_without_a_prompt_finishes_a_waiting_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, seen) = serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Here you are.")).unwrap(),
+    ]);
+    // The first run cannot reach its server: the user message stays unanswered.
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let out = llmchain(&["run", "--base-url", &refused, "Hello?"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let out = llmchain(&["conversations", "list"], dir.path());
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let id = listed.split_whitespace().next().unwrap().to_owned();
+    let out = llmchain(
+        &["run", "--conversation", &id, "--base-url", &base],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Here you are."));
+    assert_eq!(
+        seen.lock().unwrap()[0].1["messages"][0]["content"],
+        "Hello?"
+    );
+    let out = llmchain(&["run", "--conversation", &id], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("is not waiting for the model; give a prompt"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `--json` prints one object (the answer, the message, the usage) and no streamed text.
 #[test]
 fn run_json_prints_the_answer_and_usage_as_one_object() {

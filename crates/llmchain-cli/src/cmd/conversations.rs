@@ -346,9 +346,11 @@ async fn resume(
         chain.messages().len(),
         messages_word(chain.messages().len() as i64),
         if chain.needs_response() {
-            "waiting for the model (continue with `llmchain run`)"
+            format!(
+                "waiting for the model (get its answer with `llmchain run --conversation {id}`)"
+            )
         } else {
-            "nothing outstanding"
+            "nothing outstanding".to_owned()
         }
     ));
     Ok(())

@@ -124,8 +124,9 @@ pub struct RunArgs {
     pub prompt: Option<String>,
 }
 
-/// The prompt: the argument, stdin, or both.
-fn prompt(arg: Option<&str>) -> Result<String, CliError> {
+/// The prompt: the argument, stdin, or both; `None` when there is none and
+/// `continuing` (an interrupted conversation is finished without a new message).
+fn prompt(arg: Option<&str>, continuing: bool) -> Result<Option<String>, CliError> {
     use std::io::{IsTerminal, Read};
     let piped = !std::io::stdin().is_terminal();
     let read_stdin = || {
@@ -145,6 +146,7 @@ fn prompt(arg: Option<&str>) -> Result<String, CliError> {
     let text = match arg {
         Some("-") => read_stdin()?,
         None if piped => read_stdin()?,
+        None if continuing => return Ok(None),
         None => {
             return Err(CliError::Usage(
                 "give a prompt (or `-` to read it from stdin)".into(),
@@ -161,9 +163,12 @@ fn prompt(arg: Option<&str>) -> Result<String, CliError> {
         Some(p) => p.to_owned(),
     };
     if text.trim().is_empty() {
+        if continuing && arg.is_none() {
+            return Ok(None);
+        }
         return Err(CliError::Usage("the prompt is empty".into()));
     }
-    Ok(text)
+    Ok(Some(text))
 }
 
 /// The longest prompt read from stdin.
@@ -287,7 +292,8 @@ async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, Cli
 
 /// Runs `llmchain run`.
 pub fn run(args: RunArgs) -> CliResult {
-    let prompt = prompt(args.prompt.as_deref())?;
+    let continuing = args.continue_latest || args.conversation.is_some();
+    let prompt = prompt(args.prompt.as_deref(), continuing)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -308,6 +314,7 @@ pub fn run(args: RunArgs) -> CliResult {
         let job = job_of(&args, recorded, &crate::config::load()?)?;
         job.policy()?;
         if args.enqueue {
+            let prompt = prompt.ok_or_else(|| CliError::Usage("give a prompt".into()))?;
             return enqueue(job, args, prompt, store, location).await;
         }
         agent(job, args, prompt, cwd, store, location, continued).await
@@ -363,11 +370,12 @@ async fn enqueue(
 }
 
 /// Runs the job here, holding the conversation's run lease: a new conversation, or
-/// `continued` with the prompt as its next user message.
+/// `continued` with the prompt as its next user message (without one, a continued
+/// conversation that waits for the model gets its answer: an interrupted run finishes).
 async fn agent(
     job: JobSpec,
     args: RunArgs,
-    prompt: String,
+    prompt: Option<String>,
     cwd: std::path::PathBuf,
     store: AnyStore,
     location: String,
@@ -379,7 +387,12 @@ async fn agent(
         None => {
             let mut conversation = llmchain::conversation::Conversation::new();
             conversation.system = args.system.clone();
-            let title: String = prompt.chars().take(60).collect();
+            let title: String = prompt
+                .as_deref()
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect();
             store
                 .create_conversation(
                     NewConversation::from_conversation(conversation).with_title(title),
@@ -429,10 +442,28 @@ async fn agent(
         progress.clone(),
     )));
 
-    chain
-        .add_message(Message::user(prompt))
-        .await
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    match prompt {
+        Some(prompt) => chain
+            .add_message(Message::user(prompt))
+            .await
+            .map_err(|e| CliError::Runtime(e.to_string()))?,
+        None if !chain.needs_response() => {
+            held.finish(RunStatus::Done, None).await;
+            let cut = chain
+                .last_message()
+                .is_some_and(|m| m.status != llmchain::message::MessageStatus::Complete);
+            return Err(CliError::Usage(if cut {
+                format!(
+                    "conversation {conversation_id} ends with a cut-off answer; give a prompt to go on (e.g. \"continue\")"
+                )
+            } else {
+                format!(
+                    "conversation {conversation_id} is not waiting for the model; give a prompt to go on"
+                )
+            }));
+        }
+        None => {}
+    }
 
     // Ctrl-C cancels the run through the chain's token; a second one stops at once.
     let cancel = chain.cancellation_token();
