@@ -59,6 +59,9 @@ pub struct JobSpec {
     /// `--mcp-prefix`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mcp_prefix: bool,
+    /// `--tool-choice`: auto, none, required or a tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
     /// `--max-tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
@@ -174,6 +177,30 @@ impl JobSpec {
             None => LLMChain::new(model),
         };
         let mut chain = chain.with_review(reviewer);
+        if let Some(choice) = &self.tool_choice {
+            use llmchain::conversation::{ToolChoice, ToolChoiceMode};
+            chain = chain.with_tool_choice(match choice.as_str() {
+                "auto" => ToolChoice::Mode(ToolChoiceMode::Auto),
+                "none" => ToolChoice::Mode(ToolChoiceMode::None),
+                "required" => ToolChoice::Mode(ToolChoiceMode::Required),
+                name => {
+                    let known: Vec<&str> = builtins
+                        .iter()
+                        .map(Tool::name)
+                        .chain(mcp_tools.iter().map(|t| t.tool.name()))
+                        .collect();
+                    if !known.contains(&name) {
+                        return Err(CliError::Usage(format!(
+                            "--tool-choice {name:?} is not auto, none, required or a tool here ({})",
+                            known.join(", ")
+                        )));
+                    }
+                    ToolChoice::Tool {
+                        name: name.to_owned(),
+                    }
+                }
+            });
+        }
         for t in builtins
             .into_iter()
             .chain(mcp_tools.iter().map(|t| t.tool.clone()))

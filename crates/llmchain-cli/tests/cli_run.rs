@@ -194,6 +194,8 @@ fn the_user_chooses_the_tools() {
             "77",
             "--temperature",
             "0.25",
+            "--tool-choice",
+            "clock",
             "hi",
         ],
         dir.path(),
@@ -207,6 +209,10 @@ fn the_user_chooses_the_tools() {
     {
         let seen = seen.lock().unwrap();
         assert_eq!(seen[0].1["max_tokens"], 77);
+        assert_eq!(
+            seen[0].1["tool_choice"],
+            serde_json::json!({"type": "function", "function": {"name": "clock"}})
+        );
         assert_eq!(seen[0].1["temperature"], 0.25);
     }
     let out = llmchain(

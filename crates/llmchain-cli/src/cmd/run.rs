@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// storage format) and the usage.
     #[arg(long, conflicts_with = "enqueue")]
     pub json: bool,
+    /// Whether the model must call a tool: auto (it decides), none, required (some
+    /// tool), or a tool's name (that tool).
+    #[arg(long, value_name = "auto|none|required|NAME")]
+    pub tool_choice: Option<String>,
     /// The most tokens the model may answer with, per call.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
@@ -222,6 +226,10 @@ fn job_of(args: &RunArgs, recorded: Option<JobSpec>, config: &Config) -> Result<
         mcp_timeout: args.servers.call_timeout.or(servers.call_timeout),
         approve,
         mcp_prefix: args.servers.prefix || servers.prefix,
+        tool_choice: args
+            .tool_choice
+            .clone()
+            .or_else(|| recorded.as_ref().and_then(|j| j.tool_choice.clone())),
         max_tokens: args
             .max_tokens
             .or_else(|| recorded.as_ref().and_then(|j| j.max_tokens)),
@@ -276,6 +284,7 @@ fn config_job(config: &Config) -> Option<JobSpec> {
         no_builtin_tools: false,
         root: None,
         mcp_prefix: false,
+        tool_choice: None,
         max_tokens: None,
         temperature: None,
     })

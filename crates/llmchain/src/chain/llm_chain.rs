@@ -117,6 +117,13 @@ impl LLMChain {
         self
     }
 
+    /// Sets whether and which tool the model must call ([`ToolChoice`]).
+    #[must_use]
+    pub fn with_tool_choice(mut self, choice: crate::conversation::ToolChoice) -> Self {
+        self.state.conversation.tool_choice = choice;
+        self
+    }
+
     /// Adds a tool (its definition is sent to the model).
     #[must_use]
     pub fn with_tool(mut self, tool: Tool) -> Self {
