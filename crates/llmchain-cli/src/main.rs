@@ -42,7 +42,7 @@ enum Command {
     Mcp(cmd::mcp::McpArgs),
     /// Run an agent against a provider over HTTP, with the built-in tools (or queue it
     /// for a worker with --enqueue).
-    Run(cmd::run::RunArgs),
+    Run(Box<cmd::run::RunArgs>),
     /// Queued runs: list, show, cancel, retry.
     Runs(cmd::runs::RunsArgs),
     /// Execute queued runs (`run --enqueue`) from the database, with leases, retries and
@@ -77,7 +77,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Conversations(args) => cmd::conversations::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
-        Command::Run(args) => cmd::run::run(args),
+        Command::Run(args) => cmd::run::run(*args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Worker(args) => cmd::worker::run(args),
         Command::Config(args) => config::run(args),
