@@ -1,5 +1,7 @@
 //! `llmchain conversations …` against a SQLite file written through the store.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -331,4 +333,55 @@ async fn show_prints_thinking_images_and_cut_off_messages() {
         text.contains("created") && text.contains("2 messages"),
         "{text}"
     );
+}
+
+/// `resume` runs the outstanding call, then asks the model with the provider, model and
+/// base URL the conversation ran with (recorded with its run), and prints the answer.
+#[tokio::test(flavor = "current_thread")]
+async fn resume_runs_the_outstanding_call_then_asks_the_model() {
+    use llmchain::provider::Format;
+    use llmchain::provider::render::{ResponseScript, render_stream};
+    let (base, seen) = common::serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("It is late.")).unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut conv = Conversation::new();
+    conv.messages.push(Message::user("What time is it?"));
+    conv.messages.push(Message::assistant_with_calls(
+        "",
+        vec![ToolCall::function("call_1", "clock", json!({})).unwrap()],
+    ));
+    let id = store
+        .create_conversation(NewConversation::from_conversation(conv))
+        .await
+        .unwrap();
+    let mut state = llmchain_store::RunState::default();
+    state.extra.insert(
+        "job".into(),
+        json!({"provider": "openai", "model": "recorded-model", "base_url": base, "approve": "auto"}),
+    );
+    store.create_run(&id, &state).await.unwrap();
+    store.pool().close().await;
+    let url = format!("sqlite://{}", path.display());
+    let out = llmchain(&["conversations", "--db", &url, "resume", &id], None);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains("ran call_1"), "{text}");
+    assert!(
+        text.contains("asking the model, as the conversation ran"),
+        "{text}"
+    );
+    assert!(text.contains("It is late."), "{text}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1["model"], "recorded-model");
+    let roles: Vec<&str> = seen[0].1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"]);
 }

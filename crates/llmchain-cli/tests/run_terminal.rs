@@ -134,10 +134,13 @@ fn ctrl_c_mid_tool_shows_progress_then_cancels_and_resumes() {
     };
     let dir = tempfile::tempdir().unwrap();
     let db = db_url(dir.path());
-    let (base, seen) = serve(vec![sse(&ResponseScript::tool_call(
-        "call_1", "work", "{}",
-    )
-    .with_text("Working on it."))]);
+    let (base, seen) = serve(vec![
+        sse(&ResponseScript::tool_call("call_1", "work", "{}").with_text("Working on it.")),
+        // The answer `resume` asks for once the call is settled.
+        sse(&ResponseScript::text(
+            "I could not tell whether the work was done.",
+        )),
+    ]);
     let cmd = run_line(
         dir.path(),
         &base,
@@ -179,12 +182,21 @@ fn ctrl_c_mid_tool_shows_progress_then_cancels_and_resumes() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("waiting for the model"), "{text}");
+    // Then it asks the model, as the run did (same server, model and tools).
+    assert!(
+        text.contains("asking the model, as the conversation ran"),
+        "{text}"
+    );
+    assert!(
+        text.contains("I could not tell whether the work was done."),
+        "{text}"
+    );
     let conv = common::export(&db, &id, dir.path());
-    assert_eq!(conv.messages.len(), 3);
+    assert_eq!(conv.messages.len(), 4);
     let r = &conv.messages[2].tool_results[0];
     assert_eq!(r.tool_call_id, "call_1");
     assert!(r.is_error(), "{r:?}");
+    assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
 #[test]

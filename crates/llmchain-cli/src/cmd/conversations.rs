@@ -80,8 +80,25 @@ pub fn run(args: ConversationsArgs) -> CliResult {
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run_async(args))
+    let db = args.db.clone();
+    let next = runtime.block_on(run_async(args))?;
+    drop(runtime);
+    // A resumed conversation that now waits for the model gets its answer, as it ran.
+    match next {
+        Some((id, servers, approve)) => crate::cmd::run::run(crate::cmd::run::RunArgs {
+            conversation: Some(id),
+            db,
+            servers,
+            approve: Some(approve),
+            ..Default::default()
+        }),
+        None => Ok(()),
+    }
 }
+
+/// What `resume` leaves to do: ask the model about this conversation, with these servers
+/// and this policy.
+type AskTheModel = Option<(String, ServerArgs, ApprovalPolicy)>;
 
 pub(crate) fn store_error(e: StoreError) -> CliError {
     match e {
@@ -154,12 +171,13 @@ fn database_url(flag: Option<String>) -> Option<String> {
     })
 }
 
-async fn run_async(args: ConversationsArgs) -> CliResult {
+async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
     let (store, _) = open_store(args.db).await?;
     let mut out = String::new();
     // Everything but an export (data, written as it is stored) shows stored text from
     // models and tools: their control characters are shown escaped.
     let data = matches!(args.action, Action::Export { .. });
+    let mut ask: AskTheModel = None;
     match args.action {
         Action::List { limit, json } => {
             let list = store.list_conversations(limit).await.map_err(store_error)?;
@@ -215,7 +233,9 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
             approve,
         } => {
             let id = resolve_id(&store, &id).await?;
-            resume(store, &id, &servers, approve, &mut out).await?;
+            if resume(store, &id, &servers, approve, &mut out).await? {
+                ask = Some((id, servers, approve));
+            }
         }
         Action::Export { id, output } => {
             let id = resolve_id(&store, &id).await?;
@@ -231,10 +251,11 @@ async fn run_async(args: ConversationsArgs) -> CliResult {
         }
     }
     if data {
-        print(&out)
+        print(&out)?;
     } else {
-        print(&crate::shown::block(&out))
+        print(&crate::shown::block(&out))?;
     }
+    Ok(ask)
 }
 
 /// Resumes a stored conversation: outstanding tool calls run with the built-in tools and
@@ -248,7 +269,7 @@ async fn resume(
     servers: &ServerArgs,
     approve: ApprovalPolicy,
     out: &mut String,
-) -> CliResult {
+) -> Result<bool, CliError> {
     use llmchain::chain::{LLMChain, RunOutcome, ScriptedModel, Steps};
     use llmchain::provider::Format;
     use llmchain::tool::Tool;
@@ -341,11 +362,21 @@ async fn resume(
             ));
         }
     }
+    // The model is asked next when the conversation ran with a recorded job (provider,
+    // model, servers); one made otherwise (the demo's scripted model) is left waiting.
+    let ask = chain.needs_response()
+        && crate::cmd::run::recorded_job(store.as_ref(), id)
+            .await
+            .ok()
+            .flatten()
+            .is_some();
     out.push_str(&format!(
         "conversation {id}: {} {}; {}\n",
         chain.messages().len(),
         messages_word(chain.messages().len() as i64),
-        if chain.needs_response() {
+        if ask {
+            "asking the model, as the conversation ran".to_owned()
+        } else if chain.needs_response() {
             format!(
                 "waiting for the model (get its answer with `llmchain run --conversation {id}`)"
             )
@@ -353,7 +384,7 @@ async fn resume(
             "nothing outstanding".to_owned()
         }
     ));
-    Ok(())
+    Ok(ask)
 }
 
 /// The terminal review, remembering the calls it denied (a denial is answered with a

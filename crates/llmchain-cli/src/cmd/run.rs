@@ -36,7 +36,7 @@ use crate::stdout::{out, outln};
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// Arguments of `llmchain run`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Default, clap::Args)]
 #[command(
     after_help = "A tool call running longer than 500 ms shows a progress line on stderr (only \
                   when stderr is a terminal).\nCtrl-C cancels the run cleanly: the stored \
@@ -291,7 +291,7 @@ fn config_job(config: &Config) -> Option<JobSpec> {
 }
 
 /// The job recorded with a conversation's most recent run that has one.
-async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, CliError> {
+pub(crate) async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, CliError> {
     let runs = store.list_runs(id).await.map_err(store_error)?;
     runs.iter()
         .rev()
