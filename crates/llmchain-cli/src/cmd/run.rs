@@ -673,7 +673,10 @@ fn explain(e: &ChainError, format: Format) -> String {
                 format!(" (check {})", vars.join(" or "))
             }
         }
-        Some(ModelError::Http { status: 404, .. }) => " (check --model)".into(),
+        Some(ModelError::Http { status: 404, .. }) => format!(
+            " (check --model, and the address: --base-url or {})",
+            base_url_env_var(format)
+        ),
         _ => String::new(),
     };
     one_line(&format!("{e}{hint}"))
