@@ -6,7 +6,7 @@
 //! is not a JSON object is sent as `{}`, as the chain sends it, with a warning.
 
 use llmchain::conversation::{Conversation, Severity};
-use llmchain::provider::{Format, RequestOptions};
+use llmchain::provider::RequestOptions;
 
 use super::input::{codec_for, read_input};
 use crate::error::{CliError, CliResult};
@@ -18,7 +18,7 @@ pub struct EncodeArgs {
     /// The wire format: openai_chat (or openai), openai_responses, anthropic, gemini, ollama.
     #[arg(long)]
     pub format: String,
-    /// The model id (a per-format default when omitted).
+    /// The model id [default: the one `llmchain run` uses for the format].
     #[arg(long)]
     pub model: Option<String>,
     /// Ask for a streamed response.
@@ -26,15 +26,6 @@ pub struct EncodeArgs {
     pub stream: bool,
     /// The conversation file; `-` reads stdin.
     pub conversation: String,
-}
-
-fn default_model(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiChat | Format::OpenAiResponses => "gpt-4o",
-        Format::Anthropic => "claude-sonnet-4-5",
-        Format::Gemini => "gemini-2.5-flash",
-        Format::Ollama => "llama3.1",
-    }
 }
 
 /// Refuses a conversation whose calls and results do not pair up (every provider
@@ -76,7 +67,7 @@ pub fn run(args: EncodeArgs) -> CliResult {
     let opts = RequestOptions {
         model: args
             .model
-            .unwrap_or_else(|| default_model(format).to_owned()),
+            .unwrap_or_else(|| crate::job::default_model(format).to_owned()),
         stream: args.stream,
         ..RequestOptions::default()
     };
