@@ -21,7 +21,7 @@ pub const JOB_KEY: &str = "job";
 
 /// How to run a conversation. API keys are never part of it: each process reads its
 /// own from the environment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     /// `--provider`.
     pub provider: String,

@@ -278,15 +278,7 @@ fn config_job(config: &Config) -> Option<JobSpec> {
         mcp_http: config.mcp_http.clone(),
         trust: config.trust.clone(),
         approve: config.approve.clone().unwrap_or_else(|| "auto".into()),
-        mcp_start_timeout: None,
-        mcp_timeout: None,
-        tools: Vec::new(),
-        no_builtin_tools: false,
-        root: None,
-        mcp_prefix: false,
-        tool_choice: None,
-        max_tokens: None,
-        temperature: None,
+        ..JobSpec::default()
     })
 }
 
