@@ -44,6 +44,25 @@ impl Oversized {
             n => Some(n),
         }
     }
+
+    /// Records a message over the cap whose size is not known (an HTTP reply that
+    /// rmcp stopped reading).
+    pub(crate) fn mark_unknown_size(&self) {
+        self.0.store(usize::MAX, Ordering::Relaxed);
+    }
+
+    /// Why the connection failed, if a message passed `cap`.
+    pub(crate) fn reason(&self, cap: usize) -> Option<String> {
+        let read = self.get()?;
+        let read = match read {
+            usize::MAX => String::new(),
+            n => format!("{n} read "),
+        };
+        Some(format!(
+            "it sent a message of more than {cap} bytes ({read}before the connection was closed; \
+             McpOptions::max_message_bytes)"
+        ))
+    }
 }
 
 /// The last [`STDERR_TAIL`] bytes a server wrote to stderr.

@@ -7,7 +7,6 @@ use llmchain::conversation::empty_object_schema;
 use llmchain::tool::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput};
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use rmcp::service::{Peer, RunningService, ServiceError};
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
@@ -268,12 +267,8 @@ impl McpClient {
     /// Why a request failed with the connection: a message over the cap, or the
     /// transport's own error with what the server last wrote on stderr.
     fn connection_failure(&self, e: &ServiceError, watch: &Watch) -> String {
-        if let Some(read) = watch.oversized.get() {
-            return format!(
-                "it sent a message of more than {} bytes ({read} read before the connection was closed; \
-                 McpOptions::max_message_bytes)",
-                self.opts.max_message_bytes
-            );
+        if let Some(reason) = watch.oversized.reason(self.opts.max_message_bytes) {
+            return reason;
         }
         with_stderr(without_type_names(&e.to_string()), watch)
     }
@@ -392,7 +387,7 @@ impl McpClient {
                 self.invalidate(generation).await;
                 if watch.oversized.get().is_some() {
                     return ToolOutput::error(format!(
-                        "MCP server `{}` {} during the call to {remote_name}, most likely the result: \
+                        "MCP server `{}` failed during the call to {remote_name}: {}, most likely the result; \
                          the tool may have done its work. Ask for less (a smaller range, a filter, a page). \
                          The server will be restarted on the next call.",
                         self.spec.label(),
@@ -482,13 +477,12 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), Mc
             match tokio::time::timeout(opts.handshake_timeout, ().serve(transport)).await {
                 Ok(Ok(service)) => Ok((service, watch)),
                 Ok(Err(e)) => {
-                    let reason = match watch.oversized.get() {
-                        Some(read) => format!(
-                            "it sent a message of more than {} bytes ({read} read; McpOptions::max_message_bytes)",
-                            opts.max_message_bytes
-                        ),
-                        None => format!("{e} (did it exit? run it by hand to see its errors)"),
-                    };
+                    let reason = watch
+                        .oversized
+                        .reason(opts.max_message_bytes)
+                        .unwrap_or_else(|| {
+                            format!("{e} (did it exit? run it by hand to see its errors)")
+                        });
                     // The server's last words arrive just after its exit.
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     Err(handshake(with_stderr(reason, &watch)))
@@ -500,10 +494,21 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), Mc
             // reqwest is built without a bundled crypto provider; use ring. An
             // error only means the application installed one already.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            let watch = Watch::default();
+            let transport = crate::http_transport::transport(
+                url.as_str(),
+                opts.max_message_bytes,
+                watch.oversized.clone(),
+            )
+            .map_err(|e| handshake(format!("could not build the HTTP client: {e}")))?;
             match tokio::time::timeout(opts.handshake_timeout, ().serve(transport)).await {
-                Ok(Ok(service)) => Ok((service, Watch::default())),
-                Ok(Err(e)) => Err(handshake(without_type_names(&e.to_string()))),
+                Ok(Ok(service)) => Ok((service, watch)),
+                Ok(Err(e)) => Err(handshake(
+                    watch
+                        .oversized
+                        .reason(opts.max_message_bytes)
+                        .unwrap_or_else(|| without_type_names(&e.to_string())),
+                )),
                 Err(_) => Err(handshake(no_answer())),
             }
         }

@@ -53,6 +53,7 @@ mod child;
 mod client;
 mod error;
 mod hints;
+mod http_transport;
 mod result;
 mod server;
 mod spec;

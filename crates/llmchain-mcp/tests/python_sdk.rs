@@ -266,9 +266,8 @@ async fn streamable_http() {
         Some(json!({"city": "Oslo", "temp_c": 18.5}))
     );
     assert_eq!(client.name(), "127_0_0_1");
-    // A reply over 16 MiB (rmcp's cap on one SSE event or JSON body) fails the call at
-    // once instead of waiting for the call's timeout. (rmcp's HTTP worker keeps the
-    // cause to its log: the result says the transport closed.)
+    // A reply over 16 MiB (the message cap, applied to one SSE event or JSON body)
+    // fails the call at once, naming the cap, instead of waiting for the call's timeout.
     let started = std::time::Instant::now();
     let r = find(&tools, "huge")
         .tool
@@ -279,6 +278,12 @@ async fn streamable_http() {
     assert!(
         r.content_text().contains("failed during the call to huge"),
         "{r:?}"
+    );
+    assert!(
+        r.content_text()
+            .contains("it sent a message of more than 16777216 bytes"),
+        "{}",
+        r.content_text()
     );
     assert!(took < Duration::from_secs(60), "{took:?}");
     child.kill().await.unwrap();

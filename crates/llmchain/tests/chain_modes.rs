@@ -960,6 +960,44 @@ impl ChainCallbacks for Order {
     }
 }
 
+/// Forwards to a shared [`Order`].
+struct Shared(Arc<Order>);
+impl ChainCallbacks for Shared {
+    fn on_llm_new_message(&self, m: &Message) {
+        self.0.on_llm_new_message(m)
+    }
+    fn on_llm_token_usage(&self, u: &llmchain::message::TokenUsage) {
+        self.0.on_llm_token_usage(u)
+    }
+    fn on_tool_call_identified(&self, c: &ToolCall) {
+        self.0.on_tool_call_identified(c)
+    }
+    fn on_message_processed(&self, m: &Message) {
+        self.0.on_message_processed(m)
+    }
+    fn on_tool_call_review(&self, c: &ToolCall, d: &ReviewDecision) {
+        self.0.on_tool_call_review(c, d)
+    }
+    fn on_tool_execution_started(&self, c: &ToolCall) {
+        self.0.on_tool_execution_started(c)
+    }
+    fn on_tool_pre_execution(&self, c: &ToolCall) {
+        self.0.on_tool_pre_execution(c)
+    }
+    fn on_tool_execution_completed(&self, c: &ToolCall, r: &ToolResult) {
+        self.0.on_tool_execution_completed(c, r)
+    }
+    fn on_tool_execution_failed(&self, c: &ToolCall, r: &ToolResult) {
+        self.0.on_tool_execution_failed(c, r)
+    }
+    fn on_tool_execution_exception(&self, c: &ToolCall, x: &llmchain::message::ToolException) {
+        self.0.on_tool_execution_exception(c, x)
+    }
+    fn on_tool_response_created(&self, m: &Message) {
+        self.0.on_tool_response_created(m)
+    }
+}
+
 #[tokio::test]
 async fn callbacks_fire_in_the_documented_order() {
     let boom = Tool::builder("boom")
@@ -972,42 +1010,6 @@ async fn callbacks_fire_in_the_documented_order() {
         .build()
         .unwrap();
     let order = Arc::new(Order::default());
-    struct Shared(Arc<Order>);
-    impl ChainCallbacks for Shared {
-        fn on_llm_new_message(&self, m: &Message) {
-            self.0.on_llm_new_message(m)
-        }
-        fn on_llm_token_usage(&self, u: &llmchain::message::TokenUsage) {
-            self.0.on_llm_token_usage(u)
-        }
-        fn on_tool_call_identified(&self, c: &ToolCall) {
-            self.0.on_tool_call_identified(c)
-        }
-        fn on_message_processed(&self, m: &Message) {
-            self.0.on_message_processed(m)
-        }
-        fn on_tool_call_review(&self, c: &ToolCall, d: &ReviewDecision) {
-            self.0.on_tool_call_review(c, d)
-        }
-        fn on_tool_execution_started(&self, c: &ToolCall) {
-            self.0.on_tool_execution_started(c)
-        }
-        fn on_tool_pre_execution(&self, c: &ToolCall) {
-            self.0.on_tool_pre_execution(c)
-        }
-        fn on_tool_execution_completed(&self, c: &ToolCall, r: &ToolResult) {
-            self.0.on_tool_execution_completed(c, r)
-        }
-        fn on_tool_execution_failed(&self, c: &ToolCall, r: &ToolResult) {
-            self.0.on_tool_execution_failed(c, r)
-        }
-        fn on_tool_execution_exception(&self, c: &ToolCall, x: &llmchain::message::ToolException) {
-            self.0.on_tool_execution_exception(c, x)
-        }
-        fn on_tool_response_created(&self, m: &Message) {
-            self.0.on_tool_response_created(m)
-        }
-    }
     let mut chain = LLMChain::new(Arc::new(model(
         Format::OpenAiChat,
         vec![
@@ -1182,4 +1184,29 @@ async fn a_refused_partial_message_does_not_hide_the_model_error() {
         matches!(&e, ChainError::Persist(p) if p.must_stop()),
         "{e:?}"
     );
+}
+
+/// A whole message the store refuses (too large to keep) ends the run with the store's
+/// error before anything announces it: no `on_llm_new_message`, no identified call,
+/// no processed message, and its calls never run. The spent tokens are still reported.
+#[tokio::test]
+async fn a_message_the_store_refuses_is_never_announced_as_done() {
+    let order = Arc::new(Order::default());
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#).with_usage(10, 5),
+        ],
+    )))
+    .with_tool(calc_tool())
+    .with_sink(Arc::new(RefusingSink(SinkErrorKind::Other)))
+    .with_callbacks(Shared(order.clone()));
+    chain.add_message(Message::user("go")).await.unwrap();
+    let e = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert!(
+        matches!(&e, ChainError::Persist(p) if p.to_string().contains("too large to store")),
+        "{e:?}"
+    );
+    assert_eq!(*order.0.lock().unwrap(), ["llm_token_usage"]);
+    assert_eq!(chain.messages().len(), 1, "only the user message is kept");
 }

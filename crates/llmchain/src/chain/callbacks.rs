@@ -5,8 +5,10 @@
 //! For one model call and its tool batch, callbacks fire in this order:
 //!
 //! 1. `on_llm_new_delta` for each stream event, as it arrives;
-//! 2. `on_llm_new_message` once the message is decoded, then `on_llm_token_usage`
-//!    when the response reported usage;
+//! 2. `on_llm_new_message` once the message is decoded and stored (a message the
+//!    sink refuses ends the run with [`ChainError::Persist`](crate::chain::ChainError)
+//!    and is never announced), then `on_llm_token_usage` when the response reported
+//!    usage (it fires for a refused message too: the tokens were spent);
 //! 3. `on_tool_call_identified` for each complete call of a known tool, in call order;
 //! 4. `on_message_processed` for the assistant message;
 //! 5. `on_tool_call_review` for each call the review handler decided, in call order;

@@ -240,10 +240,21 @@ impl LLMChain {
         self.push_message(message).await
     }
 
-    pub(super) async fn push_message(&mut self, mut message: Message) -> Result<(), ChainError> {
+    pub(super) async fn push_message(&mut self, message: Message) -> Result<(), ChainError> {
+        let identified = self.store_message(message).await?;
+        self.announce_identified(&identified);
+        Ok(())
+    }
+
+    /// Appends a message once the sink has stored it, returning the positions of the
+    /// calls it identified. Their `on_tool_call_identified` waits for
+    /// [`Self::announce_identified`]: nothing is announced for a message the store
+    /// refused.
+    async fn store_message(&mut self, mut message: Message) -> Result<Vec<usize>, ChainError> {
+        let mut identified = Vec::new();
         if message.role == Role::Assistant {
             self.make_call_ids_unique(&mut message);
-            self.identify_calls(&mut message);
+            identified = self.identify_calls(&mut message);
         }
         let position = self.state.conversation.messages.len();
         if let Some(sink) = &self.sink {
@@ -253,7 +264,17 @@ impl LLMChain {
         }
         self.state.conversation.messages.push(message);
         self.needs_response = self.compute_needs_response();
-        Ok(())
+        Ok(identified)
+    }
+
+    /// Fires `on_tool_call_identified` for the last message's calls at `positions`.
+    fn announce_identified(&self, positions: &[usize]) {
+        let Some(m) = self.state.conversation.messages.last() else {
+            return;
+        };
+        for call in positions.iter().filter_map(|&i| m.tool_calls.get(i)) {
+            self.fire(|cb| cb.on_tool_call_identified(call));
+        }
     }
 
     pub(super) async fn replace_message(
@@ -326,9 +347,12 @@ impl LLMChain {
     }
 
     /// Display text and `identified` status for new complete calls.
-    fn identify_calls(&self, message: &mut Message) {
+    /// Names and marks the message's calls; returns the positions of the complete
+    /// calls of known tools newly identified.
+    fn identify_calls(&self, message: &mut Message) -> Vec<usize> {
         let executable = message.status == MessageStatus::Complete;
-        for call in message.tool_calls.iter_mut() {
+        let mut identified = Vec::new();
+        for (i, call) in message.tool_calls.iter_mut().enumerate() {
             let Some(name) = call.name.clone() else {
                 continue;
             };
@@ -339,15 +363,14 @@ impl LLMChain {
                         .unwrap_or_else(|| humanize_tool_name(&name)),
                 );
                 if executable && call.is_complete() && tool.is_some() {
-                    for cb in &self.callbacks {
-                        cb.on_tool_call_identified(call);
-                    }
+                    identified.push(i);
                 }
             }
             if executable && call.is_complete() && !call.metadata.contains_key("execution_status") {
                 call.set_execution_status(ExecutionStatus::Identified);
             }
         }
+        identified
     }
 
     /// Position of the newest assistant message some of whose calls have no result yet.
@@ -563,15 +586,26 @@ impl LLMChain {
     }
 
     async fn process_outcome(&mut self, outcome: DecodeOutcome) -> Result<(), ChainError> {
-        let mut message = outcome.message;
-        // Before the callbacks, so they see the ids the conversation will keep.
-        self.make_call_ids_unique(&mut message);
-        self.fire(|cb| cb.on_llm_new_message(&message));
+        let message = outcome.message;
+        let has_calls = !message.tool_calls.is_empty();
+        // Stored before any callback sees it: a message the store refuses (too large
+        // to keep whole) is an error, never announced as done.
+        let identified = match self.store_message(message).await {
+            Ok(identified) => identified,
+            Err(e) => {
+                if let Some(u) = &outcome.usage {
+                    self.fire(|cb| cb.on_llm_token_usage(u));
+                }
+                return Err(e);
+            }
+        };
+        if let Some(m) = self.state.conversation.messages.last() {
+            self.fire(|cb| cb.on_llm_new_message(m));
+        }
         if let Some(u) = &outcome.usage {
             self.fire(|cb| cb.on_llm_token_usage(u));
         }
-        let has_calls = !message.tool_calls.is_empty();
-        self.push_message(message).await?;
+        self.announce_identified(&identified);
         if !has_calls && self.state.current_failure_count != 0 {
             self.state.current_failure_count = 0;
         }
