@@ -1,6 +1,7 @@
 //! [`LLMChain`]: the conversation, the model, the tools and the run loop.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -556,8 +557,8 @@ impl LLMChain {
                     return Err(Attempt::Failed(e, p));
                 }
                 Some(Ok(ModelEvent::Event(ev))) => {
-                    partial.observe(&ev);
                     self.fire(|cb| cb.on_llm_new_delta(&ev));
+                    partial.keep(ev);
                 }
                 Some(Ok(ModelEvent::Headers(h))) => {
                     self.fire(|cb| cb.on_llm_response_headers(&h));
@@ -638,53 +639,71 @@ enum Attempt {
 }
 
 /// What a stream showed so far, to keep a consistent cancelled message.
+///
+/// The events are kept as they came (owned already, so keeping one is a move) and
+/// merged only when the call fails or is cancelled: in a turn that completes, the
+/// decoder's assembly is the only merge.
 #[derive(Default)]
 struct PartialMessage {
-    delta: MessageDelta,
-    any: bool,
+    events: Vec<StreamEvent<'static>>,
 }
 
 impl PartialMessage {
-    fn observe(&mut self, ev: &StreamEvent<'_>) {
-        let frag = match ev {
-            StreamEvent::TextDelta { index, text } => {
-                MessageDelta::content_fragment(*index, ContentPart::text(text.as_ref()))
-            }
-            StreamEvent::ReasoningDelta { index, text } => {
-                MessageDelta::content_fragment(*index, ContentPart::thinking(text.as_ref()))
-            }
-            StreamEvent::ToolCallStarted {
-                index,
-                call_id,
-                name,
-            } => MessageDelta::tool_call_fragment(ToolCall {
-                index: Some(*index),
-                call_id: call_id.as_ref().map(|c| c.to_string()),
-                name: Some(name.to_string()),
-                ..Default::default()
-            }),
-            StreamEvent::ToolCallArguments { index, fragment } => {
-                MessageDelta::tool_call_fragment(ToolCall {
-                    index: Some(*index),
-                    arguments: Some(fragment.as_ref().into()),
-                    ..Default::default()
-                })
-            }
-            _ => return,
-        };
-        // The partial view is best effort: a fragment it cannot merge is left out.
-        if self.delta.merge(frag).is_ok() {
-            self.any = true;
+    fn keep(&mut self, ev: StreamEvent<'static>) {
+        if matches!(
+            ev,
+            StreamEvent::TextDelta { .. }
+                | StreamEvent::ReasoningDelta { .. }
+                | StreamEvent::ToolCallStarted { .. }
+                | StreamEvent::ToolCallArguments { .. }
+        ) {
+            self.events.push(ev);
         }
     }
 
+    /// The events merged into a message delta. The partial view is best effort: a
+    /// fragment it cannot merge is left out.
+    fn delta(self) -> MessageDelta {
+        let mut delta = MessageDelta::default();
+        for ev in self.events {
+            let frag = match ev {
+                StreamEvent::TextDelta { index, text } => {
+                    MessageDelta::content_fragment(index, ContentPart::text(text.into_owned()))
+                }
+                StreamEvent::ReasoningDelta { index, text } => {
+                    MessageDelta::content_fragment(index, ContentPart::thinking(text.into_owned()))
+                }
+                StreamEvent::ToolCallStarted {
+                    index,
+                    call_id,
+                    name,
+                } => MessageDelta::tool_call_fragment(ToolCall {
+                    index: Some(index),
+                    call_id: call_id.map(Cow::into_owned),
+                    name: Some(name.into_owned()),
+                    ..Default::default()
+                }),
+                StreamEvent::ToolCallArguments { index, fragment } => {
+                    MessageDelta::tool_call_fragment(ToolCall {
+                        index: Some(index),
+                        arguments: Some(fragment.into_owned().into()),
+                        ..Default::default()
+                    })
+                }
+                _ => continue,
+            };
+            let _ = delta.merge(frag);
+        }
+        delta
+    }
+
     fn into_cancelled(self, why: &str) -> Message {
-        let mut delta = self.delta;
+        let mut delta = self.delta();
         delta.status = DeltaStatus::Cancelled;
         delta.cancel(Some(why.to_owned()))
     }
 
     fn non_empty(self, why: &str) -> Option<Message> {
-        self.any.then(|| self.into_cancelled(why))
+        (!self.events.is_empty()).then(|| self.into_cancelled(why))
     }
 }

@@ -2,7 +2,7 @@
 //! decoders — for tests, examples and `llmchain demo`, with no network.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::stream;
@@ -10,13 +10,14 @@ use futures_util::stream;
 use super::model::{ChatModel, ModelError, ModelEvent, ModelStream};
 use crate::conversation::Conversation;
 use crate::provider::render::{ResponseScript, render_stream};
-use crate::provider::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+use crate::provider::{Codec, DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder};
 
 /// One scripted turn.
 #[derive(Debug, Clone)]
 pub enum ScriptedTurn {
-    /// Wire bytes of a streamed response, decoded by the format's real decoder.
-    Stream(Vec<u8>),
+    /// Wire bytes of a streamed response, decoded by the format's real decoder. Shared,
+    /// so one recorded body can be replayed by many turns and models without copies.
+    Stream(Arc<[u8]>),
     /// A failure of the call itself (e.g. an HTTP 529).
     Fail(ModelError),
 }
@@ -87,7 +88,7 @@ impl ScriptedModel {
 
     /// Adds a turn of raw wire bytes.
     #[must_use]
-    pub fn respond_bytes(self, bytes: impl Into<Vec<u8>>) -> Self {
+    pub fn respond_bytes(self, bytes: impl Into<Arc<[u8]>>) -> Self {
         self.push(ScriptedTurn::Stream(bytes.into()));
         self
     }
@@ -138,7 +139,7 @@ impl ScriptedModel {
 
 struct Replay {
     decoder: Box<dyn StreamDecoder>,
-    bytes: Vec<u8>,
+    bytes: Arc<[u8]>,
     pos: usize,
     chunk: usize,
     delay: Option<Duration>,
@@ -202,11 +203,9 @@ impl ChatModel for ScriptedModel {
                 }
                 if st.pos >= st.bytes.len() {
                     st.finished = true;
-                    let mut events = Vec::new();
-                    let result = st
-                        .decoder
-                        .finish(&mut |e| events.push(ModelEvent::Event(e.into_owned())));
-                    st.pending.extend(events);
+                    let mut events = EventBatch::default();
+                    let result = st.decoder.finish(&mut |e| events.push(e));
+                    st.pending.extend(events.drain().map(ModelEvent::Event));
                     match result {
                         Ok(outcome) => st.pending.push_back(ModelEvent::Done(Box::new(outcome))),
                         Err(e) => {
@@ -220,12 +219,12 @@ impl ChatModel for ScriptedModel {
                     tokio::time::sleep(d).await;
                 }
                 let end = (st.pos + st.chunk).min(st.bytes.len());
-                let mut events = Vec::new();
-                let fed = st.decoder.feed(&st.bytes[st.pos..end], &mut |e| {
-                    events.push(ModelEvent::Event(e.into_owned()))
-                });
+                let mut events = EventBatch::default();
+                let fed = st
+                    .decoder
+                    .feed(&st.bytes[st.pos..end], &mut |e| events.push(e));
                 st.pos = end;
-                st.pending.extend(events);
+                st.pending.extend(events.drain().map(ModelEvent::Event));
                 if let Err(e) = fed {
                     st.finished = true;
                     st.pending.clear();

@@ -137,3 +137,150 @@ impl StreamEvent<'_> {
         }
     }
 }
+
+/// The owned events of one read of a body, with adjacent fragments of the same kind and
+/// position joined: a 16 KiB read carrying a hundred 8-byte argument fragments becomes
+/// one `ToolCallArguments` event. What a consumer merges is unchanged (fragments are
+/// concatenated either way); the number of owned values, queue entries and callback
+/// calls per read drops from one per wire event to one per run of them.
+#[derive(Debug, Default)]
+pub struct EventBatch {
+    events: Vec<StreamEvent<'static>>,
+}
+
+impl EventBatch {
+    /// Adds an event, joining it to the last one when both are fragments of the same
+    /// kind at the same position.
+    pub fn push(&mut self, e: StreamEvent<'_>) {
+        use StreamEvent::{ReasoningDelta, ReasoningSignature, TextDelta, ToolCallArguments};
+        let joined = match (self.events.last_mut(), &e) {
+            (
+                Some(TextDelta { index: a, text }),
+                TextDelta {
+                    index: b,
+                    text: more,
+                },
+            )
+            | (
+                Some(ReasoningDelta { index: a, text }),
+                ReasoningDelta {
+                    index: b,
+                    text: more,
+                },
+            )
+            | (
+                Some(ReasoningSignature {
+                    index: a,
+                    signature: text,
+                }),
+                ReasoningSignature {
+                    index: b,
+                    signature: more,
+                },
+            ) if a == b => {
+                text.to_mut().push_str(more);
+                true
+            }
+            (
+                Some(ToolCallArguments {
+                    index: a,
+                    fragment: text,
+                }),
+                ToolCallArguments {
+                    index: b,
+                    fragment: more,
+                },
+            ) if a == b => {
+                text.to_mut().push_str(more);
+                true
+            }
+            _ => false,
+        };
+        if !joined {
+            self.events.push(e.into_owned());
+        }
+    }
+
+    /// True when no event was added since the last drain.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Takes the events, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, StreamEvent<'static>> {
+        self.events.drain(..)
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    fn args(index: u32, s: &str) -> StreamEvent<'_> {
+        StreamEvent::ToolCallArguments {
+            index,
+            fragment: Cow::Borrowed(s),
+        }
+    }
+
+    #[test]
+    fn adjacent_fragments_of_one_kind_and_position_are_joined_in_order() {
+        let mut b = EventBatch::default();
+        b.push(StreamEvent::TextDelta {
+            index: 0,
+            text: "Hel".into(),
+        });
+        b.push(StreamEvent::TextDelta {
+            index: 0,
+            text: "lo".into(),
+        });
+        b.push(StreamEvent::ToolCallStarted {
+            index: 0,
+            call_id: Some("c1".into()),
+            name: "f".into(),
+        });
+        b.push(args(0, "{\"a\""));
+        b.push(args(0, ":1}"));
+        b.push(args(1, "{}"));
+        b.push(args(0, ""));
+        b.push(StreamEvent::ToolCallFinished { index: 0 });
+        let got: Vec<_> = b.drain().collect();
+        assert_eq!(
+            got,
+            [
+                StreamEvent::TextDelta {
+                    index: 0,
+                    text: "Hello".into()
+                },
+                StreamEvent::ToolCallStarted {
+                    index: 0,
+                    call_id: Some("c1".into()),
+                    name: "f".into()
+                },
+                args(0, "{\"a\":1}").into_owned(),
+                args(1, "{}").into_owned(),
+                args(0, "").into_owned(),
+                StreamEvent::ToolCallFinished { index: 0 },
+            ]
+        );
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn text_and_reasoning_at_one_position_stay_apart() {
+        let mut b = EventBatch::default();
+        b.push(StreamEvent::TextDelta {
+            index: 0,
+            text: "a".into(),
+        });
+        b.push(StreamEvent::ReasoningDelta {
+            index: 0,
+            text: "b".into(),
+        });
+        b.push(StreamEvent::TextDelta {
+            index: 1,
+            text: "c".into(),
+        });
+        assert_eq!(b.drain().count(), 3);
+    }
+}

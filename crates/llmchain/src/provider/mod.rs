@@ -26,7 +26,7 @@ pub mod wire;
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
 pub use assembly::{SYNTHESIZED_ID_KEY, SYNTHETIC_CALL_ID, THOUGHT_SIGNATURE_KEY};
 pub use error::{DecodeError, EncodeError};
-pub use event::{StopReason, StreamEvent};
+pub use event::{EventBatch, StopReason, StreamEvent};
 pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
 pub use gemini::{GeminiCodec, gemini_schema};
 pub use ollama::OllamaCodec;

@@ -15,7 +15,8 @@ use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::conversation::Conversation;
 use crate::message::MessageStatus;
 use crate::provider::{
-    Codec, DecodeOutcome, DecoderConfig, Format, RequestOptions, StreamDecoder, StreamEvent,
+    Codec, DecodeOutcome, DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder,
+    StreamEvent,
 };
 
 /// Longest error body read from a failed response.
@@ -530,6 +531,16 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Queues a read's events for the caller, redacted.
+    fn queue(&mut self, events: &mut EventBatch) {
+        let secret = self.model.secret();
+        self.pending.extend(
+            events
+                .drain()
+                .map(|e| Ok(ModelEvent::Event(scrub_event(e, secret)))),
+        );
+    }
+
     /// Advances the run until something is pending or it is over.
     async fn step(&mut self) {
         let model = self.model;
@@ -627,13 +638,10 @@ impl Run<'_> {
                 }
                 Ok(Some(Ok(chunk))) => {
                     self.received += chunk.len();
-                    let mut events = Vec::new();
-                    let secret = model.secret();
-                    let fed = decoder.feed(&chunk, &mut |e| {
-                        events.push(Ok(ModelEvent::Event(scrub_event(e.into_owned(), secret))))
-                    });
+                    let mut events = EventBatch::default();
+                    let fed = decoder.feed(&chunk, &mut |e| events.push(e));
                     self.emitted |= !events.is_empty();
-                    self.pending.extend(events);
+                    self.queue(&mut events);
                     match fed {
                         Ok(()) => self.phase = Phase::Streaming { body, decoder },
                         Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
@@ -652,25 +660,23 @@ impl Run<'_> {
                     self.retry_or_fail(message);
                 }
                 Ok(None) => {
-                    let mut events = Vec::new();
+                    let mut events = EventBatch::default();
                     let secret = model.secret();
-                    let finished = decoder.finish(&mut |e| {
-                        events.push(Ok(ModelEvent::Event(scrub_event(e.into_owned(), secret))))
-                    });
+                    let finished = decoder.finish(&mut |e| events.push(e));
                     match finished {
                         Ok(outcome)
                             if outcome.message.status == MessageStatus::Cancelled
                                 && outcome.error.is_none() =>
                         {
                             self.emitted |= !events.is_empty();
-                            self.pending.extend(events);
+                            self.queue(&mut events);
                             self.retry_or_fail(
                                 "the body ended before the provider's end-of-stream marker".into(),
                             );
                         }
                         Ok(mut outcome) => {
                             scrub_outcome(&mut outcome, secret);
-                            self.pending.extend(events);
+                            self.queue(&mut events);
                             self.pending
                                 .push_back(Ok(ModelEvent::Done(Box::new(outcome))));
                         }
