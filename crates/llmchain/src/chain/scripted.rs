@@ -72,7 +72,11 @@ impl ScriptedModel {
             turns: Mutex::new(VecDeque::new()),
             chunk_size: 7,
             chunk_delay: None,
-            config: DecoderConfig::default(),
+            config: DecoderConfig {
+                // Its events feed a `ModelStream`, whose consumers concatenate them.
+                join_fragments: true,
+                ..DecoderConfig::default()
+            },
             requests: Mutex::new(Vec::new()),
             model: "scripted-model".into(),
         }

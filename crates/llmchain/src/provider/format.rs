@@ -83,6 +83,13 @@ pub struct DecoderConfig {
     pub max_argument_bytes: usize,
     /// Cap on one SSE event / NDJSON line.
     pub max_line_bytes: usize,
+    /// Whether the fragments of one call read in one `feed` may be reported as one
+    /// [`StreamEvent::ToolCallArguments`] (the decoders' fast paths then emit one event
+    /// per run of a call's events instead of one per wire event). A consumer that only
+    /// concatenates fragments — the model streams, the chain — sees the same text with
+    /// far fewer events; off by default, so the events of a body do not depend on how
+    /// it was cut into reads.
+    pub join_fragments: bool,
 }
 
 impl Default for DecoderConfig {
@@ -90,6 +97,7 @@ impl Default for DecoderConfig {
         DecoderConfig {
             max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
             max_line_bytes: 64 * 1024 * 1024,
+            join_fragments: false,
         }
     }
 }

@@ -39,7 +39,8 @@ pub(crate) struct FragmentShape<'s> {
 /// Takes the fragment events at the front of `bytes` (raw stream bytes at an event
 /// boundary) that have `shape`, whose index `call_of` maps to a call of `asm` taking
 /// text fragments. Each fragment is appended to its call and emitted as
-/// [`StreamEvent::ToolCallArguments`]. Stops at the first event that differs in any
+/// [`StreamEvent::ToolCallArguments`], or, when `join`, each run of one call's fragments
+/// as one event ([`DecoderConfig::join_fragments`](super::DecoderConfig::join_fragments)). Stops at the first event that differs in any
 /// byte, whose fragment the plain string scan does not take, whose line would pass
 /// `max_line` or whose call would pass the argument cap: the full path decides those.
 /// Returns the bytes and the number of events taken. `joint` is scratch space.
@@ -50,6 +51,7 @@ pub(crate) fn take_fragments(
     bytes: &[u8],
     shape: FragmentShape<'_>,
     max_line: usize,
+    join: bool,
     joint: &mut Vec<u8>,
     asm: &mut Assembler,
     call_of: impl Fn(u64) -> Option<u32>,
@@ -57,17 +59,19 @@ pub(crate) fn take_fragments(
 ) -> (usize, usize) {
     // Two loops, so that events without a varying string pay nothing for it.
     match shape.after_varying {
-        None => take::<false>(bytes, shape, max_line, joint, asm, call_of, emit),
-        Some(_) => take::<true>(bytes, shape, max_line, joint, asm, call_of, emit),
+        None => take::<false>(bytes, shape, max_line, join, joint, asm, call_of, emit),
+        Some(_) => take::<true>(bytes, shape, max_line, join, joint, asm, call_of, emit),
     }
 }
 
 /// [`take_fragments`] for shapes with a varying string (`VARYING`) or without.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn take<const VARYING: bool>(
     bytes: &[u8],
     shape: FragmentShape<'_>,
     max_line: usize,
+    join: bool,
     joint: &mut Vec<u8>,
     asm: &mut Assembler,
     call_of: impl Fn(u64) -> Option<u32>,
@@ -112,6 +116,7 @@ fn take<const VARYING: bool>(
         // The call's text as a local for the run (put back after it): the compiler
         // then keeps its length in a register across the sink's calls.
         let mut buf = std::mem::take(raw);
+        let run_start = buf.len();
         let mut lit = after_key;
         let stop = loop {
             let start = buf.len();
@@ -142,7 +147,7 @@ fn take<const VARYING: bool>(
                 buf.truncate(start);
                 break true;
             }
-            if buf.len() > start {
+            if !join && buf.len() > start {
                 // SAFETY: `start` was `buf.len()` before the fragment was appended: the
                 // end of a valid string then, so a char boundary now (the scan did not
                 // shorten `buf`, and `start < buf.len()`).
@@ -159,6 +164,16 @@ fn take<const VARYING: bool>(
             }
             lit = at + prefix.len();
         };
+        if join && buf.len() > run_start {
+            // SAFETY: `run_start` was `buf.len()` before the run: the end of a valid
+            // string then, so a char boundary now (the run only appended to `buf`, and a
+            // fragment it refused was truncated back to the end of the one before).
+            let fragment = unsafe { buf.get_unchecked(run_start..) };
+            emit(StreamEvent::ToolCallArguments {
+                index: pos,
+                fragment: Cow::Borrowed(fragment),
+            });
+        }
         *raw = buf;
         if stop {
             break;

@@ -233,6 +233,7 @@ impl EventHandler for Events {
             bytes,
             BULK_SHAPE,
             config.max_line_bytes,
+            config.join_fragments,
             joint,
             asm,
             call_of,

@@ -197,7 +197,11 @@ impl HttpModel {
             client,
             endpoint,
             headers,
-            decoder_config: DecoderConfig::default(),
+            decoder_config: DecoderConfig {
+                // Its events feed a `ModelStream`, whose consumers concatenate them.
+                join_fragments: true,
+                ..DecoderConfig::default()
+            },
         })
     }
 

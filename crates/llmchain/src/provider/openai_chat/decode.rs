@@ -46,6 +46,8 @@ struct State {
     shape: Option<Shape>,
     /// The framer's line cap, which events taken in bulk respect too.
     max_line: usize,
+    /// [`DecoderConfig::join_fragments`].
+    join: bool,
     /// Scratch for [`bulk`](Self::bulk): a shape's tail followed by a call's prefix.
     joint: Vec<u8>,
 }
@@ -111,6 +113,7 @@ impl State {
             prefix: ChunkPrefix::default(),
             shape: None,
             max_line: config.max_line_bytes,
+            join: config.join_fragments,
             joint: Vec::new(),
         }
     }
@@ -226,6 +229,7 @@ impl State {
             joint,
             done,
             max_line,
+            join,
             ..
         } = self;
         let Some(shape) = shape.as_ref().filter(|_| !*done) else {
@@ -238,7 +242,16 @@ impl State {
             after_varying: shape.varying.then(|| shape.after()),
             lead: 0,
         };
-        take_fragments(bytes, shape, *max_line, joint, asm, |w| open.get(w), emit)
+        take_fragments(
+            bytes,
+            shape,
+            *max_line,
+            *join,
+            joint,
+            asm,
+            |w| open.get(w),
+            emit,
+        )
     }
 
     /// The full path for one payload; `after_prefix` when it starts with the validated
