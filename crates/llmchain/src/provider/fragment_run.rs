@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use super::assembly::{Assembler, Emit};
 use super::event::StreamEvent;
+use super::format::DecoderConfig;
 use super::json_scan::{Cursor, read_string_into, short_plain_literal, starts_with_bytes};
 
 /// The fixed bytes of a fragment event around its index and fragment.
@@ -42,7 +43,7 @@ pub(crate) struct FragmentShape<'s> {
 /// [`StreamEvent::ToolCallArguments`], or, when `join`, each run of one call's fragments
 /// as one event ([`DecoderConfig::join_fragments`](super::DecoderConfig::join_fragments)). Stops at the first event that differs in any
 /// byte, whose fragment the plain string scan does not take, whose line would pass
-/// `max_line` or whose call would pass the argument cap: the full path decides those.
+/// the config's `max_line_bytes` or whose call would pass the argument cap: the full path decides those.
 /// Returns the bytes and the number of events taken. `joint` is scratch space.
 /// Always inlined into the decoder's `bulk` (measured: 64 KiB streams ~15 % slower
 /// when it is a call of its own).
@@ -50,13 +51,13 @@ pub(crate) struct FragmentShape<'s> {
 pub(crate) fn take_fragments(
     bytes: &[u8],
     shape: FragmentShape<'_>,
-    max_line: usize,
-    join: bool,
+    config: DecoderConfig,
     joint: &mut Vec<u8>,
     asm: &mut Assembler,
     call_of: impl Fn(u64) -> Option<u32>,
     emit: Emit<'_>,
 ) -> (usize, usize) {
+    let (max_line, join) = (config.max_line_bytes, config.join_fragments);
     // Two loops, so that events without a varying string pay nothing for it.
     match shape.after_varying {
         None => take::<false>(bytes, shape, max_line, join, joint, asm, call_of, emit),

@@ -229,16 +229,7 @@ impl EventHandler for Events {
                 _ => None,
             }
         };
-        let taken = take_fragments(
-            bytes,
-            BULK_SHAPE,
-            config.max_line_bytes,
-            config.join_fragments,
-            joint,
-            asm,
-            call_of,
-            emit,
-        );
+        let taken = take_fragments(bytes, BULK_SHAPE, *config, joint, asm, call_of, emit);
         if taken.1 > 0 {
             self.seen_event = true;
         }

@@ -44,10 +44,9 @@ struct State {
     /// wire index and fragment: [`bulk`](EventHandler::bulk) takes the events that
     /// repeat them byte for byte without framing or re-validating them.
     shape: Option<Shape>,
-    /// The framer's line cap, which events taken in bulk respect too.
-    max_line: usize,
-    /// [`DecoderConfig::join_fragments`].
-    join: bool,
+    /// The limits: events taken in bulk respect the framer's line cap too; and whether
+    /// a run of fragments may be reported as one event.
+    config: DecoderConfig,
     /// Scratch for [`bulk`](Self::bulk): a shape's tail followed by a call's prefix.
     joint: Vec<u8>,
 }
@@ -112,8 +111,7 @@ impl State {
             done: false,
             prefix: ChunkPrefix::default(),
             shape: None,
-            max_line: config.max_line_bytes,
-            join: config.join_fragments,
+            config,
             joint: Vec::new(),
         }
     }
@@ -228,8 +226,7 @@ impl State {
             open,
             joint,
             done,
-            max_line,
-            join,
+            config,
             ..
         } = self;
         let Some(shape) = shape.as_ref().filter(|_| !*done) else {
@@ -242,16 +239,7 @@ impl State {
             after_varying: shape.varying.then(|| shape.after()),
             lead: 0,
         };
-        take_fragments(
-            bytes,
-            shape,
-            *max_line,
-            *join,
-            joint,
-            asm,
-            |w| open.get(w),
-            emit,
-        )
+        take_fragments(bytes, shape, *config, joint, asm, |w| open.get(w), emit)
     }
 
     /// The full path for one payload; `after_prefix` when it starts with the validated
