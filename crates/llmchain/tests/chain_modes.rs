@@ -688,17 +688,26 @@ async fn cancellation_mid_stream_leaves_a_cancelled_message() {
     .chunk_delay(Duration::from_millis(5));
     let mut chain = LLMChain::new(Arc::new(slow)).with_tool(calc_tool());
     chain.add_message(Message::user("go")).await.unwrap();
+    // Cancelled as the first text arrives, mid-stream.
     let token = chain.cancellation_token();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        token.cancel();
-    });
+    chain = chain.with_callbacks(Callbacks::new().on_llm_new_delta(move |ev| {
+        if matches!(ev, llmchain::provider::StreamEvent::TextDelta { .. }) {
+            token.cancel();
+        }
+    }));
     let err = chain.run(Mode::while_needs_response()).await.unwrap_err();
     assert_eq!(err, ChainError::Cancelled);
     let last = chain.last_message().unwrap();
     assert_eq!(last.status, MessageStatus::Cancelled);
     assert!(!last.is_tool_call());
     assert_eq!(chain.messages().len(), 2);
+    // What arrived before the cancel is kept (the decoder's assembly, not a re-merge).
+    let text = last.text().unwrap_or_default();
+    assert!(
+        !text.is_empty() && "Some long text before the call.".starts_with(&text),
+        "{text:?}"
+    );
+    assert_eq!(last.metadata["streaming_error"], "cancelled");
 }
 
 #[tokio::test]

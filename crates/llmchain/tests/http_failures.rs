@@ -247,4 +247,8 @@ async fn the_chain_keeps_a_cancelled_message_and_never_runs_its_calls() {
     assert_eq!(last.status, MessageStatus::Cancelled);
     assert!(last.tool_calls.iter().all(|c| !c.is_complete()));
     assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // The call that was cut off is kept, named, for a person to see.
+    assert_eq!(last.tool_calls.len(), 1, "{last:?}");
+    assert_eq!(last.tool_calls[0].name.as_deref(), Some("get_weather"));
+    assert!(last.metadata.contains_key("streaming_error"));
 }

@@ -1,7 +1,6 @@
 //! [`LLMChain`]: the conversation, the model, the tools and the run loop.
 
 use std::any::Any;
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -16,10 +15,8 @@ use super::review::ReviewHandler;
 use super::sink::ConversationSink;
 use super::state::{ChainState, PendingReview};
 use crate::conversation::{Conversation, ToolDefinition};
-use crate::message::{
-    ContentPart, DeltaStatus, ExecutionStatus, Message, MessageDelta, MessageStatus, Role, ToolCall,
-};
-use crate::provider::{DecodeOutcome, StreamEvent};
+use crate::message::{ExecutionStatus, Message, MessageDelta, MessageStatus, Role};
+use crate::provider::DecodeOutcome;
 use crate::tool::{Tool, humanize_tool_name};
 
 /// The default failure budget (reference: 3).
@@ -530,40 +527,42 @@ impl LLMChain {
         }
     }
 
-    /// Streams one call, keeping a partial message for cancellation.
+    /// Streams one call. A call cut off (cancelled, failed mid-stream) keeps what
+    /// arrived: the model's [`ModelEvent::Partial`], the decoder's own assembly.
     async fn stream_once(&self, model: &dyn ChatModel) -> Result<DecodeOutcome, Attempt> {
-        let mut stream = model.stream(&self.state.conversation);
-        let mut partial = PartialMessage::default();
+        let mut stream = model.stream_until(&self.state.conversation, self.cancel.clone());
+        let mut partial: Option<Message> = None;
         loop {
-            let next = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => {
-                    return Err(Attempt::Cancelled(partial.into_cancelled("cancelled")));
-                }
-                next = stream.next() => next,
-            };
-            match next {
+            match stream.next().await {
                 None => {
                     return Err(Attempt::Failed(
                         ModelError::StreamInterrupted {
                             provider: model.provider_name().to_owned(),
                             message: "the stream ended without a final message".into(),
                         },
-                        partial.non_empty("stream ended early"),
+                        cut_off(partial, "stream ended early"),
                     ));
                 }
+                Some(Err(ModelError::Cancelled)) if self.cancel.is_cancelled() => {
+                    let m = cut_off(partial, "cancelled").unwrap_or_else(|| {
+                        MessageDelta::default().cancel(Some("cancelled".into()))
+                    });
+                    return Err(Attempt::Cancelled(m));
+                }
                 Some(Err(e)) => {
-                    let p = partial.non_empty(&e.to_string());
+                    let p = cut_off(partial, &e.to_string());
                     return Err(Attempt::Failed(e, p));
                 }
                 Some(Ok(ModelEvent::Event(ev))) => {
                     self.fire(|cb| cb.on_llm_new_delta(&ev));
-                    partial.keep(ev);
                 }
+                Some(Ok(ModelEvent::Partial(m))) => partial = Some(*m),
                 Some(Ok(ModelEvent::Headers(h))) => {
                     self.fire(|cb| cb.on_llm_response_headers(&h));
                 }
                 Some(Ok(ModelEvent::Retrying(r))) => {
+                    // A new attempt: what the last one assembled is not this call's.
+                    partial = None;
                     self.fire(|cb| cb.on_llm_retry(&r));
                 }
                 Some(Ok(ModelEvent::Done(outcome))) => {
@@ -638,72 +637,15 @@ enum Attempt {
     Failed(ModelError, Option<Message>),
 }
 
-/// What a stream showed so far, to keep a consistent cancelled message.
-///
-/// The events are kept as they came (owned already, so keeping one is a move) and
-/// merged only when the call fails or is cancelled: in a turn that completes, the
-/// decoder's assembly is the only merge.
-#[derive(Default)]
-struct PartialMessage {
-    events: Vec<StreamEvent<'static>>,
-}
-
-impl PartialMessage {
-    fn keep(&mut self, ev: StreamEvent<'static>) {
-        if matches!(
-            ev,
-            StreamEvent::TextDelta { .. }
-                | StreamEvent::ReasoningDelta { .. }
-                | StreamEvent::ToolCallStarted { .. }
-                | StreamEvent::ToolCallArguments { .. }
-        ) {
-            self.events.push(ev);
-        }
+/// A model's partial message as the chain keeps it: `Cancelled`, with why it was cut
+/// off; `None` when nothing arrived (an empty message is not worth keeping).
+fn cut_off(partial: Option<Message>, why: &str) -> Option<Message> {
+    let mut m = partial?;
+    if m.content.is_empty() && m.tool_calls.is_empty() {
+        return None;
     }
-
-    /// The events merged into a message delta. The partial view is best effort: a
-    /// fragment it cannot merge is left out.
-    fn delta(self) -> MessageDelta {
-        let mut delta = MessageDelta::default();
-        for ev in self.events {
-            let frag = match ev {
-                StreamEvent::TextDelta { index, text } => {
-                    MessageDelta::content_fragment(index, ContentPart::text(text.into_owned()))
-                }
-                StreamEvent::ReasoningDelta { index, text } => {
-                    MessageDelta::content_fragment(index, ContentPart::thinking(text.into_owned()))
-                }
-                StreamEvent::ToolCallStarted {
-                    index,
-                    call_id,
-                    name,
-                } => MessageDelta::tool_call_fragment(ToolCall {
-                    index: Some(index),
-                    call_id: call_id.map(Cow::into_owned),
-                    name: Some(name.into_owned()),
-                    ..Default::default()
-                }),
-                StreamEvent::ToolCallArguments { index, fragment } => {
-                    MessageDelta::tool_call_fragment(ToolCall {
-                        index: Some(index),
-                        arguments: Some(fragment.into_owned().into()),
-                        ..Default::default()
-                    })
-                }
-                _ => continue,
-            };
-            let _ = delta.merge(frag);
-        }
-        delta
-    }
-
-    fn into_cancelled(self, why: &str) -> Message {
-        let mut delta = self.delta();
-        delta.status = DeltaStatus::Cancelled;
-        delta.cancel(Some(why.to_owned()))
-    }
-
-    fn non_empty(self, why: &str) -> Option<Message> {
-        (!self.events.is_empty()).then(|| self.into_cancelled(why))
-    }
+    m.status = MessageStatus::Cancelled;
+    m.metadata
+        .insert("streaming_error".into(), why.to_owned().into());
+    Some(m)
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use serde_json::{Map, Value};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::conversation::Conversation;
+use crate::message::Message;
 use crate::provider::{DecodeError, DecodeOutcome, EncodeError, StreamEvent};
 
 /// Something a model call reports while it runs.
@@ -23,6 +26,10 @@ pub enum ModelEvent {
     Retrying(Retry),
     /// The call is over: the decoded message. Always the last item of a successful stream.
     Done(Box<DecodeOutcome>),
+    /// What the decoder had assembled when the call was cut off, as a `Cancelled`
+    /// message: sent just before the error (or [`ModelError::Cancelled`]) that ends the
+    /// stream, so a caller keeps what arrived without merging the events itself.
+    Partial(Box<Message>),
 }
 
 /// A model call about to try again ([`ModelEvent::Retrying`]).
@@ -215,6 +222,31 @@ pub trait ChatModel: Send + Sync {
 
     /// Starts a call.
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a>;
+
+    /// Starts a call that stops when `cancel` fires: the stream then ends with
+    /// [`ModelError::Cancelled`], after a [`ModelEvent::Partial`] holding what arrived.
+    /// A model that decodes a stream should override this to send that partial (its
+    /// decoder's [`interrupt`](crate::provider::StreamDecoder::interrupt)), and send one
+    /// before any error that cuts a stream off; the default stops [`stream`](Self::stream)
+    /// with no partial.
+    fn stream_until<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: CancellationToken,
+    ) -> ModelStream<'a> {
+        let inner = self.stream(conversation);
+        Box::pin(futures_util::stream::unfold(
+            Some((inner, cancel)),
+            |state| async move {
+                let (mut inner, cancel) = state?;
+                tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => Some((Err(ModelError::Cancelled), None)),
+                    next = inner.next() => next.map(|item| (item, Some((inner, cancel)))),
+                }
+            },
+        ))
+    }
 }
 
 /// Drives a model stream to its end, passing every event to `on_event`.

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::stream;
+use tokio_util::sync::CancellationToken;
 
 use super::model::{ChatModel, ModelError, ModelEvent, ModelStream};
 use crate::conversation::Conversation;
@@ -149,6 +150,25 @@ struct Replay {
     delay: Option<Duration>,
     pending: VecDeque<ModelEvent>,
     finished: bool,
+    /// The error that ends the replay, once the pending events are out.
+    error: Option<ModelError>,
+    cancel: Option<CancellationToken>,
+}
+
+impl Replay {
+    /// Ends the replay with `error`, after what the decoder had assembled.
+    fn cut_off(&mut self, error: ModelError) {
+        self.finished = true;
+        self.pending.clear();
+        if let Some(m) = self.decoder.interrupt() {
+            self.pending.push_back(ModelEvent::Partial(Box::new(m)));
+        }
+        self.error = Some(error);
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+    }
 }
 
 impl ChatModel for ScriptedModel {
@@ -161,6 +181,24 @@ impl ChatModel for ScriptedModel {
     }
 
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
+        self.replay(conversation, None)
+    }
+
+    fn stream_until<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: CancellationToken,
+    ) -> ModelStream<'a> {
+        self.replay(conversation, Some(cancel))
+    }
+}
+
+impl ScriptedModel {
+    fn replay<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: Option<CancellationToken>,
+    ) -> ModelStream<'a> {
         let opts = RequestOptions {
             model: self.model.clone(),
             stream: true,
@@ -196,6 +234,8 @@ impl ChatModel for ScriptedModel {
             delay: self.chunk_delay,
             pending: VecDeque::new(),
             finished: false,
+            error: None,
+            cancel,
         };
         Box::pin(stream::unfold(state, |mut st| async move {
             loop {
@@ -203,7 +243,12 @@ impl ChatModel for ScriptedModel {
                     return Some((Ok(ev), st));
                 }
                 if st.finished {
-                    return None;
+                    let e = st.error.take()?;
+                    return Some((Err(e), st));
+                }
+                if st.is_cancelled() {
+                    st.cut_off(ModelError::Cancelled);
+                    continue;
                 }
                 if st.pos >= st.bytes.len() {
                     st.finished = true;
@@ -212,15 +257,21 @@ impl ChatModel for ScriptedModel {
                     st.pending.extend(events.drain().map(ModelEvent::Event));
                     match result {
                         Ok(outcome) => st.pending.push_back(ModelEvent::Done(Box::new(outcome))),
-                        Err(e) => {
-                            st.pending.clear();
-                            return Some((Err(ModelError::Decode(e)), st));
-                        }
+                        Err(e) => st.cut_off(ModelError::Decode(e)),
                     }
                     continue;
                 }
                 if let Some(d) = st.delay {
-                    tokio::time::sleep(d).await;
+                    match &st.cancel {
+                        Some(c) => {
+                            tokio::select! {
+                                biased;
+                                _ = c.cancelled() => continue,
+                                _ = tokio::time::sleep(d) => {}
+                            }
+                        }
+                        None => tokio::time::sleep(d).await,
+                    }
                 }
                 let end = (st.pos + st.chunk).min(st.bytes.len());
                 let mut events = EventBatch::default();
@@ -230,9 +281,7 @@ impl ChatModel for ScriptedModel {
                 st.pos = end;
                 st.pending.extend(events.drain().map(ModelEvent::Event));
                 if let Err(e) = fed {
-                    st.finished = true;
-                    st.pending.clear();
-                    return Some((Err(ModelError::Decode(e)), st));
+                    st.cut_off(ModelError::Decode(e));
                 }
             }
         }))

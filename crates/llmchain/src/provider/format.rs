@@ -9,7 +9,7 @@ use super::error::{DecodeError, EncodeError};
 use super::event::StreamEvent;
 use super::outcome::DecodeOutcome;
 use crate::conversation::Conversation;
-use crate::message::DEFAULT_MAX_ARGUMENT_BYTES;
+use crate::message::{DEFAULT_MAX_ARGUMENT_BYTES, Message, MessageStatus};
 
 /// A provider wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,6 +136,23 @@ pub trait StreamDecoder: Send {
         &mut self,
         on_event: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<DecodeOutcome, DecodeError>;
+
+    /// Stops mid-body (a cancelled call, a read that failed, a cap or deadline that
+    /// ended it): what was assembled from the events read whole, as a `Cancelled`
+    /// message; an event still buffered is dropped. `None` when there is nothing to
+    /// give (the decoder finished already), and by default.
+    ///
+    /// This is how a model stream keeps what arrived without merging the events a
+    /// second time: the decoder's assembly is the one accumulator.
+    fn interrupt(&mut self) -> Option<Message> {
+        None
+    }
+}
+
+/// `message` marked cut off: `Cancelled`, so none of its calls is ever executed.
+pub(crate) fn cut_off(mut message: Message) -> Message {
+    message.status = MessageStatus::Cancelled;
+    message
 }
 
 /// One wire format's pure codec.

@@ -3,9 +3,10 @@
 use super::assembly::{Emit, malformed, wrong_format};
 use super::error::DecodeError;
 use super::event::StreamEvent;
-use super::format::{DecoderConfig, StreamDecoder};
+use super::format::{DecoderConfig, StreamDecoder, cut_off};
 use super::framing::{EventSink, NdjsonFramer, SseEvent, SseFramer};
 use super::outcome::DecodeOutcome;
+use crate::message::Message;
 
 /// A format's handler of framed events.
 pub(crate) trait EventHandler: Send {
@@ -103,7 +104,7 @@ impl<H: EventHandler> SseDecoder<H> {
         let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
         let saw = &mut self.saw_event;
         let ok = self.ok_events;
-        self.framer.finish(&mut |ev| {
+        let framed = self.framer.finish(&mut |ev| {
             *saw = true;
             if is_done(ev.data) {
                 handler.on_done();
@@ -113,7 +114,12 @@ impl<H: EventHandler> SseDecoder<H> {
             // An unterminated last event cut inside its JSON is a cut-off body, not a
             // malformed one: the outcome reports what came before as unfinished.
             if H::WHOLE_BODIES { cut_tail(r, ok) } else { r }
-        })?;
+        });
+        if let Err(e) = framed {
+            // Kept for `interrupt`: what came before the cut-off event is still good.
+            self.handler = Some(handler);
+            return Err(e);
+        }
         if !self.saw_event {
             if !H::WHOLE_BODIES {
                 if !self.saw_bytes {
@@ -218,6 +224,16 @@ impl<H: EventHandler> StreamDecoder for SseDecoder<H> {
         }
         r
     }
+
+    fn interrupt(&mut self) -> Option<Message> {
+        interrupt(self.handler.take())
+    }
+}
+
+/// What `handler` assembled, cut off ([`StreamDecoder::interrupt`]).
+fn interrupt<H: EventHandler>(handler: Option<H>) -> Option<Message> {
+    let outcome = handler?.finish(&mut |_| {}).ok()?;
+    Some(cut_off(outcome.message))
 }
 
 /// An NDJSON stream decoder.
@@ -266,13 +282,21 @@ impl<H: EventHandler> StreamDecoder for NdjsonDecoder<H> {
         let mut handler = self.handler.take().ok_or_else(|| finished(self.format))?;
         let lines = &mut self.lines;
         let ok = self.ok_lines;
-        self.framer.finish(&mut |line| {
+        let framed = self.framer.finish(&mut |line| {
             *lines += 1;
             cut_tail(handler.on_data(line, on_event), ok)
-        })?;
+        });
+        if let Err(e) = framed {
+            self.handler = Some(handler);
+            return Err(e);
+        }
         if self.lines == 0 {
             return Err(malformed(self.format, "the body is empty"));
         }
         handler.finish(on_event)
+    }
+
+    fn interrupt(&mut self) -> Option<Message> {
+        interrupt(self.handler.take())
     }
 }

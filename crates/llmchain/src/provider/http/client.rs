@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt, stream};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use tokio_util::sync::CancellationToken;
 
 use super::config::HttpModelConfig;
 use super::endpoint::Endpoint;
 use super::error_body::{http_error, redact, reported_headers};
 use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::conversation::Conversation;
-use crate::message::MessageStatus;
+use crate::message::{Message, MessageStatus};
 use crate::provider::{
     Codec, DecodeOutcome, DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder,
     StreamEvent,
@@ -149,8 +150,15 @@ fn scrub_outcome(outcome: &mut DecodeOutcome, secret: Option<&str>) {
     {
         e.message = redact(std::mem::take(&mut e.message), secret);
     }
-    if let Some(serde_json::Value::String(text)) =
-        outcome.message.metadata.get_mut("streaming_error")
+    scrub_message(&mut outcome.message, secret);
+}
+
+/// A message's `streaming_error`, redacted.
+fn scrub_message(message: &mut Message, secret: Option<&str>) {
+    let Some(key) = secret.filter(|k| !k.is_empty()) else {
+        return;
+    };
+    if let Some(serde_json::Value::String(text)) = message.metadata.get_mut("streaming_error")
         && text.contains(key)
     {
         *text = redact(std::mem::take(text), secret);
@@ -532,9 +540,29 @@ struct Run<'a> {
     deadline: tokio::time::Instant,
     /// Body bytes received so far (every attempt's), against `max_response_bytes`.
     received: usize,
+    /// Ends the call early ([`ChatModel::stream_until`]).
+    cancel: Option<CancellationToken>,
 }
 
 impl Run<'_> {
+    /// Queues what `decoder` assembled, before the error that cuts the stream off.
+    fn keep_partial(&mut self, decoder: &mut dyn StreamDecoder) {
+        if self.emitted
+            && let Some(mut m) = decoder.interrupt()
+        {
+            scrub_message(&mut m, self.model.secret());
+            self.pending.push_back(Ok(ModelEvent::Partial(Box::new(m))));
+        }
+    }
+
+    /// Resolves when the call is cancelled; never without a token.
+    async fn cancelled(cancel: Option<CancellationToken>) {
+        match cancel {
+            Some(c) => c.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Queues a read's events for the caller, redacted.
     fn queue(&mut self, events: &mut EventBatch) {
         let secret = self.model.secret();
@@ -629,18 +657,27 @@ impl Run<'_> {
             Phase::Streaming {
                 mut body,
                 mut decoder,
-            } => match tokio::time::timeout_at(self.deadline, body.next()).await {
-                Err(_) => {
-                    // What was decoded reached the caller; the chain keeps it as a
-                    // cancelled message.
+            } => match tokio::select! {
+                biased;
+                _ = Self::cancelled(self.cancel.clone()) => None,
+                next = tokio::time::timeout_at(self.deadline, body.next()) => Some(next),
+            } {
+                None => {
+                    self.keep_partial(decoder.as_mut());
+                    self.pending.push_back(Err(ModelError::Cancelled));
+                }
+                Some(Err(_)) => {
+                    // What was decoded is kept as a cancelled message.
+                    self.keep_partial(decoder.as_mut());
                     self.pending.push_back(Err(model.past_deadline()));
                 }
-                Ok(Some(Ok(chunk)))
+                Some(Ok(Some(Ok(chunk))))
                     if self.received + chunk.len() > model.config.max_response_bytes =>
                 {
+                    self.keep_partial(decoder.as_mut());
                     self.pending.push_back(Err(model.too_large()));
                 }
-                Ok(Some(Ok(chunk))) => {
+                Some(Ok(Some(Ok(chunk)))) => {
                     self.received += chunk.len();
                     let mut events = EventBatch::default();
                     let fed = decoder.feed(&chunk, &mut |e| events.push(e));
@@ -648,10 +685,13 @@ impl Run<'_> {
                     self.queue(&mut events);
                     match fed {
                         Ok(()) => self.phase = Phase::Streaming { body, decoder },
-                        Err(e) => self.pending.push_back(Err(ModelError::Decode(e))),
+                        Err(e) => {
+                            self.keep_partial(decoder.as_mut());
+                            self.pending.push_back(Err(ModelError::Decode(e)));
+                        }
                     }
                 }
-                Ok(Some(Err(e))) => {
+                Some(Ok(Some(Err(e)))) => {
                     let message = if e.is_timeout() {
                         format!(
                             "no data for {:?} (read timeout)",
@@ -660,10 +700,11 @@ impl Run<'_> {
                     } else {
                         error_chain(&e)
                     };
+                    self.keep_partial(decoder.as_mut());
                     drop(decoder);
                     self.retry_or_fail(message);
                 }
-                Ok(None) => {
+                Some(Ok(None)) => {
                     let mut events = EventBatch::default();
                     let secret = model.secret();
                     let finished = decoder.finish(&mut |e| events.push(e));
@@ -674,6 +715,11 @@ impl Run<'_> {
                         {
                             self.emitted |= !events.is_empty();
                             self.queue(&mut events);
+                            if self.emitted {
+                                let mut m = outcome.message;
+                                scrub_message(&mut m, secret);
+                                self.pending.push_back(Ok(ModelEvent::Partial(Box::new(m))));
+                            }
                             self.retry_or_fail(
                                 "the body ended before the provider's end-of-stream marker".into(),
                             );
@@ -686,6 +732,7 @@ impl Run<'_> {
                         }
                         // The last event was cut off: the body ended mid-event.
                         Err(e) => {
+                            self.keep_partial(decoder.as_mut());
                             self.retry_or_fail(format!("the body ended inside an event ({e})"))
                         }
                     }
@@ -781,6 +828,24 @@ impl ChatModel for HttpModel {
     }
 
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
+        self.run(conversation, None)
+    }
+
+    fn stream_until<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: CancellationToken,
+    ) -> ModelStream<'a> {
+        self.run(conversation, Some(cancel))
+    }
+}
+
+impl HttpModel {
+    fn run<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: Option<CancellationToken>,
+    ) -> ModelStream<'a> {
         let body = match self.encode(conversation) {
             Ok(b) => b,
             Err(e) => return Box::pin(stream::once(async move { Err(e) })),
@@ -795,6 +860,7 @@ impl ChatModel for HttpModel {
             emitted: false,
             deadline: tokio::time::Instant::now() + self.config.timeouts.total,
             received: 0,
+            cancel,
         };
         Box::pin(stream::unfold(run, |mut run| async move {
             loop {
@@ -808,7 +874,20 @@ impl ChatModel for HttpModel {
                 if matches!(run.phase, Phase::Finished) {
                     return None;
                 }
-                run.step().await;
+                if matches!(run.phase, Phase::Streaming { .. }) {
+                    // Watches the token itself, to keep what the decoder assembled.
+                    run.step().await;
+                    continue;
+                }
+                // Connecting or waiting to retry: nothing decoded to keep.
+                tokio::select! {
+                    biased;
+                    _ = Run::cancelled(run.cancel.clone()) => {
+                        run.phase = Phase::Finished;
+                        run.pending.push_back(Err(ModelError::Cancelled));
+                    }
+                    _ = run.step() => {}
+                }
             }
         }))
     }
