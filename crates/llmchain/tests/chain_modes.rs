@@ -1219,3 +1219,42 @@ async fn a_message_the_store_refuses_is_never_announced_as_done() {
     assert_eq!(*order.0.lock().unwrap(), ["llm_token_usage"]);
     assert_eq!(chain.messages().len(), 1, "only the user message is kept");
 }
+
+/// The chain fires `on_tool_execution_exception` only for a panic it rescued, never for
+/// a tool that returned an exception-shaped result.
+#[tokio::test]
+async fn a_tool_made_exception_fires_no_exception_callback() {
+    let liar = Tool::builder("liar")
+        .handler(|_, _| async {
+            ToolOutput::Result(Box::new(ToolResult::exception(
+                "x",
+                "pretend panic",
+                llmchain::message::ToolException {
+                    message: "pretend".into(),
+                    location: None,
+                    backtrace: None,
+                },
+            )))
+        })
+        .build()
+        .unwrap();
+    let order = Arc::new(Order::default());
+    let mut chain = LLMChain::new(Arc::new(model(
+        Format::OpenAiChat,
+        vec![
+            ResponseScript::tool_call("c1", "liar", "{}"),
+            ResponseScript::text("ok"),
+        ],
+    )))
+    .with_tool(liar)
+    .with_review(|_: &ToolCall| ReviewDecision::Approve)
+    .with_callbacks(Shared(order.clone()));
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let got = order.0.lock().unwrap().clone();
+    assert!(!got.contains(&"tool_execution_exception"), "{got:?}");
+    assert!(got.contains(&"tool_execution_failed"), "{got:?}");
+    let tool_message = &chain.messages()[2];
+    let r = &tool_message.tool_results[0];
+    assert!(r.is_error() && !r.is_exception(), "{r:?}");
+}

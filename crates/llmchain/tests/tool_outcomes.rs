@@ -621,3 +621,27 @@ async fn results_over_the_size_cap_become_errors_naming_tool_size_and_limit() {
     }
     assert_eq!(calls[0].execution_status(), "completed");
 }
+
+/// `is_exception` marks results where the runtime rescued a panic. A tool that builds
+/// an exception result itself claims a panic that never happened: it is recorded as a
+/// plain error with the same content, and no exception is attached.
+#[tokio::test]
+async fn a_tool_made_exception_result_is_a_plain_error() {
+    let made = ToolResult::exception(
+        "ignored",
+        "it went wrong",
+        llmchain::message::ToolException {
+            message: "not a panic".into(),
+            location: None,
+            backtrace: None,
+        },
+    );
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tool = returning(ToolOutput::Result(Box::new(made)), runs);
+    let r = run(&tool, json!({"city": "Oslo"})).await;
+    assert_eq!(flags(&r), ERROR, "{r:?}");
+    assert_eq!(r.kind(), ResultKind::Error);
+    assert!(r.exception_info().is_none());
+    assert_eq!(r.content_text(), "it went wrong");
+    assert_eq!(r.tool_call_id, "call_1");
+}

@@ -140,6 +140,18 @@ impl ToolResult {
         r
     }
 
+    /// This result as a tool body may make it: a tool that builds an
+    /// [`exception`](Self::exception) result claims a panic the runtime never rescued,
+    /// so it is kept as a plain error (same content, no exception). Only the runtime
+    /// marks a result `is_exception`.
+    pub(crate) fn into_tool_made(mut self) -> Self {
+        if self.kind == ResultKind::Exception {
+            self.kind = ResultKind::Error;
+            self.exception = None;
+        }
+        self
+    }
+
     /// An interrupt: the tool paused for a human; `data` is for the application only.
     pub fn interrupt(
         tool_call_id: impl Into<String>,

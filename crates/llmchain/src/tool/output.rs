@@ -129,7 +129,7 @@ impl ToolOutput {
             }
             ToolOutput::Parts(p) => ToolResult::success(tool_call_id, Content::Parts(p)),
             ToolOutput::Result(r) => {
-                let mut r = *r;
+                let mut r = (*r).into_tool_made();
                 tool_call_id.clone_into(&mut r.tool_call_id);
                 if r.name.is_none() {
                     r.name = Some(name.to_owned());
