@@ -59,6 +59,8 @@
 pub mod chain;
 pub mod conversation;
 pub mod message;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod provider;
 pub mod storage_format;
 #[cfg(feature = "runtime")]

@@ -31,9 +31,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::error::ChainError;
-use super::model::{ModelError, Retry};
 use super::review::ReviewDecision;
 use crate::message::{Message, TokenUsage, ToolCall, ToolException, ToolResult};
+use crate::model::{ModelError, Retry};
 use crate::provider::StreamEvent;
 
 /// Hooks into a chain run. Every method has a no-op default.

@@ -1,8 +1,8 @@
 //! [`ChainError`]: why a run stopped with an error.
 
-use super::model::ModelError;
 use super::sink::SinkError;
 use crate::message::DeltaError;
+use crate::model::ModelError;
 
 /// Why a run ended with an error. The chain keeps its conversation consistent in every
 /// case: whatever was added is whole.

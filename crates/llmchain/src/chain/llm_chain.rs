@@ -10,12 +10,12 @@ use tracing::Instrument;
 
 use super::callbacks::ChainCallbacks;
 use super::error::ChainError;
-use super::model::{ChatModel, ModelError, ModelEvent};
 use super::review::ReviewHandler;
 use super::sink::ConversationSink;
 use super::state::{ChainState, PendingReview};
 use crate::conversation::{Conversation, ToolDefinition};
 use crate::message::{ExecutionStatus, Message, MessageDelta, MessageStatus, Role};
+use crate::model::{ChatModel, ModelError, ModelEvent};
 use crate::provider::DecodeOutcome;
 use crate::tool::{Tool, humanize_tool_name};
 
@@ -115,7 +115,7 @@ impl LLMChain {
         self
     }
 
-    /// Sets whether and which tool the model must call ([`ToolChoice`]).
+    /// Sets whether and which tool the model must call ([`ToolChoice`](crate::conversation::ToolChoice)).
     #[must_use]
     pub fn with_tool_choice(mut self, choice: crate::conversation::ToolChoice) -> Self {
         self.state.conversation.tool_choice = choice;

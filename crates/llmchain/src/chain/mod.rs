@@ -35,7 +35,6 @@ mod error;
 mod execute;
 mod llm_chain;
 mod mode;
-mod model;
 mod review;
 mod run;
 mod scripted;
@@ -51,7 +50,9 @@ pub use llm_chain::{
     DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,
 };
 pub use mode::{CustomMode, DEFAULT_MAX_RUNS, Mode, ModeFuture, RunOutcome, ShouldContinue};
-pub use model::{
+// The model trait lives below the chain (and the HTTP clients) in `crate::model`; it is
+// re-exported here because every chain user needs it.
+pub use crate::model::{
     ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, Retry, collect_stream,
 };
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};

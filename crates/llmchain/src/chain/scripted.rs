@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures_util::stream;
 use tokio_util::sync::CancellationToken;
 
-use super::model::{ChatModel, ModelError, ModelEvent, ModelStream};
 use crate::conversation::Conversation;
+use crate::model::{ChatModel, ModelError, ModelEvent, ModelStream};
 use crate::provider::render::{ResponseScript, render_stream};
 use crate::provider::{Codec, DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder};
 

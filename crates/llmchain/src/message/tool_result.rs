@@ -144,6 +144,7 @@ impl ToolResult {
     /// [`exception`](Self::exception) result claims a panic the runtime never rescued,
     /// so it is kept as a plain error (same content, no exception). Only the runtime
     /// marks a result `is_exception`.
+    #[cfg(feature = "runtime")]
     pub(crate) fn into_tool_made(mut self) -> Self {
         if self.kind == ResultKind::Exception {
             self.kind = ResultKind::Error;

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::error::DecodeError;
 use super::event::{StopReason, StreamEvent};
-use super::json_scan::read_string_into;
+use super::json_scan::{read_object, read_string_into};
 use super::outcome::{DecodeOutcome, ProviderError};
 use crate::message::{
     Arguments, ContentPart, ContentType, Message, MessageStatus, Role, TokenUsage, ToolCall,
@@ -528,9 +528,21 @@ impl Assembler {
             Some(e) => Some(format!("{}: {}", e.kind, e.message)),
             None => streaming_error,
         };
+        let complete = end.status == MessageStatus::Complete;
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         tool_calls.extend(self.calls.into_iter().enumerate().map(|(i, c)| {
             let arguments = if let Some(o) = c.object {
+                Some(Arguments::Object(o))
+            } else if let Some(o) = (complete
+                && c.finished
+                && c.call_id.as_deref().is_some_and(|id| !id.is_empty())
+                && !c.name.is_empty())
+            .then(|| read_object(c.raw.as_bytes()))
+            .flatten()
+            {
+                // A call `complete_tool_calls` will complete: the byte scan reads what
+                // serde_json would, faster; text it leaves is parsed there (serde_json
+                // decides). Any other call keeps its text as it came.
                 Some(Arguments::Object(o))
             } else if !c.raw.is_empty() {
                 Some(Arguments::Raw(c.raw))

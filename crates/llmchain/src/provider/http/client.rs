@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use super::config::HttpModelConfig;
 use super::endpoint::Endpoint;
 use super::error_body::{http_error, redact, reported_headers};
-use crate::chain::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::conversation::Conversation;
 use crate::message::{Message, MessageStatus};
+use crate::model::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::provider::{
     Codec, DecodeOutcome, DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder,
     StreamEvent,
@@ -109,7 +109,7 @@ fn cross_origin_redirect(provider: &str, url: &str, resp: &reqwest::Response) ->
     ModelError::Http {
         provider: provider.to_owned(),
         status,
-        kind: crate::chain::HttpErrorKind::Other,
+        kind: crate::model::HttpErrorKind::Other,
         message: sanitize_for_terminal(&format!(
             "the server at {origin} redirected the request to {target}, another origin; it was \
              not followed, so the API key is never sent there (set the base URL to the real \
@@ -617,7 +617,7 @@ impl Run<'_> {
                     self.pending.push_back(Err(ModelError::Http {
                         provider: model.config.provider.clone(),
                         status: resp.status().as_u16(),
-                        kind: crate::chain::HttpErrorKind::Other,
+                        kind: crate::model::HttpErrorKind::Other,
                         message: format!(
                             "the server answered with text/html, not {}; is {} the API's address?",
                             if model.config.stream {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::chain::ModelError;
+use crate::model::ModelError;
 use crate::provider::Format;
 
 /// An API key. Its `Debug` prints `[redacted]`; it has no `Display` and no `Serialize`,

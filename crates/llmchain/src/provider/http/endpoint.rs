@@ -9,7 +9,7 @@
 
 use reqwest::Url;
 
-use crate::chain::ModelError;
+use crate::model::ModelError;
 
 /// Query parameters shown as they are.
 const PLAIN_QUERY: [&str; 2] = ["alt", "api-version"];

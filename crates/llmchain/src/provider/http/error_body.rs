@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value};
 
-use crate::chain::{HttpErrorKind, ModelError};
+use crate::model::{HttpErrorKind, ModelError};
 
 /// Longest error message kept from a body that is not JSON.
 const MAX_RAW_MESSAGE: usize = 500;

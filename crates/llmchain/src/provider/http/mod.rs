@@ -1,4 +1,4 @@
-//! HTTP clients: one [`ChatModel`](crate::chain::ChatModel) for every format, over reqwest
+//! HTTP clients: one [`ChatModel`](crate::model::ChatModel) for every format, over reqwest
 //! on rustls (feature `http`, on by default).
 //!
 //! [`HttpModel`] encodes the conversation with the format's codec, sends it to the
@@ -16,17 +16,17 @@
 //!
 //! ## Failures
 //!
-//! - An HTTP error becomes [`ModelError::Http`](crate::chain::ModelError::Http) with the
+//! - An HTTP error becomes [`ModelError::Http`](crate::model::ModelError::Http) with the
 //!   provider's own message read from its error body and `Retry-After`.
 //! - 429, 5xx, 529/overloaded, connect errors and timeouts before the response are retried
-//!   inside one [`ChatModel::stream`](crate::chain::ChatModel::stream) call, with jittered
+//!   inside one [`ChatModel::stream`](crate::model::ChatModel::stream) call, with jittered
 //!   exponential backoff, honouring `Retry-After`, under [`RetryPolicy::total_deadline`].
 //! - **A stream that stops mid-way** (connection dropped, idle timeout, or a body that
 //!   ends without the provider's end marker) is retried only if no
-//!   [`ModelEvent::Event`](crate::chain::ModelEvent::Event) was emitted yet: once the
+//!   [`ModelEvent::Event`](crate::model::ModelEvent::Event) was emitted yet: once the
 //!   caller has seen text or call fragments, replaying the request could duplicate what
 //!   it showed. Otherwise the stream ends with
-//!   [`ModelError::StreamInterrupted`](crate::chain::ModelError::StreamInterrupted). The
+//!   [`ModelError::StreamInterrupted`](crate::model::ModelError::StreamInterrupted). The
 //!   chain turns that into a `Cancelled` assistant message built from the events it saw
 //!   (its calls are incomplete and never run) and then tries its fallback models; a
 //!   caller that wants to retry the same model can — the error is `is_retryable()`.
