@@ -7,9 +7,16 @@ use libfuzzer_sys::fuzz_target;
 use llmchain::provider::{DecoderConfig, Format, StreamEvent, codec};
 
 fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
+    run_with(chunks, false)
+}
+
+/// `join`: [`DecoderConfig::join_fragments`]; arguments and text are compared
+/// concatenated, so a joined run must read the same.
+fn run_with(chunks: &[&[u8]], join: bool) -> (Result<String, String>, Vec<String>) {
     let config = DecoderConfig {
         max_argument_bytes: 1024,
         max_line_bytes: 8192,
+        join_fragments: join,
     };
     let mut dec = codec(Format::OpenAiChat).unwrap().stream_decoder(config);
     let mut events = Vec::new();
@@ -49,4 +56,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(whole, run(&[&body[..at], &body[at..]]));
     let bytes: Vec<&[u8]> = body.chunks(1).collect();
     assert_eq!(whole, run(&bytes));
+    // Joined fragments read the same, whole or split.
+    assert_eq!(whole, run_with(&[body], true));
+    assert_eq!(whole, run_with(&[&body[..at], &body[at..]], true));
 });

@@ -10,6 +10,8 @@ fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
     let config = DecoderConfig {
         max_argument_bytes: 1024,
         max_line_bytes: 8192,
+        // Events are compared one by one across chunkings.
+        join_fragments: false,
     };
     let mut dec = codec(Format::OpenAiResponses).unwrap().stream_decoder(config);
     let mut events = Vec::new();

@@ -12,6 +12,8 @@ fn config() -> DecoderConfig {
     DecoderConfig {
         max_argument_bytes: 4096,
         max_line_bytes: 1 << 16,
+        // Events are compared one by one across chunkings.
+        join_fragments: false,
     }
 }
 

@@ -2,6 +2,7 @@
 
 /// A store operation that failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The database was written by a newer llmchain-store: upgrade llmchain to open it.
     #[error(

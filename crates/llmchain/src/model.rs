@@ -15,6 +15,7 @@ use crate::provider::{DecodeError, DecodeOutcome, EncodeError, StreamEvent};
 
 /// Something a model call reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ModelEvent {
     /// A decoded stream event (text, reasoning, tool-call progress, usage, stop).
     Event(StreamEvent<'static>),
@@ -60,6 +61,7 @@ pub type ModelStream<'a> = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelErr
 
 /// The class of an HTTP failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HttpErrorKind {
     /// 400: the request was malformed.
     InvalidRequest,
@@ -108,6 +110,7 @@ impl HttpErrorKind {
 
 /// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// The provider answered with an HTTP error.
     #[error("{provider} returned HTTP {status}: {message}")]

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use llmchain::chain::{ChatModel, collect_stream};
+use llmchain::model::{ChatModel, collect_stream};
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{Arguments, Message, ToolCall, ToolResult};
 use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};

@@ -27,6 +27,7 @@ pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Why a delta could not be merged or converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeltaError {
     /// A tool-call fragment could not be merged.
     #[error(transparent)]

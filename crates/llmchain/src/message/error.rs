@@ -123,6 +123,7 @@ impl fmt::Display for ValidationErrors {
 
 /// Why two streamed tool-call fragments could not be merged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MergeError {
     /// The fragment belongs to another parallel call.
     #[error(

@@ -2,6 +2,7 @@
 
 /// A response body that could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// Bytes that are not valid JSON where JSON is required.
     #[error("malformed {} body: {message}", title(format))]
@@ -55,6 +56,7 @@ fn article(format: &str) -> &'static str {
 
 /// A conversation that could not be encoded for a format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EncodeError {
     /// Something the format cannot express, and no fallback applies.
     #[error("cannot encode for {format}: {message}")]

@@ -29,6 +29,7 @@ pub enum StopReason {
 /// One event of a decoded stream. Strings borrow from the decoder's buffer where they
 /// can, so emitting an event does not allocate.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum StreamEvent<'a> {
     /// Visible text at a content position.
     TextDelta {

@@ -13,6 +13,7 @@ use crate::message::{DEFAULT_MAX_ARGUMENT_BYTES, Message, MessageStatus};
 
 /// A provider wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Format {
     /// OpenAI Chat Completions, and every compatible server (Mistral, DeepSeek, vLLM,
     /// llama.cpp, OpenRouter, LiteLLM, ...).

@@ -53,6 +53,7 @@ pub const DEFAULT_MAX_DEPTH: usize = 128;
 /// One thing the reader found. Pointers are JSON pointers (RFC 6901) into the
 /// arguments value; the root is `""`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum PreviewEvent {
     /// `{` of the object at `pointer`.
     ObjectStart {
@@ -117,6 +118,7 @@ pub struct PreviewError {
 
 /// The kinds of [`PreviewError`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PreviewErrorKind {
     /// A byte that cannot appear here; `expected` says what could.
     Unexpected {

@@ -5,6 +5,7 @@ use thiserror::Error;
 /// A mistake in a tool definition, found when the tool or the executor is built
 /// (never while running a call: run-time problems become [`ToolResult`](crate::message::ToolResult)s).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The name is not 1–64 characters of `[a-zA-Z0-9_-]`.
     #[error("invalid tool name {name:?}: {reason}")]
