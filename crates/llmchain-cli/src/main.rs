@@ -1,4 +1,4 @@
-//! The `llmchain` command-line tool (SPEC §6).
+//! The `llmchain` command-line tool.
 //!
 //! Exit codes: 0 ok; 1 runtime failure; 2 usage or bad input; 130 interrupted (Ctrl-C) — always with a one-line
 //! error on stderr, never a panic or backtrace.

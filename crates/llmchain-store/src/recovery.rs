@@ -1,4 +1,4 @@
-//! Recovery after a crash (SPEC §4): what to do with tool calls whose outcome was not
+//! Recovery after a crash (ARCHITECTURE.md, "At most once"): what to do with tool calls whose outcome was not
 //! recorded.
 //!
 //! The rule, applied to every complete call of a complete assistant message that has no

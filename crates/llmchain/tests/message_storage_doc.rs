@@ -119,13 +119,13 @@ fn every_example_in_the_storage_format_doc_loads() {
     }
 }
 
-/// The two lines of SPEC §2 are in the doc, and they load as the message model says.
+/// The two-line example is in docs/storage-format.md, and they load as the message model says.
 #[test]
 fn the_spec_example_is_documented() {
     let spec_block = json_blocks()
         .into_iter()
         .find(|b| b.body.contains("\"Checking.\"") && b.info[0] == "messages")
-        .expect("the SPEC §2 example");
+        .expect("the storage-format example");
     let msgs: Vec<Message> = serde_json::Deserializer::from_str(&spec_block.body)
         .into_iter::<Value>()
         .map(|v| storage_format::from_str(&v.unwrap().to_string()).unwrap())

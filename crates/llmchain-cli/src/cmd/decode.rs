@@ -1,5 +1,5 @@
 //! `llmchain decode --format F [--chunk-size N] [FILE|-]`: decodes a captured response
-//! body (streamed or not) and prints the decode report (SPEC §6).
+//! body (streamed or not) and prints the decode report.
 //!
 //! A streamed body is decoded as it is read, so its size does not matter: the memory
 //! used is that of the decoded message, not of the body (a body of keep-alive comments

@@ -1,5 +1,5 @@
 //! `llmchain encode --format F [--model M] CONVERSATION.json`: prints the request body
-//! for a conversation file (the storage format's conversation, SPEC §2).
+//! for a conversation file (the storage format's conversation, docs/storage-format.md).
 //!
 //! A conversation whose calls and results do not pair up is refused with exit 2 and the
 //! JSON path of the first problem (`Conversation::inconsistencies`); argument text that

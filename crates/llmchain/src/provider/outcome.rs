@@ -59,7 +59,7 @@ pub struct ReportIncompleteCall {
     pub raw_arguments: String,
 }
 
-/// The JSON report `llmchain decode` prints (SPEC §6).
+/// The JSON report `llmchain decode` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecodeReport {
     /// Visible text.

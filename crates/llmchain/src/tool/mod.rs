@@ -1,4 +1,4 @@
-//! Tools: definitions, argument checks and safe execution (SPEC §3).
+//! Tools: definitions, argument checks and safe execution.
 //!
 //! A [`Tool`] has a name (`[a-zA-Z0-9_-]{1,64}`), a description, a display text, a JSON
 //! Schema for its arguments object, `strict`, provider `options`, an optional timeout,
