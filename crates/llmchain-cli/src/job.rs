@@ -176,7 +176,7 @@ impl JobSpec {
             Some(state) => LLMChain::from_state(model, state),
             None => LLMChain::new(model),
         };
-        let mut chain = chain.with_review(reviewer);
+        let mut chain = chain.with_review_handler(reviewer);
         if let Some(choice) = &self.tool_choice {
             use llmchain::conversation::{ToolChoice, ToolChoiceMode};
             chain = chain.with_tool_choice(match choice.as_str() {

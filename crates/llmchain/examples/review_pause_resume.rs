@@ -76,9 +76,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or_default();
             let human = match *decision {
                 "approve" => HumanDecision::Approve,
-                _ => HumanDecision::Reject {
+                _ => HumanDecision::Deny {
                     reason: Some("Keep the log.".into()),
-                    as_denial: true,
                 },
             };
             let decisions = ids.into_iter().map(|id| (id, human.clone())).collect();

@@ -252,6 +252,30 @@ pub trait ChatModel: Send + Sync {
     }
 }
 
+/// A shared model is a model: `LLMChain::new(Arc::new(model))` and
+/// `LLMChain::new(model)` both work, and an `Arc<dyn ChatModel>` passes as it is.
+impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
+    fn model_name(&self) -> &str {
+        (**self).model_name()
+    }
+
+    fn provider_name(&self) -> &str {
+        (**self).provider_name()
+    }
+
+    fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
+        (**self).stream(conversation)
+    }
+
+    fn stream_until<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: CancellationToken,
+    ) -> ModelStream<'a> {
+        (**self).stream_until(conversation, cancel)
+    }
+}
+
 /// Drives a model stream to its end, passing every event to `on_event`.
 pub async fn collect_stream(
     mut stream: ModelStream<'_>,

@@ -488,18 +488,11 @@ async fn review_interrupt_pauses_serialises_and_resumes_in_another_chain() {
                         arguments: json!({"a": 10, "b": 10}).as_object().unwrap().clone(),
                     },
                 ),
-                (
-                    "c3".into(),
-                    HumanDecision::Reject {
-                        reason: None,
-                        as_denial: false,
-                    },
-                ),
+                ("c3".into(), HumanDecision::Reject { reason: None }),
                 (
                     "c4".into(),
-                    HumanDecision::Reject {
+                    HumanDecision::Deny {
                         reason: Some("No.".into()),
-                        as_denial: true,
                     },
                 ),
             ],

@@ -313,7 +313,7 @@ async fn resume(
     // Only tools run here; this model is never called (it has no turns).
     let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
         .with_sink(Arc::new(held.sink()))
-        .with_review(Recorded {
+        .with_review_handler(Recorded {
             inner: reviewer,
             denied: denied.clone(),
         });

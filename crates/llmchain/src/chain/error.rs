@@ -17,7 +17,7 @@ pub enum ChainError {
     Model(#[source] ModelError),
     /// All fallbacks failed.
     #[error("all fallbacks failed; last error: {0}")]
-    AllFallbacksFailed(ModelError),
+    AllFallbacksFailed(#[source] ModelError),
     /// The failure budget is used up (`exceeded_failure_count`).
     #[error("Exceeded max failure count ({count}/{max})")]
     ExceededFailureCount {

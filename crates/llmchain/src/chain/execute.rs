@@ -208,20 +208,7 @@ impl LLMChain {
                 )));
             };
             let name = slot.name.clone();
-            slot.decision = Some(match decision {
-                HumanDecision::Approve => ReviewDecision::Approve,
-                HumanDecision::Edit { arguments } => ReviewDecision::Edit { arguments },
-                HumanDecision::Reject { reason, as_denial } => {
-                    let text = reason.unwrap_or_else(|| {
-                        format!("Tool call '{name}' was rejected by a human reviewer.")
-                    });
-                    if as_denial {
-                        ReviewDecision::Deny { reason: text }
-                    } else {
-                        ReviewDecision::Reject { reason: text }
-                    }
-                }
-            });
+            slot.decision = Some(decision.into_review(&name));
         }
         let missing: Vec<&str> = pending.awaiting().map(|c| c.call_id.as_str()).collect();
         if !missing.is_empty() {

@@ -10,11 +10,11 @@ use tracing::Instrument;
 
 use super::callbacks::ChainCallbacks;
 use super::error::ChainError;
-use super::review::ReviewHandler;
+use super::review::{ReviewDecision, ReviewHandler};
 use super::sink::ConversationSink;
 use super::state::{ChainState, PendingReview};
 use crate::conversation::{Conversation, ToolDefinition};
-use crate::message::{ExecutionStatus, Message, MessageDelta, MessageStatus, Role};
+use crate::message::{ExecutionStatus, Message, MessageDelta, MessageStatus, Role, ToolCall};
 use crate::model::{ChatModel, ModelError, ModelEvent};
 use crate::provider::DecodeOutcome;
 use crate::tool::{Tool, humanize_tool_name};
@@ -74,10 +74,11 @@ impl std::fmt::Debug for LLMChain {
 }
 
 impl LLMChain {
-    /// A chain over `model`, with no tools and no messages.
-    pub fn new(model: Arc<dyn ChatModel>) -> Self {
+    /// A chain over `model` (any [`ChatModel`], or an `Arc` of one), with no tools and
+    /// no messages.
+    pub fn new(model: impl ChatModel + 'static) -> Self {
         LLMChain {
-            model,
+            model: Arc::new(model),
             fallbacks: Vec::new(),
             tools: Vec::new(),
             state: ChainState {
@@ -101,7 +102,7 @@ impl LLMChain {
 
     /// Restores a chain from its saved state (e.g. a paused run, in another process).
     /// Tools, callbacks, review handler and sink are not part of the state: add them again.
-    pub fn from_state(model: Arc<dyn ChatModel>, state: ChainState) -> Self {
+    pub fn from_state(model: impl ChatModel + 'static, state: ChainState) -> Self {
         let mut chain = LLMChain::new(model);
         chain.state = state;
         chain.needs_response = chain.compute_needs_response();
@@ -141,10 +142,17 @@ impl LLMChain {
         self.tools.push(tool);
     }
 
-    /// Adds fallback models, tried in order when a call fails.
+    /// Sets the fallback models, tried in order when a call fails.
     #[must_use]
     pub fn with_fallbacks(mut self, models: Vec<Arc<dyn ChatModel>>) -> Self {
         self.fallbacks = models;
+        self
+    }
+
+    /// Adds a fallback model, tried after the ones before it when a call fails.
+    #[must_use]
+    pub fn with_fallback(mut self, model: impl ChatModel + 'static) -> Self {
+        self.fallbacks.push(Arc::new(model));
         self
     }
 
@@ -162,17 +170,40 @@ impl LLMChain {
         self
     }
 
-    /// Sets the review handler (`on_tool_call_review`).
+    /// Reviews each complete call before it runs (`on_tool_call_review`) with a
+    /// function; its argument's type is inferred:
+    ///
+    /// ```
+    /// # use llmchain::chain::{LLMChain, ReviewDecision, ScriptedModel};
+    /// # use llmchain::provider::Format;
+    /// let chain = LLMChain::new(ScriptedModel::new(Format::Anthropic)).with_review(|call| {
+    ///     match call.name.as_deref() {
+    ///         Some("delete_file") => ReviewDecision::Interrupt,
+    ///         _ => ReviewDecision::Approve,
+    ///     }
+    /// });
+    /// ```
     #[must_use]
-    pub fn with_review(mut self, handler: impl ReviewHandler + 'static) -> Self {
+    pub fn with_review<F>(self, review: F) -> Self
+    where
+        F: Fn(&ToolCall) -> ReviewDecision + Send + Sync + 'static,
+    {
+        self.with_review_handler(review)
+    }
+
+    /// Sets the review handler (`on_tool_call_review`): anything implementing
+    /// [`ReviewHandler`], e.g. one that asks a person asynchronously.
+    #[must_use]
+    pub fn with_review_handler(mut self, handler: impl ReviewHandler + 'static) -> Self {
         self.review = Some(Arc::new(handler));
         self
     }
 
-    /// Persists every change through `sink`.
+    /// Persists every change through `sink` (any [`ConversationSink`], or an `Arc` of
+    /// one).
     #[must_use]
-    pub fn with_sink(mut self, sink: Arc<dyn ConversationSink>) -> Self {
-        self.sink = Some(sink);
+    pub fn with_sink(mut self, sink: impl ConversationSink + 'static) -> Self {
+        self.sink = Some(Arc::new(sink));
         self
     }
 

@@ -35,9 +35,14 @@ pub enum ReviewDecision {
     Interrupt,
 }
 
-/// What a human decides about a paused call, on resume.
+/// What a human decides about a paused call, on resume: the same words as
+/// [`ReviewDecision`] (a human cannot pause a call again).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
+#[serde(
+    tag = "decision",
+    rename_all = "snake_case",
+    from = "HumanDecisionWire"
+)]
 pub enum HumanDecision {
     /// Run the call as it is.
     Approve,
@@ -46,16 +51,77 @@ pub enum HumanDecision {
         /// The new arguments.
         arguments: Map<String, Value>,
     },
-    /// Do not run it.
+    /// Do not run it; reported as a decision (`is_error: false`), as
+    /// [`ReviewDecision::Deny`]. A default text is used when `reason` is `None`.
+    Deny {
+        /// Shown to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Do not run it; reported as an error + refusal, as [`ReviewDecision::Reject`]
+    /// (counts against the failure budget; the model may send a corrected call). A
+    /// default text is used when `reason` is `None`.
     Reject {
-        /// Shown to the model (a default text is used when `None`).
+        /// Shown to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl HumanDecision {
+    /// The review decision it stands for; `name` is the tool's, for the default texts.
+    pub(crate) fn into_review(self, name: &str) -> ReviewDecision {
+        let text = |reason: Option<String>| {
+            reason
+                .unwrap_or_else(|| format!("Tool call '{name}' was rejected by a human reviewer."))
+        };
+        match self {
+            HumanDecision::Approve => ReviewDecision::Approve,
+            HumanDecision::Edit { arguments } => ReviewDecision::Edit { arguments },
+            HumanDecision::Deny { reason } => ReviewDecision::Deny {
+                reason: text(reason),
+            },
+            HumanDecision::Reject { reason } => ReviewDecision::Reject {
+                reason: text(reason),
+            },
+        }
+    }
+}
+
+/// [`HumanDecision`] as it may be read, including the older spelling of a denial
+/// (`{"decision": "reject", "as_denial": true}`).
+#[derive(Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+enum HumanDecisionWire {
+    Approve,
+    Edit {
+        arguments: Map<String, Value>,
+    },
+    Deny {
         #[serde(default)]
         reason: Option<String>,
-        /// Report it as a denial (`is_error: false`) instead of the default error +
-        /// refusal (which counts against the failure budget but is safe to correct).
+    },
+    Reject {
+        #[serde(default)]
+        reason: Option<String>,
         #[serde(default)]
         as_denial: bool,
     },
+}
+
+impl From<HumanDecisionWire> for HumanDecision {
+    fn from(w: HumanDecisionWire) -> Self {
+        match w {
+            HumanDecisionWire::Approve => HumanDecision::Approve,
+            HumanDecisionWire::Edit { arguments } => HumanDecision::Edit { arguments },
+            HumanDecisionWire::Deny { reason }
+            | HumanDecisionWire::Reject {
+                reason,
+                as_denial: true,
+            } => HumanDecision::Deny { reason },
+            HumanDecisionWire::Reject { reason, .. } => HumanDecision::Reject { reason },
+        }
+    }
 }
 
 /// Boxed future of a review.
@@ -85,5 +151,36 @@ where
     fn review<'a>(&'a self, call: &'a ToolCall) -> ReviewFuture<'a> {
         let d = self(call);
         Box::pin(async move { d })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn human_decisions_read_both_spellings_of_a_denial() {
+        let d: HumanDecision =
+            serde_json::from_value(json!({"decision": "reject", "as_denial": true})).unwrap();
+        assert_eq!(d, HumanDecision::Deny { reason: None });
+        let d: HumanDecision =
+            serde_json::from_value(json!({"decision": "deny", "reason": "no"})).unwrap();
+        assert_eq!(
+            d,
+            HumanDecision::Deny {
+                reason: Some("no".into())
+            }
+        );
+        let d: HumanDecision = serde_json::from_value(json!({"decision": "reject"})).unwrap();
+        assert_eq!(d, HumanDecision::Reject { reason: None });
+        let back = serde_json::to_value(HumanDecision::Deny { reason: None }).unwrap();
+        assert_eq!(back, json!({"decision": "deny"}));
+        assert_eq!(
+            HumanDecision::Deny { reason: None }.into_review("rm"),
+            ReviewDecision::Deny {
+                reason: "Tool call 'rm' was rejected by a human reviewer.".into()
+            }
+        );
     }
 }

@@ -32,6 +32,23 @@ pub trait ConversationSink: Send + Sync {
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a>;
 }
 
+/// A shared sink is a sink (`with_sink(Arc::new(store_sink))` and `with_sink(store_sink)`
+/// both work).
+impl<S: ConversationSink + ?Sized> ConversationSink for Arc<S> {
+    fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        (**self).append_message(position, message)
+    }
+    fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        (**self).replace_message(position, message)
+    }
+    fn set_tool_status<'a>(&'a self, call_id: &'a str, status: ExecutionStatus) -> SinkFuture<'a> {
+        (**self).set_tool_status(call_id, status)
+    }
+    fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        (**self).save_state(state)
+    }
+}
+
 /// What kind of failure a [`SinkError`] is, for a caller deciding what to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
