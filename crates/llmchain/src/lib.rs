@@ -69,3 +69,67 @@ pub mod tool;
 /// `#[tool]` on an `async fn`: see [`tool`](mod@tool).
 #[cfg(feature = "runtime")]
 pub use llmchain_macros::tool;
+
+/// schemars, re-exported: `#[schemars(crate = "llmchain::schemars")]` on a tool's
+/// argument type needs no schemars dependency of its own.
+#[cfg(feature = "runtime")]
+pub use schemars;
+/// serde, re-exported: `#[serde(crate = "llmchain::serde")]` on a tool's argument type
+/// needs no serde dependency of its own.
+pub use serde;
+/// serde_json, re-exported (tool arguments and results are JSON).
+pub use serde_json;
+
+/// What most programs use, in one import: `use llmchain::prelude::*;`.
+///
+/// ```
+/// use llmchain::prelude::*;
+///
+/// /// Adds two numbers.
+/// #[tool]
+/// async fn add(args: AddArgs) -> String {
+///     (args.a + args.b).to_string()
+/// }
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// #[serde(crate = "llmchain::serde")]
+/// #[schemars(crate = "llmchain::schemars")]
+/// struct AddArgs {
+///     a: f64,
+///     b: f64,
+/// }
+///
+/// let chain = LLMChain::new(ScriptedModel::new(Format::Anthropic))
+///     .with_tool(add_tool())
+///     .with_review(|call| match call.name.as_deref() {
+///         Some("add") => ReviewDecision::Approve,
+///         _ => ReviewDecision::Interrupt,
+///     });
+/// # let _ = chain;
+/// ```
+pub mod prelude {
+    pub use crate::conversation::Conversation;
+    pub use crate::message::{ContentPart, Message, ToolCall, ToolResult};
+    pub use crate::provider::Format;
+    pub use serde::Deserialize;
+    pub use serde_json::{Value, json};
+
+    #[cfg(feature = "model")]
+    pub use crate::model::{ChatModel, ModelError, ModelEvent};
+
+    #[cfg(feature = "runtime")]
+    pub use crate::chain::{
+        Callbacks, ChainCallbacks, ChainError, HumanDecision, LLMChain, Mode, ReviewDecision,
+        RunOutcome, ScriptedModel,
+    };
+    #[cfg(feature = "runtime")]
+    pub use crate::tool::{Tool, ToolContext, ToolOutput};
+    /// `#[tool]`: see [`tool`](mod@crate::tool).
+    #[cfg(feature = "runtime")]
+    pub use llmchain_macros::tool;
+    #[cfg(feature = "runtime")]
+    pub use schemars::JsonSchema;
+
+    #[cfg(feature = "http")]
+    pub use crate::provider::http::{HttpModel, HttpModelConfig};
+}

@@ -159,3 +159,37 @@ fn compile_fail() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/tool_*.rs");
 }
+
+mod reexported {
+    //! A crate that reaches llmchain through a re-export names it with `crate = …`;
+    //! the argument type needs no serde or schemars of its own.
+    pub mod sdk {
+        pub use llmchain;
+    }
+
+    #[derive(llmchain::serde::Deserialize, llmchain::schemars::JsonSchema)]
+    #[serde(crate = "llmchain::serde")]
+    #[schemars(crate = "llmchain::schemars")]
+    pub struct EchoArgs {
+        pub text: String,
+    }
+
+    /// Echoes its text.
+    #[llmchain::tool(crate = "self::sdk::llmchain")]
+    pub async fn echo(args: EchoArgs) -> String {
+        args.text
+    }
+}
+
+#[tokio::test]
+async fn the_macro_takes_a_crate_path_and_the_reexported_derives() {
+    let tool = reexported::echo_tool();
+    assert_eq!(tool.name(), "echo");
+    let r = tool
+        .execute(
+            json!({"text": "hi"}),
+            llmchain::tool::ToolContext::new("c1"),
+        )
+        .await;
+    assert_eq!(r.content_text(), "hi");
+}
