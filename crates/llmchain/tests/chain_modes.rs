@@ -1251,3 +1251,29 @@ async fn a_tool_made_exception_fires_no_exception_callback() {
     let r = &tool_message.tool_results[0];
     assert!(r.is_error() && !r.is_exception(), "{r:?}");
 }
+
+/// A conversation built by hand: `assistant_with_calls` + `add_message` gives calls the
+/// chain runs (completed on the way in), without `validate`.
+#[tokio::test]
+async fn calls_added_by_hand_are_completed_and_run() {
+    let mut chain = LLMChain::new(model(Format::OpenAiChat, vec![ResponseScript::text("2")]))
+        .with_tool(calc_tool());
+    chain.add_message(Message::user("1 + 1?")).await.unwrap();
+    let call = ToolCall {
+        call_id: Some("c1".into()),
+        name: Some("calculator".into()),
+        arguments: Some(llmchain::message::Arguments::Raw(
+            r#"{"a": 1, "b": 1}"#.into(),
+        )),
+        ..Default::default()
+    };
+    chain
+        .add_message(Message::assistant_with_calls("Adding.", vec![call]))
+        .await
+        .unwrap();
+    assert!(chain.messages()[1].tool_calls[0].is_complete());
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let r = &chain.messages()[2].tool_results[0];
+    assert!(!r.is_error(), "{r:?}");
+    assert_eq!(r.content_text(), "2");
+}

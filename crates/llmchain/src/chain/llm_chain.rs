@@ -264,8 +264,14 @@ impl LLMChain {
         self.tools.iter().find(|t| t.name() == name)
     }
 
-    /// Adds a message (persisted through the sink).
-    pub async fn add_message(&mut self, message: Message) -> Result<(), ChainError> {
+    /// Adds a message (persisted through the sink). The calls of a complete assistant
+    /// message built by hand ([`Message::assistant_with_calls`]) are completed here, as
+    /// [`Message::validate`] would: a valid call is then executable, and an invalid one
+    /// is refused with its validation errors when the chain runs it.
+    pub async fn add_message(&mut self, mut message: Message) -> Result<(), ChainError> {
+        if message.role == Role::Assistant {
+            message.complete_tool_calls();
+        }
         self.push_message(message).await
     }
 

@@ -124,7 +124,9 @@ impl Message {
         Self::with_role(Role::Assistant, content.into())
     }
 
-    /// An assistant message with tool calls (call [`validate`](Self::validate) to complete them).
+    /// An assistant message with tool calls. They are completed by
+    /// [`validate`](Self::validate), or when the message is added to a chain
+    /// (`LLMChain::add_message`); until then they are incomplete, as a delta's are.
     pub fn assistant_with_calls(content: impl Into<Content>, tool_calls: Vec<ToolCall>) -> Self {
         Message {
             tool_calls,
