@@ -1277,3 +1277,53 @@ async fn calls_added_by_hand_are_completed_and_run() {
     assert!(!r.is_error(), "{r:?}");
     assert_eq!(r.content_text(), "2");
 }
+
+/// The pending calls of the last message run on request, with or without human
+/// decisions, and the model is not called.
+#[tokio::test]
+async fn pending_calls_execute_on_request_without_a_model_call() {
+    let scripted = Arc::new(ScriptedModel::new(Format::OpenAiChat));
+    let mut chain = LLMChain::new(scripted.clone())
+        .with_tool(calc_tool())
+        .with_review(|call| match call.call_id.as_deref() {
+            Some("c2") => ReviewDecision::Interrupt,
+            _ => ReviewDecision::Approve,
+        });
+    chain.add_message(Message::user("sums")).await.unwrap();
+    let call = |id: &str| ToolCall {
+        call_id: Some(id.into()),
+        name: Some("calculator".into()),
+        arguments: Some(llmchain::message::Arguments::Raw(
+            r#"{"a": 2, "b": 2}"#.into(),
+        )),
+        ..Default::default()
+    };
+    chain
+        .add_message(Message::assistant_with_calls(
+            "",
+            vec![call("c1"), call("c2")],
+        ))
+        .await
+        .unwrap();
+    let step = chain.execute_tool_calls().await.unwrap();
+    assert!(
+        matches!(
+            step,
+            std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(_))
+        ),
+        "{step:?}"
+    );
+    let step = chain
+        .execute_tool_calls_with(vec![("c2".into(), HumanDecision::Approve)])
+        .await
+        .unwrap();
+    assert_eq!(step, std::ops::ControlFlow::Continue(()));
+    let results = &chain.last_message().unwrap().tool_results;
+    assert_eq!(results.len(), 2);
+    assert!(
+        results.iter().all(|r| r.content_text() == "4"),
+        "{results:?}"
+    );
+    assert!(scripted.requests().is_empty(), "the model was not called");
+    assert!(chain.needs_response());
+}

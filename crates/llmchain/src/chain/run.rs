@@ -6,7 +6,7 @@ use super::error::ChainError;
 use super::llm_chain::LLMChain;
 use super::mode::{Mode, RunOutcome};
 use super::review::HumanDecision;
-use super::steps::Steps;
+use super::steps::{Step, Steps};
 use crate::message::Role;
 use crate::step;
 
@@ -128,6 +128,33 @@ impl LLMChain {
             }
             Mode::Custom(custom) => custom.run(self).await,
         }
+    }
+
+    /// Runs the pending calls of the newest assistant message (after review), adds the
+    /// tool message, and stops there: the model is not called. `Continue` when the
+    /// results are in (the model would be asked next); `Break` with
+    /// [`RunOutcome::ReviewRequired`] or [`RunOutcome::Interrupted`] when calls wait for
+    /// a person.
+    pub async fn execute_tool_calls(&mut self) -> Result<Step, ChainError> {
+        let r = self.execute_pending_tools().await;
+        if let Err(e) = &r {
+            self.fire(|cb| cb.on_error(e));
+        }
+        r
+    }
+
+    /// Answers the calls paused for review with human `decisions` (by call id) and runs
+    /// the batch, without calling the model afterwards; see
+    /// [`execute_tool_calls`](Self::execute_tool_calls) for the result.
+    pub async fn execute_tool_calls_with(
+        &mut self,
+        decisions: Vec<(String, HumanDecision)>,
+    ) -> Result<Step, ChainError> {
+        let r = self.apply_human_decisions(decisions).await;
+        if let Err(e) = &r {
+            self.fire(|cb| cb.on_error(e));
+        }
+        r
     }
 
     /// Resumes a run paused for review: `decisions` answers every call awaiting a human
