@@ -1327,3 +1327,56 @@ async fn pending_calls_execute_on_request_without_a_model_call() {
     assert!(scripted.requests().is_empty(), "the model was not called");
     assert!(chain.needs_response());
 }
+
+/// A run as a `Stream` of events: the same things the callbacks see, in order, ending
+/// with `Finished`; the callbacks still fire.
+#[tokio::test]
+async fn a_run_streams_its_events_and_ends_with_finished() {
+    use futures_util::StreamExt;
+    use llmchain::chain::ChainEvent;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let mut chain = chain_with(
+        Format::Anthropic,
+        vec![
+            ResponseScript::tool_call("c1", "calculator", r#"{"a": 2, "b": 3}"#),
+            ResponseScript::text("5"),
+        ],
+    )
+    .await
+    .with_callbacks(Callbacks::new().on_tool_execution_started(move |_| {
+        s.fetch_add(1, Ordering::SeqCst);
+    }));
+    let events: Vec<ChainEvent> = chain.stream(Mode::while_needs_response()).collect().await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChainEvent::ModelMessage(_) => Some("model_message"),
+            ChainEvent::ToolStarted(_) => Some("tool_started"),
+            ChainEvent::ToolCompleted { .. } => Some("tool_completed"),
+            ChainEvent::ToolMessage(_) => Some("tool_message"),
+            ChainEvent::Finished(_) => Some("finished"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "model_message",
+            "tool_started",
+            "tool_completed",
+            "tool_message",
+            "model_message",
+            "finished"
+        ]
+    );
+    assert!(matches!(
+        events.last(),
+        Some(ChainEvent::Finished(Ok(RunOutcome::Done)))
+    ));
+    assert!(events.iter().any(|e| matches!(e, ChainEvent::Delta(_))));
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "callbacks fire too");
+    assert_eq!(chain.last_message().unwrap().text().as_deref(), Some("5"));
+    // The chain is usable again, and a plain run streams nothing anywhere.
+    chain.add_message(Message::user("again?")).await.unwrap();
+}

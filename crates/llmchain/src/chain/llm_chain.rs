@@ -35,6 +35,8 @@ pub struct LLMChain {
     pub(super) state: ChainState,
     pub(super) custom_context: Option<Arc<dyn Any + Send + Sync>>,
     pub(super) callbacks: Vec<Arc<dyn ChainCallbacks>>,
+    /// The events of a run driven by [`LLMChain::stream`], while it runs.
+    pub(super) events: Option<Arc<super::events::Forward>>,
     pub(super) review: Option<Arc<dyn ReviewHandler>>,
     pub(super) sink: Option<Arc<dyn ConversationSink>>,
     pub(super) cancel: CancellationToken,
@@ -87,6 +89,7 @@ impl LLMChain {
             },
             custom_context: None,
             callbacks: Vec::new(),
+            events: None,
             review: None,
             sink: None,
             cancel: CancellationToken::new(),
@@ -481,6 +484,9 @@ impl LLMChain {
     pub(super) fn fire(&self, f: impl Fn(&dyn ChainCallbacks)) {
         for cb in &self.callbacks {
             f(cb.as_ref());
+        }
+        if let Some(events) = &self.events {
+            f(events.as_ref());
         }
     }
 
