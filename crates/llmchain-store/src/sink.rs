@@ -11,12 +11,14 @@
 
 use std::sync::Arc;
 
-use llmchain::chain::{ChainState, ConversationSink, SinkError, SinkErrorKind, SinkFuture};
+use llmchain::chain::{
+    ChainState, ConversationSink, LLMChain, SinkError, SinkErrorKind, SinkFuture,
+};
 use llmchain::message::{ExecutionStatus, Message};
 use serde_json::{Map, Value, json};
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{Lease, RunState, RunStatus};
+use crate::model::{Lease, NewConversation, RunState, RunStatus};
 use crate::store::Store;
 
 /// Persists a chain into a store: one conversation, and optionally one run whose lease
@@ -59,6 +61,25 @@ impl<S: Store + 'static> StoreSink<S> {
             mode: String::new(),
             keep: Map::new(),
         }
+    }
+
+    /// Stores `chain`'s conversation as a new one (its header and the messages so far,
+    /// with `title`) and attaches a sink to it, so every later change is persisted: the
+    /// one call that keeps the sink's rule (the store holds exactly the chain's messages)
+    /// without anything to get in the right order. Returns the chain and the new
+    /// conversation's id.
+    pub async fn persist(
+        store: Arc<S>,
+        chain: LLMChain,
+        title: Option<String>,
+    ) -> StoreResult<(LLMChain, String)> {
+        let new = NewConversation {
+            title,
+            ..NewConversation::from_conversation(chain.state().conversation.clone())
+        };
+        let id = store.create_conversation(new).await?;
+        let sink = StoreSink::new(store, id.clone());
+        Ok((chain.with_sink(sink), id))
     }
 
     /// A sink for a claimed run: its conversation, every write fenced by its lease, and

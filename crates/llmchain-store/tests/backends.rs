@@ -236,3 +236,43 @@ async fn a_new_database_is_private() {
         assert_eq!(mode(&file), 0o600, "{}", file.display());
     }
 }
+
+/// One call stores a chain's conversation so far and attaches the sink: every later
+/// message lands in the store, in order, with the tool statuses.
+#[tokio::test]
+async fn a_chain_is_persisted_with_one_call() {
+    use llmchain::chain::{LLMChain, Mode, ScriptedModel};
+    use llmchain::message::{ExecutionStatus, Message};
+    use llmchain::provider::Format;
+    use llmchain::provider::render::ResponseScript;
+    use llmchain::tool::{Tool, ToolOutput};
+    use llmchain_store::sink::StoreSink;
+    use std::sync::Arc;
+
+    let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+    let model = ScriptedModel::new(Format::OpenAiChat)
+        .respond(ResponseScript::tool_call("c1", "ping", "{}"))
+        .unwrap()
+        .respond(ResponseScript::text("pong"))
+        .unwrap();
+    let ping = Tool::builder("ping")
+        .handler(|_, _| async { ToolOutput::text("pong") })
+        .build()
+        .unwrap();
+    let mut chain = LLMChain::new(model)
+        .with_system("Be brief.")
+        .with_tool(ping);
+    chain.add_message(Message::user("ping?")).await.unwrap();
+    let (mut chain, id) = StoreSink::persist(store.clone(), chain, Some("ping".into()))
+        .await
+        .unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(stored.summary.title.as_deref(), Some("ping"));
+    assert_eq!(stored.conversation.messages, chain.messages());
+    assert_eq!(stored.conversation.messages.len(), 4);
+    assert_eq!(
+        stored.conversation.messages[1].tool_calls[0].execution_status(),
+        ExecutionStatus::Completed.as_str()
+    );
+}
