@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llmchain::provider::{DecoderConfig, Format, StreamEvent, codec};
+use llmchain::provider::{DecoderConfig, Format, StreamEvent};
 
 fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
     run_with(chunks, false)
@@ -18,7 +18,7 @@ fn run_with(chunks: &[&[u8]], join: bool) -> (Result<String, String>, Vec<String
         max_line_bytes: 8192,
         join_fragments: join,
     };
-    let mut dec = codec(Format::OpenAiChat).unwrap().stream_decoder(config);
+    let mut dec = Format::OpenAiChat.codec().stream_decoder(config);
     let mut events = Vec::new();
     let mut args = std::collections::BTreeMap::<u32, String>::new();
     let mut text = std::collections::BTreeMap::<usize, String>::new();
@@ -27,7 +27,8 @@ fn run_with(chunks: &[&[u8]], join: bool) -> (Result<String, String>, Vec<String
             StreamEvent::ToolCallArguments { index, fragment } => {
                 args.entry(index).or_default().push_str(&fragment)
             }
-            StreamEvent::TextDelta { index, text: t } | StreamEvent::ReasoningDelta { index, text: t } => {
+            StreamEvent::TextDelta { index, text: t }
+            | StreamEvent::ReasoningDelta { index, text: t } => {
                 text.entry(index).or_default().push_str(&t)
             }
             other => events.push(format!("{other:?}")),
@@ -42,7 +43,10 @@ fn run_with(chunks: &[&[u8]], join: bool) -> (Result<String, String>, Vec<String
             assert!(a.len() <= 1024);
         }
         events.push(format!("{args:?}{text:?}"));
-        return (out.map(|o| format!("{o:?}")).map_err(|e| e.to_string()), events);
+        return (
+            out.map(|o| format!("{o:?}")).map_err(|e| e.to_string()),
+            events,
+        );
     }
 }
 

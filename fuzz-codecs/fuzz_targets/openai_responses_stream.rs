@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llmchain::provider::{DecoderConfig, Format, StreamEvent, codec};
+use llmchain::provider::{DecoderConfig, Format, StreamEvent};
 
 fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
     let config = DecoderConfig {
@@ -13,7 +13,7 @@ fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
         // Events are compared one by one across chunkings.
         join_fragments: false,
     };
-    let mut dec = codec(Format::OpenAiResponses).unwrap().stream_decoder(config);
+    let mut dec = Format::OpenAiResponses.codec().stream_decoder(config);
     let mut events = Vec::new();
     let mut args = std::collections::BTreeMap::<u32, String>::new();
     let mut text = std::collections::BTreeMap::<usize, String>::new();
@@ -22,7 +22,8 @@ fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
             StreamEvent::ToolCallArguments { index, fragment } => {
                 args.entry(index).or_default().push_str(&fragment)
             }
-            StreamEvent::TextDelta { index, text: t } | StreamEvent::ReasoningDelta { index, text: t } => {
+            StreamEvent::TextDelta { index, text: t }
+            | StreamEvent::ReasoningDelta { index, text: t } => {
                 text.entry(index).or_default().push_str(&t)
             }
             other => events.push(format!("{other:?}")),
@@ -37,7 +38,10 @@ fn run(chunks: &[&[u8]]) -> (Result<String, String>, Vec<String>) {
             assert!(a.len() <= 1024);
         }
         events.push(format!("{args:?}{text:?}"));
-        return (out.map(|o| format!("{o:?}")).map_err(|e| e.to_string()), events);
+        return (
+            out.map(|o| format!("{o:?}")).map_err(|e| e.to_string()),
+            events,
+        );
     }
 }
 

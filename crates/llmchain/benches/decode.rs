@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use llmchain::message::Arguments;
-use llmchain::provider::{Codec, DecoderConfig, Format, StreamEvent, codec};
+use llmchain::provider::{Codec, DecoderConfig, Format, StreamEvent};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -134,7 +134,7 @@ mod cpu_time;
 use cpu_time::cpu_ms_per_iter;
 
 fn bench(c: &mut Criterion) {
-    let chat = codec(Format::OpenAiChat).unwrap();
+    let chat = Format::OpenAiChat.codec();
     let mut g = c.benchmark_group("decode_openai_chat_1_call_8_byte_fragments");
     for (label, size) in [
         ("1KiB", 1 << 10),

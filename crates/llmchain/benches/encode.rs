@@ -6,7 +6,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{Message, ToolCall, ToolResult};
-use llmchain::provider::{Format, RequestOptions, codec};
+use llmchain::provider::{Format, RequestOptions};
 use serde_json::json;
 
 fn conversation() -> Conversation {
@@ -59,7 +59,7 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("encode_2000_messages_1000_calls");
     for f in [Format::OpenAiChat, Format::OpenAiResponses] {
-        let codec = codec(f).unwrap();
+        let codec = f.codec();
         let body = codec.encode(&conv, &opts).unwrap();
         eprintln!("{f}: {} bytes", body.len());
         if let Some(ms) = cpu_ms_per_iter(50, || {

@@ -6,6 +6,8 @@
 //! work is not counted); `decode_only` feeds the same body through the decoder alone.
 //! The difference is the client's own cost: encode, headers, hyper, chunk handling.
 
+#![allow(unsafe_code)] // clock_gettime, for the thread's CPU time
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -5,6 +5,8 @@
 //! `ToolCall`, a `MessageDelta`), then merged, as in a real stream. Times are on-CPU
 //! time of the benchmark thread, so a busy shared machine does not inflate them.
 
+#![allow(unsafe_code)] // clock_gettime, for the thread's CPU time
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use llmchain::message::{DeltaStatus, MessageDelta, ToolCall};
 use std::hint::black_box;

@@ -3,6 +3,8 @@
 //! Times are on-CPU time of the benchmark thread, so a busy shared machine does not
 //! inflate them.
 
+#![allow(unsafe_code)] // clock_gettime, for the thread's CPU time
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use llmchain::provider::preview::ArgumentPreview;
 use std::hint::black_box;

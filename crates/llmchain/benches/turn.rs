@@ -14,7 +14,7 @@ use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, 
 use llmchain::chain::{ChatModel, LLMChain, Mode, ScriptedModel, collect_stream};
 use llmchain::conversation::Conversation;
 use llmchain::message::{Message, MessageStatus};
-use llmchain::provider::{Codec, DecoderConfig, Format, StreamEvent, codec};
+use llmchain::provider::{Codec, DecoderConfig, Format, StreamEvent};
 use llmchain::tool::{Tool, ToolOutput};
 use serde_json::json;
 
@@ -81,7 +81,7 @@ fn turn(rt: &tokio::runtime::Runtime, chain: &mut LLMChain) {
 }
 
 fn bench(c: &mut Criterion) {
-    let chat = codec(Format::OpenAiChat).unwrap();
+    let chat = Format::OpenAiChat.codec();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()

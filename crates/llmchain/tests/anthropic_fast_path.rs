@@ -11,11 +11,11 @@ mod codec_support;
 
 use codec_support::pieces::{Piece, piece};
 use codec_support::*;
-use llmchain::provider::{Codec, DecoderConfig, Format, codec};
+use llmchain::provider::{Codec, DecoderConfig, Format};
 use proptest::prelude::*;
 
 fn anthropic() -> &'static dyn Codec {
-    codec(Format::Anthropic).unwrap()
+    Format::Anthropic.codec()
 }
 
 fn event(name: &str, data: &str) -> String {

@@ -320,7 +320,7 @@ fn decoded_message_round_trips_into_a_request() {
 
 #[test]
 fn registry_and_decode_body() {
-    let reg = llmchain::provider::codec(llmchain::provider::Format::Anthropic).unwrap();
+    let reg = llmchain::provider::Format::Anthropic.codec();
     assert_eq!(reg.format(), llmchain::provider::Format::Anthropic);
     for name in fixtures(F) {
         let body = fixture(F, &name);

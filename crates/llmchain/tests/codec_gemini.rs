@@ -283,7 +283,7 @@ fn decoded_calls_round_trip_with_signatures() {
 
 #[test]
 fn registry_and_decode_body() {
-    let reg = llmchain::provider::codec(llmchain::provider::Format::Gemini).unwrap();
+    let reg = llmchain::provider::Format::Gemini.codec();
     assert_eq!(reg.format(), llmchain::provider::Format::Gemini);
     for name in fixtures(F) {
         let body = fixture(F, &name);

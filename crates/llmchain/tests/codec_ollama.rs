@@ -178,7 +178,7 @@ fn encode_snapshot_and_rules() {
 
 #[test]
 fn registry_and_decode_body() {
-    let reg = llmchain::provider::codec(llmchain::provider::Format::Ollama).unwrap();
+    let reg = llmchain::provider::Format::Ollama.codec();
     assert_eq!(reg.format(), llmchain::provider::Format::Ollama);
     for name in fixtures(F) {
         let body = fixture(F, &name);

@@ -5,14 +5,14 @@ mod codec_support;
 
 use codec_support::*;
 use llmchain::message::{MessageStatus, ToolCallStatus};
-use llmchain::provider::{Codec, DecodeError, DecoderConfig, Format, StopReason, codec};
+use llmchain::provider::{Codec, DecodeError, DecoderConfig, Format, StopReason};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 const DIR: &str = "openai_chat";
 
 fn chat() -> &'static dyn Codec {
-    codec(Format::OpenAiChat).unwrap()
+    Format::OpenAiChat.codec()
 }
 
 fn decode(name: &str) -> llmchain::provider::DecodeOutcome {

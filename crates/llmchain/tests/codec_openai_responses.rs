@@ -5,14 +5,14 @@ mod codec_support;
 
 use codec_support::*;
 use llmchain::message::{ContentType, MessageStatus};
-use llmchain::provider::{Codec, DecodeError, DecoderConfig, Format, StopReason, codec};
+use llmchain::provider::{Codec, DecodeError, DecoderConfig, Format, StopReason};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 const DIR: &str = "openai_responses";
 
 fn responses() -> &'static dyn Codec {
-    codec(Format::OpenAiResponses).unwrap()
+    Format::OpenAiResponses.codec()
 }
 
 fn decode(name: &str) -> llmchain::provider::DecodeOutcome {

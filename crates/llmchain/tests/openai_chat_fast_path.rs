@@ -12,11 +12,11 @@ mod codec_support;
 
 use codec_support::pieces::{Piece, piece};
 use codec_support::*;
-use llmchain::provider::{Codec, DecoderConfig, Format, codec};
+use llmchain::provider::{Codec, DecoderConfig, Format};
 use proptest::prelude::*;
 
 fn chat() -> &'static dyn Codec {
-    codec(Format::OpenAiChat).unwrap()
+    Format::OpenAiChat.codec()
 }
 
 const HEAD: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":"#;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use llmchain::provider::{Format, codec};
+use llmchain::provider::Format;
 use proptest::prelude::*;
 
 const FORMATS: [Format; 5] = [
@@ -17,7 +17,7 @@ const FORMATS: [Format; 5] = [
 
 fn check(body: &[u8]) -> Result<(), String> {
     for format in FORMATS {
-        let c = codec(format).expect("every format has a codec");
+        let c = format.codec();
         let whole = c.is_stream_body(body);
         for end in 0..=body.len() {
             if let Some(said) = c.is_stream_prefix(&body[..end])
@@ -52,8 +52,8 @@ fn every_prefix_of_every_fixture_agrees_with_the_whole_body() {
 
 #[test]
 fn the_bom_and_an_unfinished_document_cannot_tell() {
-    let ollama = codec(Format::Ollama).unwrap();
-    let chat = codec(Format::OpenAiChat).unwrap();
+    let ollama = Format::Ollama.codec();
+    let chat = Format::OpenAiChat.codec();
     for c in [ollama, chat] {
         assert_eq!(c.is_stream_prefix(b""), None);
         assert_eq!(c.is_stream_prefix(b" \n"), None);

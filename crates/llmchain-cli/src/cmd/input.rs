@@ -2,7 +2,7 @@
 
 use std::io::Read;
 
-use llmchain::provider::{Codec, Format, codec};
+use llmchain::provider::{Codec, Format};
 
 use crate::error::CliError;
 
@@ -33,7 +33,5 @@ pub fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
 /// The codec for a format name.
 pub fn codec_for(name: &str) -> Result<(Format, &'static dyn Codec), CliError> {
     let format: Format = name.parse().map_err(|e| CliError::Usage(format!("{e}")))?;
-    let codec = codec(format)
-        .ok_or_else(|| CliError::Usage(format!("format '{format}' has no codec in this build")))?;
-    Ok((format, codec))
+    Ok((format, format.codec()))
 }

@@ -21,7 +21,7 @@ pub mod openai_responses;
 mod outcome;
 pub mod preview;
 pub mod render;
-pub mod wire;
+pub(crate) mod wire;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
 pub use assembly::{SYNTHESIZED_ID_KEY, SYNTHETIC_CALL_ID, THOUGHT_SIGNATURE_KEY};
@@ -33,12 +33,6 @@ pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };
-
-/// The codec of a format (every format has one; kept as an `Option` for callers that
-/// predate that). Prefer [`Format::codec`].
-pub fn codec(format: Format) -> Option<&'static dyn Codec> {
-    Some(format.codec())
-}
 
 impl Format {
     /// This format's codec. One line per format: each codec registers itself here.

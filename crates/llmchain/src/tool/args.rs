@@ -14,14 +14,7 @@ pub const MAX_VIOLATION_CHARS: usize = 300;
 /// 1.0 for names equal ignoring case; `0.7 + 0.3 * shorter/longer` when one contains
 /// the other and the shorter has at least 3 characters; otherwise the Jaro similarity
 /// when it is above 0.7; else 0.
-///
-/// ```
-/// use llmchain::tool::name_similarity;
-/// assert_eq!(name_similarity("Path", "path"), 1.0);
-/// assert!(name_similarity("file_path", "path") > 0.7);
-/// assert_eq!(name_similarity("query", "path"), 0.0);
-/// ```
-pub fn name_similarity(a: &str, b: &str) -> f64 {
+pub(crate) fn name_similarity(a: &str, b: &str) -> f64 {
     let (la, lb) = (a.to_lowercase(), b.to_lowercase());
     if la == lb {
         return 1.0;
@@ -42,7 +35,10 @@ pub fn name_similarity(a: &str, b: &str) -> f64 {
 
 /// The candidate most similar to `name` (highest non-zero [`name_similarity`]; the
 /// first one wins a tie).
-pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn suggest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let mut best: Option<(&str, f64)> = None;
     for c in candidates {
         let s = name_similarity(name, c);
@@ -204,6 +200,13 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_similarity_follows_the_reference() {
+        assert_eq!(name_similarity("Path", "path"), 1.0);
+        assert!(name_similarity("file_path", "path") > 0.7);
+        assert_eq!(name_similarity("query", "path"), 0.0);
+    }
     use serde_json::json;
 
     fn map(v: Value) -> Map<String, Value> {

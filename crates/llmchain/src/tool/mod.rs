@@ -83,7 +83,7 @@ mod name;
 mod output;
 mod panic;
 
-pub use args::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, name_similarity, suggest};
+pub use args::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS};
 pub use context::{CustomContext, ToolContext};
 pub use definition::{BoxToolFuture, Tool, ToolBuilder, ToolHandler, schema_for};
 pub use error::ToolError;
