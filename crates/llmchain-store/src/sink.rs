@@ -1,4 +1,4 @@
-//! [`StoreSink`]: a running [`LLMChain`](llmchain::chain::LLMChain) persisted into a
+//! [`StoreSink`]: a running [`LLMChain`] persisted into a
 //! [`Store`] as it goes.
 //!
 //! Every appended message, every `execution_status` transition (before and after each
