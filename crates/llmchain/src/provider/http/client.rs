@@ -348,14 +348,9 @@ impl HttpModel {
     /// The wait before another attempt after `error`, or `None` to give up.
     fn retry_delay(&self, error: &ModelError, attempt: u32, started: Instant) -> Option<Duration> {
         let policy = &self.config.retry;
-        let retryable = match error {
-            ModelError::Http { kind, .. } => kind.is_retryable(),
-            ModelError::Connect { .. }
-            | ModelError::Timeout { .. }
-            | ModelError::StreamInterrupted { .. } => true,
-            _ => false,
-        };
-        if !retryable || attempt >= policy.max_attempts {
+        // One classification (`ModelError::is_retryable`); errors reported inside a
+        // stream never come here: they follow events, after which nothing is retried.
+        if !error.is_retryable() || attempt >= policy.max_attempts {
             return None;
         }
         let backoff = policy.backoff(attempt);
