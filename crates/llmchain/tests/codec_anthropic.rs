@@ -1,8 +1,8 @@
 //! Anthropic codec: fixtures decoded under every chunking, and request encoding.
 
-mod codec_helpers;
+mod codec_support;
 
-use codec_helpers::*;
+use codec_support::*;
 use llmchain::message::{ContentType, MessageStatus, TokenUsage};
 use llmchain::provider::{
     AnthropicCodec, Codec, DecodeError, DecoderConfig, RequestOptions, StopReason,
@@ -29,7 +29,7 @@ fn decode(name: &str) -> llmchain::provider::DecodeOutcome {
 
 #[test]
 fn reports_snapshot() {
-    for name in fixtures(F) {
+    for name in fixture_names(F) {
         let out = decode(&name);
         insta::assert_json_snapshot!(format!("anthropic_decode_{name}"), out.report());
     }
@@ -198,7 +198,7 @@ fn hostile_and_wrong_input() {
 
 #[test]
 fn crlf_framing_gives_the_same_result() {
-    for name in fixtures(F).into_iter().filter(|n| n.ends_with(".sse")) {
+    for name in fixture_names(F).into_iter().filter(|n| n.ends_with(".sse")) {
         let body = fixture(F, &name);
         let crlf: Vec<u8> = String::from_utf8(body.clone())
             .unwrap()
@@ -214,7 +214,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn any_chunking_gives_the_same_result(sizes in proptest::collection::vec(1usize..48, 1..12)) {
-        for name in fixtures(F) {
+        for name in fixture_names(F) {
             let body = fixture(F, &name);
             let whole = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());
             let chunked = decode_chunked(&AnthropicCodec, &body, &sizes, DecoderConfig::default());
@@ -322,7 +322,7 @@ fn decoded_message_round_trips_into_a_request() {
 fn registry_and_decode_body() {
     let reg = llmchain::provider::Format::Anthropic.codec();
     assert_eq!(reg.format(), llmchain::provider::Format::Anthropic);
-    for name in fixtures(F) {
+    for name in fixture_names(F) {
         let body = fixture(F, &name);
         let (_, want) = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());
         for size in [0, 1, 13] {

@@ -1,8 +1,8 @@
 //! Gemini codec: fixtures decoded under every chunking, schema rewrite, request encoding.
 
-mod codec_helpers;
+mod codec_support;
 
-use codec_helpers::*;
+use codec_support::*;
 use llmchain::message::{ContentType, MessageStatus, TokenUsage};
 use llmchain::provider::{
     Codec, DecodeError, DecodeOutcome, DecoderConfig, GeminiCodec, RequestOptions, StopReason,
@@ -27,7 +27,7 @@ fn decode(name: &str) -> DecodeOutcome {
 
 #[test]
 fn reports_snapshot() {
-    for name in fixtures(F) {
+    for name in fixture_names(F) {
         let out = decode(&name);
         insta::assert_json_snapshot!(format!("gemini_decode_{name}"), out.report());
     }
@@ -159,7 +159,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn any_chunking_gives_the_same_result(sizes in proptest::collection::vec(1usize..48, 1..12)) {
-        for name in fixtures(F) {
+        for name in fixture_names(F) {
             let body = fixture(F, &name);
             let whole = decode_chunked(&GeminiCodec, &body, &[], DecoderConfig::default());
             let chunked = decode_chunked(&GeminiCodec, &body, &sizes, DecoderConfig::default());
@@ -285,7 +285,7 @@ fn decoded_calls_round_trip_with_signatures() {
 fn registry_and_decode_body() {
     let reg = llmchain::provider::Format::Gemini.codec();
     assert_eq!(reg.format(), llmchain::provider::Format::Gemini);
-    for name in fixtures(F) {
+    for name in fixture_names(F) {
         let body = fixture(F, &name);
         let (_, want) = decode_chunked(&GeminiCodec, &body, &[], DecoderConfig::default());
         for size in [0, 1, 13] {

@@ -1,8 +1,8 @@
 //! Ollama codec: NDJSON fixtures decoded under every chunking, and request encoding.
 
-mod codec_helpers;
+mod codec_support;
 
-use codec_helpers::*;
+use codec_support::*;
 use llmchain::message::{ContentType, MessageStatus, TokenUsage};
 use llmchain::provider::{
     Codec, DecodeError, DecodeOutcome, DecoderConfig, OllamaCodec, RequestOptions, StopReason,
@@ -26,7 +26,7 @@ fn decode(name: &str) -> DecodeOutcome {
 
 #[test]
 fn reports_snapshot() {
-    for name in fixtures(F) {
+    for name in fixture_names(F) {
         let out = decode(&name);
         insta::assert_json_snapshot!(format!("ollama_decode_{name}"), out.report());
     }
@@ -116,7 +116,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn any_chunking_gives_the_same_result(sizes in proptest::collection::vec(1usize..48, 1..12)) {
-        for name in fixtures(F) {
+        for name in fixture_names(F) {
             let body = fixture(F, &name);
             let whole = decode_chunked(&OllamaCodec, &body, &[], DecoderConfig::default());
             let chunked = decode_chunked(&OllamaCodec, &body, &sizes, DecoderConfig::default());
@@ -180,7 +180,7 @@ fn encode_snapshot_and_rules() {
 fn registry_and_decode_body() {
     let reg = llmchain::provider::Format::Ollama.codec();
     assert_eq!(reg.format(), llmchain::provider::Format::Ollama);
-    for name in fixtures(F) {
+    for name in fixture_names(F) {
         let body = fixture(F, &name);
         let (_, want) = decode_chunked(&OllamaCodec, &body, &[], DecoderConfig::default());
         for size in [0, 1, 13] {

@@ -1,8 +1,13 @@
-//! Helpers shared by the codec integration tests: decode a body with any chunking and
-//! summarise the events so chunkings can be compared.
+//! Helpers shared by the codec integration tests (the one helper module): decode a body
+//! with any chunking and summarise the events so chunkings can be compared; fixtures
+//! and chunked decoding ([`chunked`]); generated stream pieces ([`pieces`]).
 #![allow(dead_code)]
 
+pub mod chunked;
 pub mod pieces;
+
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use chunked::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,5 @@
-//! Helpers shared by the codec integration tests: fixtures, chunked decoding, and the
-//! "any chunking gives the same result" check.
-
-#![allow(dead_code)]
+//! Fixture files, decoding in chunks of given sizes, the "any chunking gives the same
+//! result" check, and a conversation using every feature (for the encoders).
 
 use std::path::PathBuf;
 
@@ -25,7 +23,7 @@ pub fn fixture(format: &str, name: &str) -> Vec<u8> {
 }
 
 /// Every fixture file name of `format`, sorted.
-pub fn fixtures(format: &str) -> Vec<String> {
+pub fn fixture_names(format: &str) -> Vec<String> {
     let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", format]
         .iter()
         .collect();
