@@ -117,10 +117,12 @@ pub mod prelude {
     #[cfg(feature = "model")]
     pub use crate::model::{ChatModel, ModelError, ModelEvent};
 
+    #[cfg(feature = "test-util")]
+    pub use crate::chain::ScriptedModel;
     #[cfg(feature = "runtime")]
     pub use crate::chain::{
         Callbacks, ChainCallbacks, ChainError, HumanDecision, LLMChain, Mode, ReviewDecision,
-        RunOutcome, ScriptedModel,
+        RunOutcome,
     };
     #[cfg(feature = "runtime")]
     pub use crate::tool::{Tool, ToolContext, ToolOutput};

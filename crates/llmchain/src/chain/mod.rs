@@ -38,6 +38,7 @@ mod llm_chain;
 mod mode;
 mod review;
 mod run;
+#[cfg(feature = "test-util")]
 mod scripted;
 mod sink;
 mod state;
@@ -58,6 +59,7 @@ pub use crate::model::{
     ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, Retry, collect_stream,
 };
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
+#[cfg(feature = "test-util")]
 pub use scripted::{ScriptedModel, ScriptedTurn};
 pub use sink::{ConversationSink, SinkError, SinkErrorKind, SinkFuture};
 pub use state::{ChainState, PendingCall, PendingReview, ToolInterrupt};

@@ -20,6 +20,7 @@ pub mod openai_chat;
 pub mod openai_responses;
 mod outcome;
 pub mod preview;
+#[cfg(feature = "test-util")]
 pub mod render;
 pub(crate) mod wire;
 
