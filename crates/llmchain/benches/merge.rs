@@ -51,19 +51,9 @@ fn arguments(size: usize) -> String {
     s
 }
 
-fn fragments(args: &str) -> Vec<&str> {
-    let mut out = Vec::with_capacity(args.len() / 8 + 1);
-    let mut i = 0;
-    while i < args.len() {
-        let mut j = (i + 8).min(args.len());
-        while !args.is_char_boundary(j) {
-            j += 1;
-        }
-        out.push(&args[i..j]);
-        i = j;
-    }
-    out
-}
+#[path = "support/chat_stream.rs"]
+mod chat_stream;
+use chat_stream::fragments;
 
 fn header() -> MessageDelta {
     MessageDelta::tool_call_fragment(ToolCall {
