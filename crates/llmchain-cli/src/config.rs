@@ -26,7 +26,7 @@ const MAX_BYTES: u64 = 1 << 20;
 /// The defaults a config file sets.
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+pub(crate) struct Config {
     /// `--provider`.
     pub provider: Option<String>,
     /// `--model`.
@@ -47,7 +47,7 @@ pub struct Config {
 }
 
 /// Where the config file is (whether or not it exists).
-pub fn path() -> Result<PathBuf, CliError> {
+pub(crate) fn path() -> Result<PathBuf, CliError> {
     let dir = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -59,7 +59,7 @@ pub fn path() -> Result<PathBuf, CliError> {
 }
 
 /// The config file's settings; the defaults when there is none.
-pub fn load() -> Result<Config, CliError> {
+pub(crate) fn load() -> Result<Config, CliError> {
     let Ok(path) = path() else {
         return Ok(Config::default());
     };
@@ -84,7 +84,7 @@ fn parse(text: &str) -> Result<Config, String> {
 
 /// `llmchain config path`.
 #[derive(Debug, clap::Args)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     #[command(subcommand)]
     command: ConfigCommand,
 }
@@ -96,7 +96,7 @@ enum ConfigCommand {
 }
 
 /// Runs `llmchain config`.
-pub fn run(args: ConfigArgs) -> crate::error::CliResult {
+pub(crate) fn run(args: ConfigArgs) -> crate::error::CliResult {
     match args.command {
         ConfigCommand::Path => {
             crate::stdout::outln!("{}", path()?.display());

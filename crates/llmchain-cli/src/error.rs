@@ -5,7 +5,7 @@ use std::process::ExitCode;
 /// A command failure. `Usage` exits 2 (usage or bad input), `Runtime` exits 1,
 /// `Interrupted` exits 130.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Bad usage or bad input: exit code 2.
     #[error("{0}")]
     Usage(String),
@@ -19,7 +19,7 @@ pub enum CliError {
 
 impl CliError {
     /// The process exit code.
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             CliError::Usage(_) => ExitCode::from(2),
             CliError::Runtime(_) => ExitCode::from(1),
@@ -29,4 +29,4 @@ impl CliError {
 }
 
 /// The result of a command.
-pub type CliResult = Result<(), CliError>;
+pub(crate) type CliResult = Result<(), CliError>;

@@ -21,7 +21,7 @@ use crate::error::CliError;
 const LEASE: Duration = Duration::from_secs(30);
 
 /// A run this process holds.
-pub struct HeldRun {
+pub(crate) struct HeldRun {
     store: Arc<AnyStore>,
     run: Run,
     lease: Lease,
@@ -33,7 +33,7 @@ pub struct HeldRun {
 impl HeldRun {
     /// Takes the lease on `conversation`'s run (creating one if it has none), or says
     /// who holds it. `stop` is cancelled if the lease is lost while the command runs.
-    pub async fn take(
+    pub(crate) async fn take(
         store: Arc<AnyStore>,
         conversation: &str,
         mode: &str,
@@ -43,7 +43,7 @@ impl HeldRun {
     }
 
     /// [`take`](Self::take), recording `extra` (the job) in the run it creates.
-    pub async fn take_with(
+    pub(crate) async fn take_with(
         store: Arc<AnyStore>,
         conversation: &str,
         mode: &str,
@@ -81,17 +81,17 @@ impl HeldRun {
     }
 
     /// The run.
-    pub fn run(&self) -> &Run {
+    pub(crate) fn run(&self) -> &Run {
         &self.run
     }
 
     /// A sink for the conversation, every write fenced by the lease.
-    pub fn sink(&self) -> StoreSink<AnyStore> {
+    pub(crate) fn sink(&self) -> StoreSink<AnyStore> {
         self.sink.clone()
     }
 
     /// Why the heartbeat stopped the command, if it did.
-    pub fn lost(&self) -> Option<String> {
+    pub(crate) fn lost(&self) -> Option<String> {
         let why = self.heartbeat.as_ref()?.stopped()?;
         Some(format!(
             "this process lost the run of conversation {} ({why:?}): another process took it over, \
@@ -101,7 +101,7 @@ impl HeldRun {
     }
 
     /// Ends the hold with `status`, saving the chain's state.
-    pub async fn finish(mut self, status: RunStatus, chain: Option<&ChainState>) {
+    pub(crate) async fn finish(mut self, status: RunStatus, chain: Option<&ChainState>) {
         self.heartbeat.take();
         let mut state = chain
             .map(|c| run_state(c, &self.mode))

@@ -17,12 +17,12 @@ use crate::review::{ApprovalPolicy, TerminalReview, ToolMeta, approval_handler};
 use crate::tools;
 
 /// The key of the job in a run state's `extra`.
-pub const JOB_KEY: &str = "job";
+pub(crate) const JOB_KEY: &str = "job";
 
 /// How to run a conversation. API keys are never part of it: each process reads its
 /// own from the environment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct JobSpec {
+pub(crate) struct JobSpec {
     /// `--provider`.
     pub provider: String,
     /// `--model`, or the provider's default.
@@ -71,7 +71,7 @@ pub struct JobSpec {
 }
 
 /// A chain for a job with its tools, and what the job's tools need to stay alive.
-pub struct Built {
+pub(crate) struct Built {
     /// The chain: model, tools and review (no messages, no sink yet).
     pub chain: LLMChain,
     /// The wire format of the provider.
@@ -82,13 +82,13 @@ pub struct Built {
 
 impl JobSpec {
     /// The review policy.
-    pub fn policy(&self) -> Result<ApprovalPolicy, CliError> {
+    pub(crate) fn policy(&self) -> Result<ApprovalPolicy, CliError> {
         <ApprovalPolicy as clap::ValueEnum>::from_str(&self.approve, true)
             .map_err(|e| CliError::Usage(format!("unknown approve policy {:?}: {e}", self.approve)))
     }
 
     /// The servers, as `--mcp`/`--mcp-http` would give them.
-    pub fn servers(&self) -> ServerArgs {
+    pub(crate) fn servers(&self) -> ServerArgs {
         ServerArgs {
             mcp: self.mcp.clone(),
             mcp_http: self.mcp_http.clone(),
@@ -100,12 +100,12 @@ impl JobSpec {
     }
 
     /// The job as stored in a run's state.
-    pub fn to_value(&self) -> serde_json::Value {
+    pub(crate) fn to_value(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }
 
     /// The job stored in a run's state extra, if any.
-    pub fn from_extra(
+    pub(crate) fn from_extra(
         extra: &serde_json::Map<String, serde_json::Value>,
     ) -> Option<Result<JobSpec, CliError>> {
         let v = extra.get(JOB_KEY)?;
@@ -118,7 +118,7 @@ impl JobSpec {
     /// Builds the model (keys from this process's environment), the built-in tools
     /// (reading files under `cwd`), the MCP tools and the review handler, over `state`
     /// (a stored conversation to go on with) or a new conversation.
-    pub async fn build(
+    pub(crate) async fn build(
         &self,
         cwd: std::path::PathBuf,
         state: Option<ChainState>,
@@ -216,7 +216,7 @@ impl JobSpec {
 }
 
 /// The wire format of a `--provider` name.
-pub fn parse_provider(p: &str) -> Result<Format, CliError> {
+pub(crate) fn parse_provider(p: &str) -> Result<Format, CliError> {
     Ok(match p {
         "openai" | "openai_chat" => Format::OpenAiChat,
         "openai_responses" => Format::OpenAiResponses,
@@ -232,7 +232,7 @@ pub fn parse_provider(p: &str) -> Result<Format, CliError> {
 }
 
 /// The model used when `--model` is not given.
-pub fn default_model(format: Format) -> &'static str {
+pub(crate) fn default_model(format: Format) -> &'static str {
     match format {
         Format::OpenAiChat => "gpt-4.1",
         Format::OpenAiResponses => "gpt-5",
@@ -246,6 +246,6 @@ pub fn default_model(format: Format) -> &'static str {
 }
 
 /// Whitespace folded to single spaces: one line for an error message.
-pub fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

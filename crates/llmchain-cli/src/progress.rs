@@ -17,13 +17,13 @@ use llmchain::chain::{ChainState, ConversationSink, SinkFuture};
 use llmchain::message::{ExecutionStatus, Message};
 
 /// How long a tool call runs before its progress line appears.
-pub const TOOL_LINE_AFTER: Duration = Duration::from_millis(500);
+pub(crate) const TOOL_LINE_AFTER: Duration = Duration::from_millis(500);
 
 /// A retry wait at least this long is announced on a line.
-pub const LONG_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const LONG_WAIT: Duration = Duration::from_secs(3);
 
 /// The longest progress line, in characters.
-pub const LINE_MAX: usize = 300;
+pub(crate) const LINE_MAX: usize = 300;
 
 /// A wait as a person reads it: `250ms`, `3s`, `1m 40s`.
 fn shown_delay(d: Duration) -> String {
@@ -40,7 +40,7 @@ fn shown_delay(d: Duration) -> String {
 /// At most one line is drawn at a time (the model is not waited for while tools run),
 /// so a plain [`ProgressBar`] suffices: concurrent long calls share one line.
 #[derive(Clone)]
-pub struct Progress {
+pub(crate) struct Progress {
     inner: Arc<Inner>,
 }
 
@@ -154,12 +154,12 @@ fn spinner(msg: String, elapsed: bool) -> ProgressBar {
 
 impl Progress {
     /// Draws on stderr when it is a terminal.
-    pub fn for_stderr() -> Self {
+    pub(crate) fn for_stderr() -> Self {
         Self::new(std::io::stderr().is_terminal())
     }
 
     /// Draws on stderr when `enabled`; otherwise draws nothing.
-    pub fn new(enabled: bool) -> Self {
+    pub(crate) fn new(enabled: bool) -> Self {
         Progress {
             inner: Arc::new(Inner {
                 enabled,
@@ -171,7 +171,7 @@ impl Progress {
     /// Prints one line on stderr (above the drawn line, if any): control characters
     /// shown escaped, at most [`LINE_MAX`] characters (arguments can be megabytes; the
     /// whole text is in `conversations show`).
-    pub fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         let text = crate::shown::inline(text, LINE_MAX);
         let state = lock(&self.inner.state);
         match state.tool_line.as_ref().or(state.waiting.as_ref()) {
@@ -184,7 +184,7 @@ impl Progress {
     /// and a wait of [`LONG_WAIT`] or more (a provider's `Retry-After`, not the quick
     /// retries of a refused connection) gets a line, which is the only sign of it when
     /// stderr is not a terminal.
-    pub fn retrying(&self, retry: &llmchain::chain::Retry) {
+    pub(crate) fn retrying(&self, retry: &llmchain::chain::Retry) {
         let wait = shown_delay(retry.delay);
         if retry.delay >= LONG_WAIT {
             let reason = retry.reason.lines().next().unwrap_or_default();
@@ -197,7 +197,7 @@ impl Progress {
     }
 
     /// Shows the waiting spinner with `msg`.
-    pub fn waiting(&self, msg: &str) {
+    pub(crate) fn waiting(&self, msg: &str) {
         if !self.inner.enabled {
             return;
         }
@@ -209,7 +209,7 @@ impl Progress {
     }
 
     /// Clears the waiting spinner.
-    pub fn done_waiting(&self) {
+    pub(crate) fn done_waiting(&self) {
         if let Some(pb) = lock(&self.inner.state).waiting.take() {
             pb.finish_and_clear();
         }
@@ -217,7 +217,7 @@ impl Progress {
 
     /// A tool call started; the tool line names it after [`TOOL_LINE_AFTER`] unless it
     /// has ended by then. Needs a tokio runtime for the delay (without one: no line).
-    pub fn tool_started(&self, call_id: &str, name: &str) {
+    pub(crate) fn tool_started(&self, call_id: &str, name: &str) {
         if !self.inner.enabled {
             return;
         }
@@ -239,7 +239,7 @@ impl Progress {
     }
 
     /// A tool call ended: the tool line no longer names it (and goes when none is left).
-    pub fn tool_ended(&self, call_id: &str) {
+    pub(crate) fn tool_ended(&self, call_id: &str) {
         let mut state = lock(&self.inner.state);
         if state.tools.remove(call_id).is_some() {
             state.refresh_tool_line();
@@ -247,7 +247,7 @@ impl Progress {
     }
 
     /// Clears everything drawn (the run ended or was interrupted).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut state = lock(&self.inner.state);
         state.tools.clear();
         state.refresh_tool_line();
@@ -259,14 +259,14 @@ impl Progress {
 
 /// A sink that forwards to another and ends a call's progress line as soon as the
 /// call's final status is recorded (the chain's callbacks fire per batch, this per call).
-pub struct ProgressSink {
+pub(crate) struct ProgressSink {
     inner: Arc<dyn ConversationSink>,
     progress: Progress,
 }
 
 impl ProgressSink {
     /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn ConversationSink>, progress: Progress) -> Self {
+    pub(crate) fn new(inner: Arc<dyn ConversationSink>, progress: Progress) -> Self {
         ProgressSink { inner, progress }
     }
 }

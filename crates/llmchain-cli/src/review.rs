@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 
 /// The `--approve` policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ApprovalPolicy {
+pub(crate) enum ApprovalPolicy {
     /// By the tools' annotations: read-only tools run; others are asked about in a
     /// terminal, denied without one.
     #[default]
@@ -46,7 +46,7 @@ pub enum ApprovalPolicy {
 
 /// What the reviewer knows about one tool.
 #[derive(Debug, Clone)]
-pub struct ToolMeta {
+pub(crate) struct ToolMeta {
     /// The tool's display text.
     pub display_text: String,
     /// The tool's hints (read-only, destructive, ...).
@@ -57,7 +57,7 @@ pub struct ToolMeta {
 
 /// Where a tool's hints come from, and so how far they are believed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HintSource {
+pub(crate) enum HintSource {
     /// A tool of this program: its hints are ours.
     BuiltIn,
     /// An MCP server's annotations: its claim, believed only when the user trusts it.
@@ -108,12 +108,12 @@ impl ToolMeta {
 
 impl ToolMeta {
     /// Meta of an llmchain tool, with the hints it declares (MCP defaults otherwise).
-    pub fn of_tool(tool: &Tool) -> (String, ToolMeta) {
+    pub(crate) fn of_tool(tool: &Tool) -> (String, ToolMeta) {
         Self::with_hints(tool, ToolHints::of_tool(tool))
     }
 
     /// Meta of an llmchain tool with explicit hints.
-    pub fn with_hints(tool: &Tool, hints: ToolHints) -> (String, ToolMeta) {
+    pub(crate) fn with_hints(tool: &Tool, hints: ToolHints) -> (String, ToolMeta) {
         (
             tool.name().to_owned(),
             ToolMeta {
@@ -126,7 +126,7 @@ impl ToolMeta {
 
     /// Meta of an MCP tool: its server's annotations, believed when the server is one of
     /// `trusted` (`--trust`).
-    pub fn of_mcp(t: &McpTool, trusted: &[String]) -> (String, ToolMeta) {
+    pub(crate) fn of_mcp(t: &McpTool, trusted: &[String]) -> (String, ToolMeta) {
         let (name, mut meta) = Self::with_hints(&t.tool, t.hints);
         meta.source = HintSource::Server {
             name: t.server.clone(),
@@ -149,7 +149,7 @@ type Io = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
 
 /// The review handler of `--approve`. See the module docs.
 #[derive(Clone)]
-pub struct TerminalReview {
+pub(crate) struct TerminalReview {
     policy: ApprovalPolicy,
     tools: Arc<HashMap<String, ToolMeta>>,
     io: Arc<Mutex<Io>>,
@@ -161,7 +161,7 @@ pub struct TerminalReview {
 /// know is let through: nothing runs, the executor refuses it naming the tools there are). Questions go to stderr, answers come
 /// from stdin; `$EDITOR` is read now, and so is whether stdin and stderr are a terminal
 /// (for `auto`).
-pub fn approval_handler(
+pub(crate) fn approval_handler(
     policy: ApprovalPolicy,
     tools: impl IntoIterator<Item = (String, ToolMeta)>,
 ) -> TerminalReview {
@@ -188,7 +188,7 @@ fn parse_args(text: &str) -> Result<Map<String, Value>, String> {
 
 impl TerminalReview {
     /// The handler with its own input, output and editor command (for tests).
-    pub fn with_io(
+    pub(crate) fn with_io(
         policy: ApprovalPolicy,
         tools: impl IntoIterator<Item = (String, ToolMeta)>,
         input: Box<dyn BufRead + Send>,
@@ -206,13 +206,13 @@ impl TerminalReview {
 
     /// Whether there is someone to ask (`auto` denies what it would ask about otherwise).
     #[must_use]
-    pub fn interactive(mut self, yes: bool) -> Self {
+    pub(crate) fn interactive(mut self, yes: bool) -> Self {
         self.interactive = yes;
         self
     }
 
     /// Decides about one call, asking if the policy says so (blocking).
-    pub fn decide(&self, call: &ToolCall) -> ReviewDecision {
+    pub(crate) fn decide(&self, call: &ToolCall) -> ReviewDecision {
         let name = call.name.clone().unwrap_or_default();
         let Some(meta) = self.tools.get(&name).cloned() else {
             // No such tool in this session: nothing can run, and the executor answers

@@ -8,7 +8,7 @@
 
 /// One line: every control character escaped, line breaks included; at most `max`
 /// characters, then `…`.
-pub fn inline(text: &str, max: usize) -> String {
+pub(crate) fn inline(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max + 8));
     for (n, c) in text.chars().enumerate() {
         if n == max {
@@ -21,7 +21,7 @@ pub fn inline(text: &str, max: usize) -> String {
 }
 
 /// Several lines: line breaks and tabs kept, every other control character escaped.
-pub fn block(text: &str) -> String {
+pub(crate) fn block(text: &str) -> String {
     if !text
         .chars()
         .any(|c| c.is_control() && c != '\n' && c != '\t')

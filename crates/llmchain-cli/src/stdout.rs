@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `args` to stdout and flushes it; after a write error nothing more is written.
-pub fn write(args: fmt::Arguments<'_>) {
+pub(crate) fn write(args: fmt::Arguments<'_>) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
@@ -25,7 +25,7 @@ pub fn write(args: fmt::Arguments<'_>) {
 
 /// Writes raw bytes to stdout (a request body); a reader that went away is not an
 /// error, any other failure is.
-pub fn write_bytes(bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_bytes(bytes: &[u8]) -> io::Result<()> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }

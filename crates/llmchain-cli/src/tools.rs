@@ -9,12 +9,12 @@ use serde_json::json;
 
 /// `calculator {"expression": "(17 * 23) + 4"}` — arithmetic with + - * / ^ and parentheses.
 /// The built-in tools, `read_file` confined to `root`.
-pub fn builtins(root: PathBuf) -> Vec<Tool> {
+pub(crate) fn builtins(root: PathBuf) -> Vec<Tool> {
     vec![calculator(), clock(), read_file(root)]
 }
 
 /// A calculator tool.
-pub fn calculator() -> Tool {
+pub(crate) fn calculator() -> Tool {
     Tool::builder("calculator")
         .description("Evaluates an arithmetic expression with + - * / ^ and parentheses.")
         .display_text("Calculate")
@@ -52,7 +52,7 @@ pub fn calculator() -> Tool {
 }
 
 /// `clock {}` — the current UTC time (RFC 3339).
-pub fn clock() -> Tool {
+pub(crate) fn clock() -> Tool {
     Tool::builder("clock")
         .description("Returns the current UTC date and time in RFC 3339 format.")
         .display_text("Read the clock")
@@ -73,7 +73,7 @@ pub fn clock() -> Tool {
 }
 
 /// The largest file `read_file` returns.
-pub const MAX_READ_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_READ_BYTES: u64 = 256 * 1024;
 
 /// `read_file {"path": "notes.txt"}` — reads a UTF-8 text file inside `root` only.
 ///
@@ -82,7 +82,7 @@ pub const MAX_READ_BYTES: u64 = 256 * 1024;
 /// `root`, and when the file has more than one hard link (a link inside `root` can name
 /// a file outside it); what is read is the opened file, checked by its own metadata.
 /// It is not a sandbox against another local process that swaps files while it reads.
-pub fn read_file(root: impl Into<PathBuf>) -> Tool {
+pub(crate) fn read_file(root: impl Into<PathBuf>) -> Tool {
     let root: PathBuf = root.into();
     Tool::builder("read_file")
         .description(format!(

@@ -287,10 +287,10 @@ fn encode_refuses_calls_and_results_that_do_not_pair_up() {
 mod tempfile_like {
     use std::path::PathBuf;
 
-    pub struct TempFile(PathBuf);
+    pub(crate) struct TempFile(PathBuf);
 
     impl TempFile {
-        pub fn new(name: &str, text: &str) -> Self {
+        pub(crate) fn new(name: &str, text: &str) -> Self {
             let dir = std::env::temp_dir().join(format!(
                 "llmchain-cli-test-{}-{}",
                 std::process::id(),
@@ -304,7 +304,7 @@ mod tempfile_like {
             std::fs::write(&p, text).unwrap();
             TempFile(p)
         }
-        pub fn path(&self) -> &str {
+        pub(crate) fn path(&self) -> &str {
             self.0.to_str().unwrap()
         }
     }

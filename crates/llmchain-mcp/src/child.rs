@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 /// How much of a server's stderr is kept for error messages.
-pub const STDERR_TAIL: usize = 2048;
+pub(crate) const STDERR_TAIL: usize = 2048;
 
 /// How long a server may take to exit once its stdin is closed, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);

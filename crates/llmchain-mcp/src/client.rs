@@ -39,10 +39,10 @@ pub enum Prefix {
     Never,
 }
 /// At most this many pages of `tools/list` are read from one server.
-pub const MAX_TOOL_PAGES: usize = 100;
+pub(crate) const MAX_TOOL_PAGES: usize = 100;
 
 /// At most this many tools are taken from one server.
-pub const MAX_TOOLS: usize = 10_000;
+pub(crate) const MAX_TOOLS: usize = 10_000;
 
 /// Options of an MCP connection.
 #[derive(Debug, Clone)]

@@ -163,20 +163,22 @@ fn compile_fail() {
 mod reexported {
     //! A crate that reaches llmchain through a re-export names it with `crate = …`;
     //! the argument type needs no serde or schemars of its own.
-    pub mod sdk {
-        pub use llmchain;
+    pub(crate) mod sdk {
+        // The re-export under test: a user's SDK crate names llmchain under its own path.
+        #[allow(clippy::single_component_path_imports)]
+        pub(crate) use llmchain;
     }
 
     #[derive(llmchain::serde::Deserialize, llmchain::schemars::JsonSchema)]
     #[serde(crate = "llmchain::serde")]
     #[schemars(crate = "llmchain::schemars")]
-    pub struct EchoArgs {
+    pub(crate) struct EchoArgs {
         pub text: String,
     }
 
     /// Echoes its text.
     #[llmchain::tool(crate = "self::sdk::llmchain")]
-    pub async fn echo(args: EchoArgs) -> String {
+    pub(crate) async fn echo(args: EchoArgs) -> String {
         args.text
     }
 }

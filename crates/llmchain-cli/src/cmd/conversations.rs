@@ -16,11 +16,11 @@ use crate::error::{CliError, CliResult};
 use crate::review::{ApprovalPolicy, TerminalReview, ToolMeta, approval_handler};
 
 /// The environment variable naming the database.
-pub const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
+pub(crate) const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
 
 /// Arguments of `llmchain conversations`.
 #[derive(Debug, clap::Args)]
-pub struct ConversationsArgs {
+pub(crate) struct ConversationsArgs {
     /// Database URL: sqlite://PATH or postgres://… (default: $LLMCHAIN_DATABASE_URL, else
     /// the SQLite file in the user's data directory).
     #[arg(long, global = true, value_name = "URL")]
@@ -32,7 +32,7 @@ pub struct ConversationsArgs {
 
 /// The `conversations` subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// List conversations, most recently updated first.
     List {
         /// At most this many.
@@ -75,7 +75,7 @@ pub enum Action {
 }
 
 /// Runs the command on a current-thread tokio runtime.
-pub fn run(args: ConversationsArgs) -> CliResult {
+pub(crate) fn run(args: ConversationsArgs) -> CliResult {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -420,7 +420,7 @@ fn print(out: &str) -> CliResult {
 
 /// The conversation `given` names: its id, or a prefix of exactly one id (as git takes
 /// a commit); the most recently updated one when `given` is empty.
-pub async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, CliError> {
+pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, CliError> {
     if given.is_empty() {
         let latest = store.list_conversations(1).await.map_err(store_error)?;
         return latest
@@ -568,7 +568,7 @@ mod time {
     ///
     /// Hand-written (days → civil date, H. Hinnant's algorithm) to avoid a date-time
     /// dependency for one line of output.
-    pub fn format_ms(ms: i64) -> String {
+    pub(super) fn format_ms(ms: i64) -> String {
         let secs = ms.div_euclid(1000);
         let days = secs.div_euclid(86_400);
         let rem = secs.rem_euclid(86_400);

@@ -15,14 +15,14 @@ use crate::error::{CliError, CliResult};
 use crate::stdout::outln;
 
 /// The largest non-streamed body read (the HTTP client's default response cap).
-pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
 
 /// How much is read at a time.
 const READ_BYTES: usize = 64 * 1024;
 
 /// Arguments of `llmchain decode`.
 #[derive(Debug, clap::Args)]
-pub struct DecodeArgs {
+pub(crate) struct DecodeArgs {
     /// The wire format: openai_chat (or openai), openai_responses, anthropic, gemini, ollama.
     #[arg(long)]
     pub format: String,
@@ -35,7 +35,7 @@ pub struct DecodeArgs {
 }
 
 /// Runs the command.
-pub fn run(args: DecodeArgs) -> CliResult {
+pub(crate) fn run(args: DecodeArgs) -> CliResult {
     let (format, codec) = codec_for(&args.format)?;
     let mut input = open_input(args.file.as_deref())?;
     let chunk = args

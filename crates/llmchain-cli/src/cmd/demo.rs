@@ -25,7 +25,7 @@ use crate::tools;
 
 /// Arguments of `llmchain demo`.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Wire format the scripted model speaks: anthropic, openai (openai_chat),
     /// openai_responses, gemini or ollama.
     #[arg(long, default_value = "anthropic")]
@@ -71,7 +71,7 @@ fn script() -> Vec<ResponseScript> {
 }
 
 /// Runs the demo.
-pub fn run(args: DemoArgs) -> CliResult {
+pub(crate) fn run(args: DemoArgs) -> CliResult {
     let format: Format = args.wire.parse().map_err(|_| {
         CliError::Usage(format!(
             "unknown --wire '{}': expected anthropic, openai (openai_chat), openai_responses, gemini or ollama",

@@ -14,7 +14,7 @@ use crate::shown;
 
 /// Arguments of `llmchain encode`.
 #[derive(Debug, clap::Args)]
-pub struct EncodeArgs {
+pub(crate) struct EncodeArgs {
     /// The wire format: openai_chat (or openai), openai_responses, anthropic, gemini, ollama.
     #[arg(long)]
     pub format: String,
@@ -56,7 +56,7 @@ fn check(conv: &Conversation, file: &str) -> CliResult {
 }
 
 /// Runs the command.
-pub fn run(args: EncodeArgs) -> CliResult {
+pub(crate) fn run(args: EncodeArgs) -> CliResult {
     let (format, codec) = codec_for(&args.format)?;
     let bytes = read_input(Some(&args.conversation))?;
     let text = std::str::from_utf8(&bytes)

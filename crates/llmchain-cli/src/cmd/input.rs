@@ -7,7 +7,7 @@ use llmchain::provider::{Codec, Format};
 use crate::error::CliError;
 
 /// Opens a file, or stdin for `-` / no path, for reading as it arrives.
-pub fn open_input(path: Option<&str>) -> Result<Box<dyn Read>, CliError> {
+pub(super) fn open_input(path: Option<&str>) -> Result<Box<dyn Read>, CliError> {
     match path {
         None | Some("-") => Ok(Box::new(std::io::stdin().lock())),
         Some(p) => std::fs::File::open(p)
@@ -17,7 +17,7 @@ pub fn open_input(path: Option<&str>) -> Result<Box<dyn Read>, CliError> {
 }
 
 /// Reads a file, or stdin for `-` / no path.
-pub fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
+pub(super) fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
     match path {
         None | Some("-") => {
             let mut buf = Vec::new();
@@ -31,7 +31,7 @@ pub fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
 }
 
 /// The codec for a format name.
-pub fn codec_for(name: &str) -> Result<(Format, &'static dyn Codec), CliError> {
+pub(super) fn codec_for(name: &str) -> Result<(Format, &'static dyn Codec), CliError> {
     let format: Format = name.parse().map_err(|e| CliError::Usage(format!("{e}")))?;
     Ok((format, format.codec()))
 }

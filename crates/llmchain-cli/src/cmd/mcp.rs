@@ -30,14 +30,14 @@ use crate::tools;
 
 /// Arguments of `llmchain mcp`.
 #[derive(Debug, clap::Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     #[command(subcommand)]
     command: McpCommand,
 }
 
 /// Which MCP servers to use.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ServerArgs {
+pub(crate) struct ServerArgs {
     /// An MCP server to start, as "CMD ARGS" (shell quoting); repeatable.
     #[arg(long = "mcp", value_name = "CMD ARGS")]
     pub mcp: Vec<String>,
@@ -135,7 +135,7 @@ enum McpCommand {
 /// Names taken by `reserved` (e.g. the built-in tools) or by an earlier server get the
 /// server's name as a prefix (`server__tool`). Failures are usage errors naming the
 /// server (a command that cannot start, a handshake that fails).
-pub async fn connect_mcp_tools(
+pub(crate) async fn connect_mcp_tools(
     servers: &ServerArgs,
     reserved: &[&str],
 ) -> Result<Vec<McpTool>, CliError> {
@@ -157,7 +157,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 }
 
 /// Runs `llmchain mcp`.
-pub fn run(args: McpArgs) -> CliResult {
+pub(crate) fn run(args: McpArgs) -> CliResult {
     let rt = runtime()?;
     match args.command {
         McpCommand::Serve { root } => {

@@ -1,11 +1,11 @@
 //! One module per subcommand.
 
-pub mod conversations;
-pub mod decode;
-pub mod demo;
-pub mod encode;
+pub(crate) mod conversations;
+pub(crate) mod decode;
+pub(crate) mod demo;
+pub(crate) mod encode;
 mod input;
-pub mod mcp;
-pub mod run;
-pub mod runs;
-pub mod worker;
+pub(crate) mod mcp;
+pub(crate) mod run;
+pub(crate) mod runs;
+pub(crate) mod worker;

@@ -43,7 +43,7 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
                   conversation stays consistent, the exit code is 130 and the message says how \
                   to resume it (llmchain conversations resume ID)."
 )]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Provider: openai (Chat Completions, also any compatible server),
     /// openai_responses, anthropic, gemini or ollama [default: openai, or the one the
     /// continued conversation used].
@@ -292,7 +292,7 @@ pub(crate) async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<Jo
 }
 
 /// Runs `llmchain run`.
-pub fn run(args: RunArgs) -> CliResult {
+pub(crate) fn run(args: RunArgs) -> CliResult {
     let continuing = args.continue_latest || args.conversation.is_some();
     let prompt = prompt(args.prompt.as_deref(), continuing)?;
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -10,7 +10,7 @@ use crate::stdout::out;
 
 /// Arguments of `llmchain runs`.
 #[derive(Debug, clap::Args)]
-pub struct RunsArgs {
+pub(crate) struct RunsArgs {
     /// Database URL (default: $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's
     /// data directory).
     #[arg(long, global = true, value_name = "URL")]
@@ -22,7 +22,7 @@ pub struct RunsArgs {
 
 /// The `runs` subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum RunsAction {
+pub(crate) enum RunsAction {
     /// List runs, newest first, with a count per status.
     List {
         /// Only runs of this status: pending, running, paused, done, failed, discarded
@@ -54,7 +54,7 @@ pub enum RunsAction {
 }
 
 /// Runs `llmchain runs`.
-pub fn run(args: RunsArgs) -> CliResult {
+pub(crate) fn run(args: RunsArgs) -> CliResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -20,7 +20,7 @@ use crate::job::JobSpec;
 
 /// Arguments of `llmchain worker`.
 #[derive(Debug, clap::Args)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// Database URL: postgres://… for workers on several machines, or sqlite://PATH
     /// (default: $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's data directory).
     #[arg(long, value_name = "URL")]
@@ -43,7 +43,7 @@ pub struct WorkerArgs {
 }
 
 /// Runs `llmchain worker`.
-pub fn run(args: WorkerArgs) -> CliResult {
+pub(crate) fn run(args: WorkerArgs) -> CliResult {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

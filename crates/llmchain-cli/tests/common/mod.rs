@@ -14,13 +14,13 @@ use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 
 /// The `llmchain` binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_llmchain");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_llmchain");
 
 /// The requests the model server saw: path and JSON body.
-pub type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+pub(crate) type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
 
 /// One reply of the model server.
-pub enum Reply {
+pub(crate) enum Reply {
     /// A whole SSE body.
     Body(Vec<u8>),
     /// These bytes, then a stream that never ends (for Ctrl-C mid-stream).
@@ -31,12 +31,12 @@ pub enum Reply {
 
 /// Serves the scripted SSE bodies in order on a background thread; returns the base
 /// URL (`http://127.0.0.1:PORT/v1`) and what the server saw.
-pub fn serve(bodies: Vec<Vec<u8>>) -> (String, Seen) {
+pub(crate) fn serve(bodies: Vec<Vec<u8>>) -> (String, Seen) {
     serve_replies(bodies.into_iter().map(Reply::Body).collect())
 }
 
 /// [`serve`] with replies that may stall.
-pub fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
+pub(crate) fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
     let queue = Arc::new(Mutex::new(VecDeque::from(replies)));
     let seen: Seen = Arc::default();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -92,7 +92,7 @@ pub fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
 
 /// Runs `llmchain ARGS` in `dir` without a terminal and without provider or database
 /// settings from the environment.
-pub fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
+pub(crate) fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
     Command::new(BIN)
         .args(args)
         .current_dir(dir)
@@ -111,7 +111,7 @@ pub fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
 }
 
 /// [`llmchain`] with `stdin` piped in.
-pub fn llmchain_with_stdin(args: &[&str], dir: &std::path::Path, stdin: &str) -> Output {
+pub(crate) fn llmchain_with_stdin(args: &[&str], dir: &std::path::Path, stdin: &str) -> Output {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = Command::new(BIN)
@@ -139,14 +139,14 @@ pub fn llmchain_with_stdin(args: &[&str], dir: &std::path::Path, stdin: &str) ->
 }
 
 /// `--mcp` for our own `llmchain mcp serve` over `root`.
-pub fn serve_cmd(root: &std::path::Path) -> String {
+pub(crate) fn serve_cmd(root: &std::path::Path) -> String {
     format!("{BIN} mcp serve --root {}", root.display())
 }
 
 /// `--mcp` for the raw JSON-RPC test server of llmchain-mcp in `mode` (one tool,
 /// `work`, without annotations: destructive by the MCP defaults), or `None` with a
 /// visible skip message when python3 is missing.
-pub fn bad_server_cmd(test: &str, mode: &str) -> Option<String> {
+pub(crate) fn bad_server_cmd(test: &str, mode: &str) -> Option<String> {
     let ok = Command::new("python3")
         .arg("--version")
         .output()
@@ -163,7 +163,7 @@ pub fn bad_server_cmd(test: &str, mode: &str) -> Option<String> {
 
 /// The Python SDK's interpreter (`LLMCHAIN_TEST_MCP_PYTHON`, set by `.ci/run`), or
 /// `None` with a visible skip message.
-pub fn sdk_python(test: &str) -> Option<String> {
+pub(crate) fn sdk_python(test: &str) -> Option<String> {
     match std::env::var("LLMCHAIN_TEST_MCP_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
         _ => {
@@ -176,7 +176,7 @@ pub fn sdk_python(test: &str) -> Option<String> {
 }
 
 /// The Python SDK test server script.
-pub fn sdk_server_script() -> String {
+pub(crate) fn sdk_server_script() -> String {
     format!(
         "{}/../llmchain-mcp/tests/servers/sdk_server.py",
         env!("CARGO_MANIFEST_DIR")
@@ -184,12 +184,12 @@ pub fn sdk_server_script() -> String {
 }
 
 /// `tmux ARGS`.
-pub fn tmux(args: &[&str]) -> Output {
+pub(crate) fn tmux(args: &[&str]) -> Output {
     Command::new("tmux").args(args).output().unwrap()
 }
 
 /// True when tmux is installed; prints a visible skip message otherwise.
-pub fn have_tmux(test: &str) -> bool {
+pub(crate) fn have_tmux(test: &str) -> bool {
     let ok = Command::new("tmux").arg("-V").output().is_ok();
     if !ok {
         eprintln!("SKIPPED {test}: tmux is not installed");
@@ -198,11 +198,11 @@ pub fn have_tmux(test: &str) -> bool {
 }
 
 /// A detached tmux session running `cmd` in a 200×50 terminal, killed on drop.
-pub struct Session(pub String);
+pub(crate) struct Session(pub String);
 
 impl Session {
     /// Starts `cmd` (a shell command line) in a new session.
-    pub fn start(name: &str, cmd: &str) -> Session {
+    pub(crate) fn start(name: &str, cmd: &str) -> Session {
         let session = format!("{name}-{}", std::process::id());
         let out = tmux(&[
             "new-session",
@@ -224,19 +224,19 @@ impl Session {
     }
 
     /// Types `keys` (tmux key names, e.g. `Enter`, `C-c`).
-    pub fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", &self.0];
         args.extend_from_slice(keys);
         tmux(&args);
     }
 
     /// Types `text` literally.
-    pub fn type_text(&self, text: &str) {
+    pub(crate) fn type_text(&self, text: &str) {
         tmux(&["send-keys", "-t", &self.0, "-l", text]);
     }
 
     /// The screen (and scrollback) once it contains `needle`; panics after 30 s.
-    pub fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         let mut last = String::new();
         for _ in 0..150 {
             let out = tmux(&["capture-pane", "-p", "-J", "-t", &self.0, "-S", "-200"]);
@@ -257,7 +257,7 @@ impl Drop for Session {
 }
 
 /// The conversation id from the `conversation ID saved` line of `llmchain run`.
-pub fn saved_id(stderr: &str) -> String {
+pub(crate) fn saved_id(stderr: &str) -> String {
     stderr
         .lines()
         .find_map(|l| l.strip_prefix("conversation "))
@@ -267,7 +267,11 @@ pub fn saved_id(stderr: &str) -> String {
 }
 
 /// `llmchain conversations --db DB export ID`, parsed.
-pub fn export(db: &str, id: &str, dir: &std::path::Path) -> llmchain::conversation::Conversation {
+pub(crate) fn export(
+    db: &str,
+    id: &str,
+    dir: &std::path::Path,
+) -> llmchain::conversation::Conversation {
     let out = llmchain(&["conversations", "--db", db, "export", id], dir);
     assert!(
         out.status.success(),

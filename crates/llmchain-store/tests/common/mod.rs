@@ -14,7 +14,7 @@ use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 
 /// The PostgreSQL URL, or `None` after printing the visible skip message.
-pub fn postgres_url(test: &str) -> Option<String> {
+pub(crate) fn postgres_url(test: &str) -> Option<String> {
     match std::env::var("LLMCHAIN_TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
@@ -27,7 +27,7 @@ pub fn postgres_url(test: &str) -> Option<String> {
 }
 
 /// Creates a fresh schema and returns connect options whose `search_path` is that schema.
-pub async fn pg_schema(url: &str, prefix: &str) -> (PgConnectOptions, String) {
+pub(crate) async fn pg_schema(url: &str, prefix: &str) -> (PgConnectOptions, String) {
     let schema = format!("{prefix}_{}", fastrand::u64(..));
     let admin = PostgresStore::connect_with(url, 1).await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
@@ -41,7 +41,7 @@ pub async fn pg_schema(url: &str, prefix: &str) -> (PgConnectOptions, String) {
     (opts, schema)
 }
 
-pub fn sample_conversation() -> Conversation {
+pub(crate) fn sample_conversation() -> Conversation {
     let mut c = Conversation::new();
     c.system = Some("Be brief.".into());
     c.tools.push(ToolDefinition {
@@ -53,12 +53,12 @@ pub fn sample_conversation() -> Conversation {
     c
 }
 
-pub fn call(id: &str, name: &str) -> ToolCall {
+pub(crate) fn call(id: &str, name: &str) -> ToolCall {
     ToolCall::function(id, name, json!({"city": "Paris", "zeta": 1, "alpha": 2})).unwrap()
 }
 
 /// Everything a backend must do; run against SQLite (file and memory) and PostgreSQL.
-pub async fn conformance<S: Store>(store: &S) {
+pub(crate) async fn conformance<S: Store>(store: &S) {
     // Create with a header and initial messages.
     let mut conv = sample_conversation();
     conv.messages.push(Message::user("What's the weather?"));
@@ -310,7 +310,7 @@ pub async fn conformance<S: Store>(store: &S) {
 /// every task appending 30 messages and recording a status per message, with writes that
 /// must fail (unknown conversation) mixed in. Each successful append must get its own
 /// sequence number and be stored under it; the failing writes must fail alone.
-pub async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
+pub(crate) async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
     const CONVERSATIONS: usize = 20;
     const TASKS: usize = 3;
     const EACH: usize = 30;
@@ -378,7 +378,7 @@ pub async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
 /// The model of the worker tests: asks for the non-idempotent tool `charge` once per
 /// conversation, then answers. A run resumed after a crash finds the call already asked
 /// (answered, or "outcome unknown") and just answers.
-pub fn charge_once(
+pub(crate) fn charge_once(
     state: &llmchain::chain::ChainState,
 ) -> Result<llmchain::chain::ScriptedModel, llmchain::chain::ModelError> {
     use llmchain::provider::render::ResponseScript;

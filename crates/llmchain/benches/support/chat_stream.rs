@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 /// A realistic "write a file" argument object of about `size` bytes of JSON text.
-pub fn arguments(size: usize) -> String {
+pub(crate) fn arguments(size: usize) -> String {
     let mut s = String::from("{\"path\": \"src/lib.rs\", \"content\": \"");
     let line = "fn main() { println!(\\\"hello, wörld\\\"); }\\n";
     while s.len() + line.len() + 2 < size {
@@ -17,7 +17,7 @@ pub fn arguments(size: usize) -> String {
     s
 }
 
-pub fn fragments(args: &str) -> Vec<&str> {
+pub(crate) fn fragments(args: &str) -> Vec<&str> {
     let mut out = Vec::with_capacity(args.len() / 8 + 1);
     let mut i = 0;
     while i < args.len() {
@@ -34,7 +34,7 @@ pub fn fragments(args: &str) -> Vec<&str> {
 const HEAD: &str = r#"{"id":"chatcmpl-AhxL2pQzS1n0RYkQ3Xf2TgW8vUu4","object":"chat.completion.chunk","created":1734611820,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_d28bcae782","choices":[{"index":0,"delta":"#;
 
 /// The SSE body of the stream.
-pub fn stream(args: &str) -> Vec<u8> {
+pub(crate) fn stream(args: &str) -> Vec<u8> {
     let mut s = String::with_capacity(args.len() / 8 * 300);
     s.push_str("data: ");
     s.push_str(HEAD);

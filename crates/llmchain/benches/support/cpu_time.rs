@@ -2,7 +2,7 @@
 //! wall-clock figures are also reported as the CPU time of the measuring thread.
 
 /// CPU time this thread has run, in ns (Linux `/proc/thread-self/schedstat`).
-pub fn thread_cpu_ns() -> Option<u64> {
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
 }
@@ -10,7 +10,7 @@ pub fn thread_cpu_ns() -> Option<u64> {
 /// Mean CPU time per call of `f`, in ms, over at least `n` calls and at least 100 ms:
 /// `schedstat` advances at scheduler ticks (every few ms), so a shorter run can read
 /// as no time at all.
-pub fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
+pub(crate) fn cpu_ms_per_iter(n: u32, mut f: impl FnMut()) -> Option<f64> {
     let start = thread_cpu_ns()?;
     let wall = std::time::Instant::now();
     let mut calls = 0u32;

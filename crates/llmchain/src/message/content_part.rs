@@ -253,7 +253,9 @@ pub(crate) mod parts_or_text {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<ContentPart>, D::Error> {
         d.deserialize_any(PartsVisitor)
     }
 }

@@ -15,7 +15,7 @@ use crate::message::TokenUsage;
 
 /// Arguments as the wire gave them: JSON text (borrowed when unescaped) or an object.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ArgsField<'a> {
+pub(crate) enum ArgsField<'a> {
     /// JSON text (a string on the wire).
     Text(Cow<'a, str>),
     /// An object (llama.cpp builds, Ollama, gateways).
@@ -68,7 +68,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ArgsField<'a> {
 
 /// Message content: a string, or an array of typed parts (Mistral, compatible servers).
 #[derive(Debug, Clone, PartialEq)]
-pub enum ContentField<'a> {
+pub(crate) enum ContentField<'a> {
     /// Plain text.
     Text(Cow<'a, str>),
     /// Typed parts, kept as JSON.
@@ -103,7 +103,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ContentField<'a> {
 
 impl ContentField<'_> {
     /// Visits (is_reasoning, text) pieces: Mistral `text` and `thinking` chunks.
-    pub fn for_each(&self, mut f: impl FnMut(bool, &str)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(bool, &str)) {
         match self {
             ContentField::Text(t) => f(false, t),
             ContentField::Parts(parts) => {
@@ -159,7 +159,7 @@ impl From<WireUsage> for TokenUsage {
 }
 
 /// A provider error from a JSON value: `{"message","type"|"code"}` or a bare string.
-pub fn provider_error(v: &Value) -> ProviderError {
+pub(crate) fn provider_error(v: &Value) -> ProviderError {
     match v {
         Value::String(s) => ProviderError {
             kind: "error".into(),
@@ -189,7 +189,7 @@ pub fn provider_error(v: &Value) -> ProviderError {
 }
 
 /// Normalises an OpenAI-style `finish_reason`.
-pub fn chat_stop_reason(raw: &str) -> StopReason {
+pub(crate) fn chat_stop_reason(raw: &str) -> StopReason {
     match raw {
         "tool_calls" | "function_call" | "tool_use" => StopReason::ToolCalls,
         "stop" | "end_turn" | "eos" => StopReason::EndTurn,
@@ -202,7 +202,7 @@ pub fn chat_stop_reason(raw: &str) -> StopReason {
 }
 
 /// A serde_json error as a `Malformed` decode error.
-pub fn malformed(format: &'static str, e: &serde_json::Error) -> DecodeError {
+pub(crate) fn malformed(format: &'static str, e: &serde_json::Error) -> DecodeError {
     DecodeError::Malformed {
         format,
         message: e.to_string(),
@@ -210,7 +210,7 @@ pub fn malformed(format: &'static str, e: &serde_json::Error) -> DecodeError {
 }
 
 /// A `WrongFormat` decode error.
-pub fn wrong_format(format: &'static str, message: impl Into<String>) -> DecodeError {
+pub(crate) fn wrong_format(format: &'static str, message: impl Into<String>) -> DecodeError {
     DecodeError::WrongFormat {
         format,
         message: message.into(),
@@ -219,7 +219,7 @@ pub fn wrong_format(format: &'static str, message: impl Into<String>) -> DecodeE
 
 /// Whether a body looks like a stream (SSE or NDJSON) rather than one JSON document:
 /// true unless the first non-blank byte opens a JSON object or array. A BOM is skipped.
-pub fn looks_like_sse(body: &[u8]) -> bool {
+pub(crate) fn looks_like_sse(body: &[u8]) -> bool {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         None => true,

@@ -9,7 +9,7 @@ use llmchain::provider::{Codec, DecodeError, DecodeOutcome, DecoderConfig};
 use serde_json::json;
 
 /// The bytes of `tests/fixtures/<format>/<name>`.
-pub fn fixture(format: &str, name: &str) -> Vec<u8> {
+pub(crate) fn fixture(format: &str, name: &str) -> Vec<u8> {
     let p: PathBuf = [
         env!("CARGO_MANIFEST_DIR"),
         "tests",
@@ -23,7 +23,7 @@ pub fn fixture(format: &str, name: &str) -> Vec<u8> {
 }
 
 /// Every fixture file name of `format`, sorted.
-pub fn fixture_names(format: &str) -> Vec<String> {
+pub(crate) fn fixture_names(format: &str) -> Vec<String> {
     let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", format]
         .iter()
         .collect();
@@ -36,11 +36,11 @@ pub fn fixture_names(format: &str) -> Vec<String> {
 }
 
 /// What a decode produced: the events (rendered with `Debug`, so owned) and the outcome.
-pub type Decoded = (Vec<String>, Result<DecodeOutcome, DecodeError>);
+pub(crate) type Decoded = (Vec<String>, Result<DecodeOutcome, DecodeError>);
 
 /// Streams `body` through a fresh decoder in chunks of the given sizes (cycled; the
 /// whole body when empty).
-pub fn decode_chunked(
+pub(crate) fn decode_chunked(
     codec: &dyn Codec,
     body: &[u8],
     sizes: &[usize],
@@ -69,7 +69,7 @@ pub fn decode_chunked(
 }
 
 /// Decodes `body` whole, then in 1-byte chunks, and asserts both agree.
-pub fn decode_checked(codec: &dyn Codec, body: &[u8]) -> Decoded {
+pub(crate) fn decode_checked(codec: &dyn Codec, body: &[u8]) -> Decoded {
     let whole = decode_chunked(codec, body, &[], DecoderConfig::default());
     let bytes = decode_chunked(codec, body, &[1], DecoderConfig::default());
     assert_eq!(whole, bytes, "1-byte chunking differs");
@@ -77,7 +77,7 @@ pub fn decode_checked(codec: &dyn Codec, body: &[u8]) -> Decoded {
 }
 
 /// The rich conversation every encoder snapshot uses.
-pub fn rich_conversation() -> Conversation {
+pub(crate) fn rich_conversation() -> Conversation {
     let mut conv: Conversation = serde_json::from_value(json!({
         "version": 1,
         "system": "You are a careful assistant.",

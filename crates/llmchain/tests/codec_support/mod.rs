@@ -3,11 +3,11 @@
 //! and chunked decoding ([`chunked`]); generated stream pieces ([`pieces`]).
 #![allow(dead_code)]
 
-pub mod chunked;
-pub mod pieces;
+pub(crate) mod chunked;
+pub(crate) mod pieces;
 
 #[allow(unused_imports)] // not every test binary uses every helper
-pub use chunked::*;
+pub(crate) use chunked::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use llmchain::provider::{Codec, DecodeOutcome, DecoderConfig, StreamEvent};
 
 /// What the events of a decode add up to (independent of chunking).
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct EventSummary {
+pub(crate) struct EventSummary {
     pub text: BTreeMap<usize, String>,
     pub reasoning: BTreeMap<usize, String>,
     pub started: Vec<(u32, Option<String>, String)>,
@@ -28,7 +28,7 @@ pub struct EventSummary {
 }
 
 impl EventSummary {
-    pub fn add(&mut self, e: StreamEvent<'_>) {
+    pub(crate) fn add(&mut self, e: StreamEvent<'_>) {
         match e {
             StreamEvent::TextDelta { index, text } => {
                 self.text.entry(index).or_default().push_str(&text)
@@ -60,7 +60,7 @@ impl EventSummary {
 }
 
 /// Streams `body` through the codec's decoder cut at `cuts` (sorted byte offsets).
-pub fn stream_with_cuts(
+pub(crate) fn stream_with_cuts(
     codec: &dyn Codec,
     body: &[u8],
     cuts: &[usize],
@@ -69,7 +69,7 @@ pub fn stream_with_cuts(
 }
 
 /// [`stream_with_cuts`] with a decoder configuration.
-pub fn stream_with_cuts_config(
+pub(crate) fn stream_with_cuts_config(
     codec: &dyn Codec,
     body: &[u8],
     cuts: &[usize],
@@ -96,7 +96,7 @@ pub fn stream_with_cuts_config(
 /// Decodes `body` whole (where a decoder takes what it can in bulk), one byte at a time
 /// (never in bulk) and cut at `cuts`; the three must give the same result and events.
 /// Returns the whole-body decode, or what differed (for `prop_assert`-style tests).
-pub fn decode_three_ways(
+pub(crate) fn decode_three_ways(
     codec: &dyn Codec,
     body: &[u8],
     cuts: &[usize],
@@ -114,11 +114,11 @@ pub fn decode_three_ways(
     Ok(whole)
 }
 
-pub fn one_byte_cuts(body: &[u8]) -> Vec<usize> {
+pub(crate) fn one_byte_cuts(body: &[u8]) -> Vec<usize> {
     (1..body.len()).collect()
 }
 
-pub fn fixtures(dir: &str) -> Vec<(String, PathBuf)> {
+pub(crate) fn fixtures(dir: &str) -> Vec<(String, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(dir);
@@ -132,7 +132,7 @@ pub fn fixtures(dir: &str) -> Vec<(String, PathBuf)> {
     v
 }
 
-pub fn read(dir: &str, name: &str) -> Vec<u8> {
+pub(crate) fn read(dir: &str, name: &str) -> Vec<u8> {
     std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 /// One piece of a generated stream; each test writes it in its format.
 #[derive(Debug, Clone)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// An argument fragment for call or block `index`, written in the format's
     /// `variant` way (the test decides which variants keep the fast shape).
     Fragment {
@@ -18,7 +18,7 @@ pub enum Piece {
 
 /// Fragment text: mostly plain ASCII (JSON punctuation included), some escapes,
 /// some non-ASCII, sometimes empty.
-pub fn fragment_text() -> impl Strategy<Value = String> {
+pub(crate) fn fragment_text() -> impl Strategy<Value = String> {
     prop_oneof![
         6 => "[a-z0-9 {}:,]{0,12}",
         1 => "[a-z\"\\\\/\n\t]{1,6}",
@@ -29,7 +29,7 @@ pub fn fragment_text() -> impl Strategy<Value = String> {
 
 /// Pieces with indices below `indices` and variants below `variants`, mostly
 /// fragments (so that runs form).
-pub fn piece(indices: u8, variants: u8) -> impl Strategy<Value = Piece> {
+pub(crate) fn piece(indices: u8, variants: u8) -> impl Strategy<Value = Piece> {
     prop_oneof![
         12 => (0..indices, fragment_text(), 0..variants)
             .prop_map(|(index, text, variant)| Piece::Fragment { index, text, variant }),

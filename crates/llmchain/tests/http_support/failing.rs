@@ -9,9 +9,9 @@ use llmchain::provider::render::{ResponseScript, render_stream};
 
 use super::Server;
 
-pub const KEY: &str = "sk-live-SUPERSECRET-9876543210";
+pub(crate) const KEY: &str = "sk-live-SUPERSECRET-9876543210";
 
-pub fn retry(n: u32) -> RetryPolicy {
+pub(crate) fn retry(n: u32) -> RetryPolicy {
     RetryPolicy {
         max_attempts: n,
         base_delay: Duration::from_millis(5),
@@ -20,7 +20,7 @@ pub fn retry(n: u32) -> RetryPolicy {
     }
 }
 
-pub fn openai(server: &Server, n: u32) -> HttpModel {
+pub(crate) fn openai(server: &Server, n: u32) -> HttpModel {
     HttpModel::new(
         HttpModelConfig::openai("gpt-4.1")
             .api_key(KEY)
@@ -30,20 +30,20 @@ pub fn openai(server: &Server, n: u32) -> HttpModel {
     .unwrap()
 }
 
-pub fn call_body() -> Vec<u8> {
+pub(crate) fn call_body() -> Vec<u8> {
     let script = ResponseScript::tool_call("call_1", "get_weather", r#"{"city":"Paris","days":3}"#)
         .with_text("Looking it up.");
     render_stream(Format::OpenAiChat, &script).unwrap()
 }
 
 /// Offset just after the first occurrence of `needle`.
-pub fn after(body: &[u8], needle: &str) -> usize {
+pub(crate) fn after(body: &[u8], needle: &str) -> usize {
     let n = needle.as_bytes();
     body.windows(n.len()).position(|w| w == n).unwrap() + n.len()
 }
 
 /// A cut inside the call: after the event naming it, a few bytes into the next one.
-pub fn mid_call(body: &[u8]) -> usize {
+pub(crate) fn mid_call(body: &[u8]) -> usize {
     let named = after(body, "get_weather");
     named + after(&body[named..], "\n\n") + 5
 }

@@ -3,7 +3,7 @@
 //! validator rejects malformed requests the way the real API does.
 #![allow(dead_code)]
 
-pub mod failing;
+pub(crate) mod failing;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 
 /// A request the server saw.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: String,
     pub uri: String,
     pub headers: HeaderMap,
@@ -29,14 +29,14 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 /// One scripted reply.
 #[derive(Clone)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -52,7 +52,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
         Reply {
             status,
             headers: vec![("content-type".into(), content_type.into())],
@@ -64,43 +64,43 @@ impl Reply {
             hold_after: None,
         }
     }
-    pub fn sse(body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn sse(body: impl Into<Vec<u8>>) -> Self {
         Self::new(200, "text/event-stream", body)
     }
-    pub fn ndjson(body: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn ndjson(body: impl Into<Vec<u8>>) -> Self {
         Self::new(200, "application/x-ndjson", body)
     }
-    pub fn json(status: u16, body: &Value) -> Self {
+    pub(crate) fn json(status: u16, body: &Value) -> Self {
         Self::new(
             status,
             "application/json",
             serde_json::to_vec(body).unwrap(),
         )
     }
-    pub fn header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
         self
     }
-    pub fn seed(mut self, seed: u64) -> Self {
+    pub(crate) fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
-    pub fn delay(mut self, d: Duration) -> Self {
+    pub(crate) fn delay(mut self, d: Duration) -> Self {
         self.delay = Some(d);
         self
     }
-    pub fn drop_after(mut self, n: usize) -> Self {
+    pub(crate) fn drop_after(mut self, n: usize) -> Self {
         self.drop_after = Some(n);
         self
     }
-    pub fn hold_after(mut self, n: usize, gate: Arc<Notify>) -> Self {
+    pub(crate) fn hold_after(mut self, n: usize, gate: Arc<Notify>) -> Self {
         self.hold_after = Some((n, gate));
         self
     }
 }
 
 /// Checks a request; `Some(reply)` rejects it.
-pub type Validator = Arc<dyn Fn(&Seen) -> Option<Reply> + Send + Sync>;
+pub(crate) type Validator = Arc<dyn Fn(&Seen) -> Option<Reply> + Send + Sync>;
 
 #[derive(Clone)]
 struct State {
@@ -110,17 +110,17 @@ struct State {
 }
 
 /// A running server on 127.0.0.1.
-pub struct Server {
+pub(crate) struct Server {
     pub base: String,
     state: State,
 }
 
 impl Server {
-    pub async fn start(replies: Vec<Reply>) -> Server {
+    pub(crate) async fn start(replies: Vec<Reply>) -> Server {
         Self::start_with(replies, None).await
     }
 
-    pub async fn start_with(replies: Vec<Reply>, validator: Option<Validator>) -> Server {
+    pub(crate) async fn start_with(replies: Vec<Reply>, validator: Option<Validator>) -> Server {
         let state = State {
             replies: Arc::new(Mutex::new(replies.into())),
             seen: Arc::new(Mutex::new(Vec::new())),
@@ -144,11 +144,11 @@ impl Server {
         }
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.state.seen.lock().unwrap().clone()
     }
 
-    pub fn push(&self, reply: Reply) {
+    pub(crate) fn push(&self, reply: Reply) {
         self.state.replies.lock().unwrap().push_back(reply);
     }
 }
@@ -248,14 +248,14 @@ enum Item {
 }
 
 /// A conversation: a user question.
-pub fn ask(text: &str) -> Conversation {
+pub(crate) fn ask(text: &str) -> Conversation {
     let mut c = Conversation::new();
     c.messages.push(Message::user(text));
     c
 }
 
 /// A completed call.
-pub fn call(id: &str, name: &str, args: Value) -> ToolCall {
+pub(crate) fn call(id: &str, name: &str, args: Value) -> ToolCall {
     let Value::Object(m) = args else {
         panic!("args")
     };
@@ -270,7 +270,7 @@ pub fn call(id: &str, name: &str, args: Value) -> ToolCall {
 }
 
 /// user → assistant call → tool result (for `result_id`).
-pub fn with_tool_round(call_id: &str, result_id: &str) -> Conversation {
+pub(crate) fn with_tool_round(call_id: &str, result_id: &str) -> Conversation {
     let mut c = ask("Weather in Paris?");
     c.messages.push(Message::assistant_with_calls(
         "",
@@ -283,7 +283,7 @@ pub fn with_tool_round(call_id: &str, result_id: &str) -> Conversation {
 }
 
 /// Fixture bytes.
-pub fn fixture(path: &str) -> Vec<u8> {
+pub(crate) fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(format!(
         "{}/tests/fixtures/{path}",
         env!("CARGO_MANIFEST_DIR")

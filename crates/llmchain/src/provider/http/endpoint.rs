@@ -31,7 +31,11 @@ const VERSION_SEGMENTS: [&str; 3] = ["/v1beta", "/v1", "/api"];
 
 impl Endpoint {
     /// `base` + `path` (which starts with `/`), with `extra` query pairs appended.
-    pub fn new(base: &str, path: &str, extra: &[(&str, &str)]) -> Result<Endpoint, ModelError> {
+    pub(super) fn new(
+        base: &str,
+        path: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Endpoint, ModelError> {
         let mut url = Url::parse(base).map_err(|e| {
             ModelError::Config(format!(
                 "the base URL is not a URL ({e}); expected e.g. https://api.example.com/v1"
@@ -87,7 +91,7 @@ impl Endpoint {
     }
 
     /// `text` with the URL shown in place of the real one and every secret part replaced.
-    pub fn redact(&self, text: String) -> String {
+    pub(super) fn redact(&self, text: String) -> String {
         let mut text = text.replace(&self.request_url, &self.shown);
         for s in &self.secrets {
             if text.contains(s.as_str()) {

@@ -102,7 +102,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// The typed error of an HTTP error response. An `overloaded` error type (Anthropic
 /// sends it with 529, some gateways with other codes) makes the kind `Overloaded`.
 /// `secret` (the key) is cut out of the message should a provider echo it.
-pub fn http_error(
+pub(super) fn http_error(
     provider: &str,
     status: u16,
     headers: &HeaderMap,
@@ -127,7 +127,7 @@ pub fn http_error(
 }
 
 /// Replaces every occurrence of `secret` in `text` with `[redacted]`.
-pub fn redact(text: String, secret: Option<&str>) -> String {
+pub(super) fn redact(text: String, secret: Option<&str>) -> String {
     match secret {
         Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[redacted]"),
         _ => text,
