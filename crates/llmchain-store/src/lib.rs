@@ -79,6 +79,7 @@ pub mod heartbeat;
 mod lease;
 mod model;
 pub mod postgres;
+mod read;
 pub mod recovery;
 pub mod schema;
 pub mod sink;

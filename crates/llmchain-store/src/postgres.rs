@@ -26,6 +26,7 @@ use crate::model::{
     ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
     StoredConversation, duration_ms, new_id, now_ms,
 };
+use crate::read;
 use crate::recovery::{self, Recovery};
 use crate::schema;
 use crate::store::Store;
@@ -246,69 +247,6 @@ async fn set_status_in(
     Ok(())
 }
 
-async fn statuses_in(
-    conn: &mut PgConnection,
-    id: &str,
-) -> StoreResult<HashMap<String, ExecutionStatus>> {
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT call_id, status FROM tool_calls WHERE conversation_id = $1")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
-    rows.into_iter()
-        .map(|(call, s)| Ok((call.clone(), assemble::parse_status(id, &call, &s)?)))
-        .collect()
-}
-
-fn summary(id: String, row: &sqlx::postgres::PgRow) -> StoreResult<ConversationSummary> {
-    let metadata: String = row.try_get("metadata")?;
-    Ok(ConversationSummary {
-        metadata: assemble::parse_metadata(&id, &metadata)?,
-        title: row.try_get("title")?,
-        message_count: row.try_get("next_seq")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-        id,
-    })
-}
-
-async fn load_in(conn: &mut PgConnection, id: &str) -> StoreResult<Option<StoredConversation>> {
-    let Some(row) = sqlx::query(
-        "SELECT id, title, metadata, header, next_seq, created_at, updated_at FROM conversations WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?
-    else {
-        return Ok(None);
-    };
-    let summary = summary(id.to_owned(), &row)?;
-    let header: String = row.try_get("header")?;
-    let mut conversation = assemble::parse_header(id, &header)?;
-    let statuses = statuses_in(conn, id).await?;
-    let rows: Vec<(i64, String)> =
-        sqlx::query_as("SELECT seq, body FROM messages WHERE conversation_id = $1 ORDER BY seq")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
-    if rows.len() as i64 != summary.message_count {
-        return Err(StoreError::Corrupt {
-            conversation: id.into(),
-            location: "messages".into(),
-            message: format!(
-                "{} messages stored, {} expected",
-                rows.len(),
-                summary.message_count
-            ),
-        });
-    }
-    conversation.messages = assemble::messages(id, rows, &statuses)?;
-    Ok(Some(StoredConversation {
-        summary,
-        conversation,
-    }))
-}
-
 /// The database clock, evaluated once per statement (an uncorrelated scalar subquery is
 /// an InitPlan: a constant the planner can compare an index with).
 macro_rules! db_now_once {
@@ -452,7 +390,7 @@ impl Store for PostgresStore {
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .await?;
-        let out = load_in(&mut tx, id).await?;
+        let out = read::conversation::<sqlx::Postgres>(&mut tx, id).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -466,7 +404,7 @@ impl Store for PostgresStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|row| summary(row.try_get("id")?, row))
+            .map(|row| read::summary(row.try_get("id")?, row))
             .collect()
     }
 
@@ -508,7 +446,7 @@ impl Store for PostgresStore {
 
     async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
         let mut conn = self.pool.acquire().await?;
-        statuses_in(&mut conn, id).await
+        read::statuses::<sqlx::Postgres>(&mut conn, id).await
     }
 
     async fn recover(
@@ -522,7 +460,7 @@ impl Store for PostgresStore {
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-        let stored = load_in(&mut tx, id)
+        let stored = read::conversation::<sqlx::Postgres>(&mut tx, id)
             .await?
             .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
         let plan = recovery::plan(&stored.conversation, is_idempotent);

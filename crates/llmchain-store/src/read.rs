@@ -1,0 +1,109 @@
+//! The queries that read a conversation back, one text for both stores: PostgreSQL and
+//! SQLite run the same SQL (sqlx takes `$N` placeholders on both) through the same
+//! generic code, so a column added to one cannot be forgotten in the other.
+
+use std::collections::HashMap;
+
+use llmchain::message::ExecutionStatus;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArguments, Row, Type};
+
+use crate::assemble;
+use crate::error::{StoreError, StoreResult};
+use crate::model::{ConversationSummary, StoredConversation};
+
+/// Every recorded execution status of conversation `id`, by call id.
+pub(crate) async fn statuses<DB>(
+    conn: &mut DB::Connection,
+    id: &str,
+) -> StoreResult<HashMap<String, ExecutionStatus>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (String, String): FromRow<'r, DB::Row>,
+{
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT call_id, status FROM tool_calls WHERE conversation_id = $1")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    rows.into_iter()
+        .map(|(call, s)| Ok((call.clone(), assemble::parse_status(id, &call, &s)?)))
+        .collect()
+}
+
+/// A conversation's summary from a row of `conversations` (its `title`, `metadata`,
+/// `next_seq`, `created_at` and `updated_at`).
+pub(crate) fn summary<R>(id: String, row: &R) -> StoreResult<ConversationSummary>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let metadata: String = row.try_get("metadata")?;
+    Ok(ConversationSummary {
+        metadata: assemble::parse_metadata(&id, &metadata)?,
+        title: row.try_get("title")?,
+        message_count: row.try_get("next_seq")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        id,
+    })
+}
+
+/// Conversation `id` whole (its header, messages and call statuses), read on `conn`
+/// (in a transaction where the caller needs one snapshot); `None` when there is none.
+pub(crate) async fn conversation<DB>(
+    conn: &mut DB::Connection,
+    id: &str,
+) -> StoreResult<Option<StoredConversation>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (String, String): FromRow<'r, DB::Row>,
+    for<'r> (i64, String): FromRow<'r, DB::Row>,
+    for<'a> &'a str: ColumnIndex<DB::Row>,
+    for<'r> String: Decode<'r, DB> + Type<DB>,
+    for<'r> Option<String>: Decode<'r, DB> + Type<DB>,
+    for<'r> i64: Decode<'r, DB> + Type<DB>,
+{
+    let Some(row) = sqlx::query(
+        "SELECT id, title, metadata, header, next_seq, created_at, updated_at FROM conversations WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let summary = summary(id.to_owned(), &row)?;
+    let header: String = row.try_get("header")?;
+    let mut conversation = assemble::parse_header(id, &header)?;
+    let statuses = statuses::<DB>(conn, id).await?;
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, body FROM messages WHERE conversation_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    if rows.len() as i64 != summary.message_count {
+        return Err(StoreError::Corrupt {
+            conversation: id.into(),
+            location: "messages".into(),
+            message: format!(
+                "{} messages stored, {} expected",
+                rows.len(),
+                summary.message_count
+            ),
+        });
+    }
+    conversation.messages = assemble::messages(id, rows, &statuses)?;
+    Ok(Some(StoredConversation {
+        summary,
+        conversation,
+    }))
+}
