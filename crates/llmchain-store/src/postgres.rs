@@ -276,19 +276,6 @@ async fn check_lease(conn: &mut PgConnection, lease: &Lease) -> StoreResult<Stri
     lease::verdict(row.map(|r| r.0), lease, now)
 }
 
-/// A run by id, on the given connection.
-async fn run_in(conn: &mut PgConnection, run_id: &str) -> StoreResult<Option<Run>> {
-    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-        "SELECT ",
-        run_columns!(),
-        " FROM runs WHERE id = $1"
-    ))
-    .bind(run_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(assemble::run).transpose()
-}
-
 /// The conversation's open run, locked for the transaction.
 async fn open_run_in(conn: &mut PgConnection, conversation: &str) -> StoreResult<Option<Run>> {
     let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
@@ -464,16 +451,12 @@ impl Store for PostgresStore {
             .await?
             .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
         let plan = recovery::plan(&stored.conversation, is_idempotent);
-        if !plan.unknown_outcome.is_empty() {
-            append_in(&mut tx, id, &[Message::tool(plan.unknown_outcome.clone())]).await?;
-            for r in &plan.unknown_outcome {
-                set_status_in(&mut tx, id, &r.tool_call_id, ExecutionStatus::Failed).await?;
-            }
+        let (message, statuses) = plan.writes();
+        if let Some(message) = message {
+            append_in(&mut tx, id, &[message]).await?;
         }
-        for call in &plan.rerun {
-            if let Some(call_id) = &call.call_id {
-                set_status_in(&mut tx, id, call_id, ExecutionStatus::Identified).await?;
-            }
+        for (call_id, status) in statuses {
+            set_status_in(&mut tx, id, call_id, status).await?;
         }
         tx.commit().await?;
         Ok(plan)
@@ -514,19 +497,11 @@ impl Store for PostgresStore {
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
-        run_in(&mut *self.pool.acquire().await?, run_id).await
+        read::run::<sqlx::Postgres>(&mut *self.pool.acquire().await?, run_id).await
     }
 
     async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
-        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE conversation_id = $1 ORDER BY created_at, id"
-        ))
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(assemble::run).collect()
+        read::runs_of::<sqlx::Postgres>(&mut *self.pool.acquire().await?, conversation_id).await
     }
 
     async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
@@ -543,14 +518,7 @@ impl Store for PostgresStore {
     }
 
     async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, COUNT(*) FROM runs GROUP BY status")
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
-            .collect())
+        read::run_counts::<sqlx::Postgres>(&mut *self.pool.acquire().await?).await
     }
 
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
@@ -836,7 +804,7 @@ impl Store for PostgresStore {
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
-        let run = run_in(&mut tx, run_id)
+        let run = read::run::<sqlx::Postgres>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
         tx.commit().await?;

@@ -1,4 +1,4 @@
-//! The queries that read a conversation back, one text for both stores: PostgreSQL and
+//! The queries that read a conversation or its runs back, one text for both stores: PostgreSQL and
 //! SQLite run the same SQL (sqlx takes `$N` placeholders on both) through the same
 //! generic code, so a column added to one cannot be forgotten in the other.
 
@@ -9,7 +9,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArgumen
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult};
-use crate::model::{ConversationSummary, StoredConversation};
+use crate::model::{ConversationSummary, Run, RunStatus, StoredConversation};
 
 /// Every recorded execution status of conversation `id`, by call id.
 pub(crate) async fn statuses<DB>(
@@ -106,4 +106,64 @@ where
         summary,
         conversation,
     }))
+}
+
+/// Run `run_id`, read on `conn`.
+pub(crate) async fn run<DB>(conn: &mut DB::Connection, run_id: &str) -> StoreResult<Option<Run>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
+{
+    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE id = $1"
+    ))
+    .bind(run_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(assemble::run).transpose()
+}
+
+/// Every run of conversation `id`, oldest first.
+pub(crate) async fn runs_of<DB>(conn: &mut DB::Connection, id: &str) -> StoreResult<Vec<Run>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
+{
+    let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE conversation_id = $1 ORDER BY created_at, id"
+    ))
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter().map(assemble::run).collect()
+}
+
+/// How many runs there are in each status.
+pub(crate) async fn run_counts<DB>(
+    conn: &mut DB::Connection,
+) -> StoreResult<HashMap<RunStatus, i64>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'r> (String, i64): FromRow<'r, DB::Row>,
+{
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, COUNT(*) FROM runs GROUP BY status")
+            .fetch_all(&mut *conn)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+        .collect())
 }

@@ -32,6 +32,22 @@ pub struct Recovery {
 }
 
 impl Recovery {
+    /// What carrying the plan out writes, in order: the tool message of unknown
+    /// outcomes (when there are any), then each call's new status.
+    pub(crate) fn writes(&self) -> (Option<Message>, Vec<(&str, ExecutionStatus)>) {
+        let message =
+            (!self.unknown_outcome.is_empty()).then(|| Message::tool(self.unknown_outcome.clone()));
+        let failed = self
+            .unknown_outcome
+            .iter()
+            .map(|r| (r.tool_call_id.as_str(), ExecutionStatus::Failed));
+        let rerun = self
+            .rerun
+            .iter()
+            .filter_map(|c| Some((c.call_id.as_deref()?, ExecutionStatus::Identified)));
+        (message, failed.chain(rerun).collect())
+    }
+
     /// True when nothing was outstanding.
     pub fn is_empty(&self) -> bool {
         self.unknown_outcome.is_empty() && self.rerun.is_empty() && self.pending.is_empty()

@@ -300,19 +300,6 @@ async fn replace_in(
     Ok(())
 }
 
-/// A run by id, inside the caller's transaction.
-async fn run_in(conn: &mut SqliteConnection, run_id: &str) -> StoreResult<Option<Run>> {
-    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-        "SELECT ",
-        run_columns!(),
-        " FROM runs WHERE id = ?"
-    ))
-    .bind(run_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(assemble::run).transpose()
-}
-
 /// The conversation's open run, inside the caller's transaction.
 async fn open_run_in(conn: &mut SqliteConnection, conversation: &str) -> StoreResult<Option<Run>> {
     let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
@@ -448,16 +435,12 @@ impl Store for SqliteStore {
             .await?
             .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
         let plan = recovery::plan(&stored.conversation, is_idempotent);
-        if !plan.unknown_outcome.is_empty() {
-            append_in(&mut tx, id, &[Message::tool(plan.unknown_outcome.clone())]).await?;
-            for r in &plan.unknown_outcome {
-                set_status_in(&mut tx, id, &r.tool_call_id, ExecutionStatus::Failed).await?;
-            }
+        let (message, statuses) = plan.writes();
+        if let Some(message) = message {
+            append_in(&mut tx, id, &[message]).await?;
         }
-        for call in &plan.rerun {
-            if let Some(call_id) = &call.call_id {
-                set_status_in(&mut tx, id, call_id, ExecutionStatus::Identified).await?;
-            }
+        for (call_id, status) in statuses {
+            set_status_in(&mut tx, id, call_id, status).await?;
         }
         tx.commit().await?;
         Ok(plan)
@@ -507,19 +490,11 @@ impl Store for SqliteStore {
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
-        run_in(&mut *self.pool.acquire().await?, run_id).await
+        read::run::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, run_id).await
     }
 
     async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
-        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE conversation_id = ? ORDER BY created_at, id"
-        ))
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(assemble::run).collect()
+        read::runs_of::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, conversation_id).await
     }
 
     async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
@@ -536,14 +511,7 @@ impl Store for SqliteStore {
     }
 
     async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, COUNT(*) FROM runs GROUP BY status")
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
-            .collect())
+        read::run_counts::<sqlx::Sqlite>(&mut *self.pool.acquire().await?).await
     }
 
     async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
@@ -771,7 +739,7 @@ impl Store for SqliteStore {
 
     async fn cancel_run(&self, run_id: &str) -> StoreResult<Run> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let run = run_in(&mut tx, run_id)
+        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
         if !run.state.status.is_open() {
@@ -787,7 +755,7 @@ impl Store for SqliteStore {
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
-        let run = run_in(&mut tx, run_id)
+        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
         tx.commit().await?;
@@ -796,7 +764,7 @@ impl Store for SqliteStore {
 
     async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let run = run_in(&mut tx, run_id)
+        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
         if !matches!(
@@ -829,7 +797,7 @@ impl Store for SqliteStore {
             }
             other => other?,
         };
-        let run = run_in(&mut tx, run_id)
+        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
         tx.commit().await?;
