@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # The fuzzing campaign: seeds every corpus from the fixtures, then runs every target of
-# the four fuzz crates (fuzz/, fuzz-codecs/, fuzz-providers/, fuzz-http/) for SECONDS seconds each,
+# the fuzz workspace (fuzz/) for SECONDS seconds each,
 # one after another, and prints a summary table. Stops at the first crash with exit 1
 # (the crashing input is kept in <fuzz dir>/artifacts/<target>/).
 #
 #   fuzz/campaign.sh 240                         # every target, 4 minutes each
 #   ONLY="cli_encode decode_body" fuzz/campaign.sh 60
 #
-# Environment: ONLY (target names to run, default all), DIRS (fuzz dirs to run, default
-# "fuzz fuzz-codecs fuzz-providers fuzz-http"), SANITIZER (address, or none
+# Environment: ONLY (target names to run, default all), SANITIZER (address, or none
 # where ASan is unavailable), NICE (niceness, default 10), LOG_DIR (default
 # fuzz/logs/<UTC timestamp>). Needs cargo-fuzz (`cargo install cargo-fuzz`); on a
 # stable toolchain RUSTC_BOOTSTRAP=1 (set here) enables the nightly flags it uses.
@@ -22,8 +21,7 @@ nice_level="${NICE:-10}"
 log_dir="${LOG_DIR:-fuzz/logs/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$log_dir"
 export RUSTC_BOOTSTRAP=1
-read -r -a fuzz_dirs <<<"${DIRS:-fuzz fuzz-codecs fuzz-providers fuzz-http}"
-# One target dir for the three crates: they share every dependency build.
+fuzz_dirs=(fuzz)
 target_dir="${FUZZ_TARGET_DIR:-$root/fuzz/target}"
 
 python3 fuzz/seed_corpora.py || exit 1

@@ -63,17 +63,17 @@ def main():
             add("fuzz", "decode_body", name, bytes([fmt_byte]) + body)
             if fmt in ("openai_chat", "openai_responses") and p.suffix == ".sse":
                 # The first byte is a cut point.
-                add("fuzz-codecs", f"{fmt}_stream", p.name, bytes([len(body) // 2 % 256]) + body)
+                add("fuzz", f"{fmt}_stream", p.name, bytes([len(body) // 2 % 256]) + body)
             elif fmt in ("anthropic", "gemini", "ollama"):
                 # The first byte picks a chunk size.
-                add("fuzz-providers", f"{fmt}_stream", p.name, b"\x06" + body)
+                add("fuzz", f"{fmt}_stream", p.name, b"\x06" + body)
             if p.suffix == ".ndjson":
-                add("fuzz-providers", "ndjson_framing", p.name, b"\x05" + body)
+                add("fuzz", "ndjson_framing", p.name, b"\x05" + body)
             if p.suffix == ".json":
                 add("fuzz", "complete_and_map", name, body)
                 add("fuzz", "preview", name, fragments(body))
     for name, body in all_sse:
-        add("fuzz-codecs", "sse_framing", name, bytes([len(body) // 3 % 256]) + body)
+        add("fuzz", "sse_framing", name, bytes([len(body) // 3 % 256]) + body)
     for name, kind, body in doc_blocks():
         add("fuzz", "storage_load", name, body)
         add("fuzz", "cli_encode", name, body)
@@ -94,9 +94,9 @@ def main():
     for i, p in enumerate(error_bodies):
         for j, h in enumerate(headers):
             status = (429 - 100, 529 - 100, 401 - 100)[(i + j) % 3]
-            add("fuzz-http", "http_errors", f"{p.parent.name}-{p.name}-{j}",
+            add("fuzz", "http_errors", f"{p.parent.name}-{p.name}-{j}",
                 status.to_bytes(2, "big") + h + b"\n" + p.read_bytes())
-    add("fuzz-http", "http_errors", "html", (502 - 100).to_bytes(2, "big") + b"\n<html><body>Bad gateway</body></html>")
+    add("fuzz", "http_errors", "html", (502 - 100).to_bytes(2, "big") + b"\n<html><body>Bad gateway</body></html>")
 
     for (fuzz_dir, target), seeds in sorted(corpora.items()):
         d = ROOT / fuzz_dir / "corpus" / target

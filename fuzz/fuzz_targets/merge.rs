@@ -9,14 +9,11 @@ use llmchain::message::{
     ContentPart, DeltaStatus, MessageDelta, TokenUsage, ToolCall, ToolCallStatus,
 };
 
-#[path = "common.rs"]
-mod common;
-
 fuzz_target!(|data: &[u8]| {
     let mut acc = MessageDelta::default().with_max_argument_bytes(1 << 12);
     // Per index: the concatenated plain fragments, and whether only those were sent.
     let mut expected: HashMap<Option<u32>, (String, bool)> = HashMap::new();
-    for f in common::fragments(data) {
+    for f in llmchain_fuzz::fragments(data) {
         let Some((&ctl, rest)) = f.split_first() else {
             continue;
         };
@@ -73,7 +70,11 @@ fuzz_target!(|data: &[u8]| {
                     arguments: Some(text.as_str().into()),
                     ..Default::default()
                 };
-                if acc.clone().merge(MessageDelta::tool_call_fragment(call.clone())).is_ok() {
+                if acc
+                    .clone()
+                    .merge(MessageDelta::tool_call_fragment(call.clone()))
+                    .is_ok()
+                {
                     expected.entry(index).or_default().0.push_str(&text);
                 }
                 MessageDelta::tool_call_fragment(call)

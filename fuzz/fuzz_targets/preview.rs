@@ -6,11 +6,8 @@ use libfuzzer_sys::fuzz_target;
 use llmchain::provider::preview::{ArgumentPreview, PreviewEvent};
 use serde_json::Value;
 
-#[path = "common.rs"]
-mod common;
-
 fuzz_target!(|data: &[u8]| {
-    let frags = common::fragments(data);
+    let frags = llmchain_fuzz::fragments(data);
     let whole: Vec<u8> = frags.concat();
     let mut p = ArgumentPreview::new();
     let mut events = Vec::new();

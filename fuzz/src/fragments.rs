@@ -1,4 +1,4 @@
-//! Shared input decoding: the input is a sequence of `length byte, bytes…` records, so
+//! Fragment input: the input is a sequence of `length byte, bytes…` records, so
 //! the fuzzer controls both the content and where it is cut.
 
 /// Splits `data` into fragments; each is preceded by one length byte (taken mod 32).

@@ -1,9 +1,0 @@
-#![no_main]
-//! The gemini stream decoder on arbitrary bytes: no panic, and the same result for every
-//! chunking.
-
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    llmchain_fuzz_providers::run(&llmchain::provider::GeminiCodec, data);
-});
