@@ -331,3 +331,117 @@ fn registry_and_decode_body() {
         }
     }
 }
+
+#[test]
+fn provider_side_blocks_are_kept_whole_and_never_called() {
+    let out = decode("server_tools.sse");
+    let m = &out.message;
+    // Only the client tool is a call.
+    assert_eq!(m.tool_calls.len(), 1);
+    assert_eq!(m.tool_calls[0].name.as_deref(), Some("get_forecast"));
+    assert_eq!(m.executable_tool_calls().count(), 1);
+    // The server tool's use (with the input its deltas streamed) and its result are
+    // opaque parts, in order, between the texts.
+    let kinds: Vec<_> = m.content.iter().map(|p| p.r#type).collect();
+    assert_eq!(
+        kinds,
+        [
+            ContentType::Text,
+            ContentType::Unsupported,
+            ContentType::Unsupported,
+            ContentType::Text
+        ]
+    );
+    assert_eq!(
+        m.content[1].options["block"],
+        json!({"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB",
+               "name": "web_search", "input": {"query": "weather Paris today"}})
+    );
+    assert_eq!(m.content[1].options["provider"], "anthropic");
+    assert!(m.content[1].content.is_empty());
+    assert_eq!(
+        m.content[2].options["block"]["type"],
+        "web_search_tool_result"
+    );
+    assert_eq!(m.content[3].as_text(), Some("It is 18°C with light rain. "));
+
+    // Replayed to Anthropic as they came, before the client call.
+    let mut conv = llmchain::conversation::Conversation::new();
+    conv.messages
+        .push(llmchain::message::Message::user("weather?"));
+    conv.messages.push(m.clone());
+    let body = body(&conv);
+    let blocks = body["messages"][1]["content"].as_array().unwrap();
+    let types: Vec<&str> = blocks.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "text",
+            "server_tool_use",
+            "web_search_tool_result",
+            "text",
+            "tool_use"
+        ]
+    );
+    assert_eq!(blocks[1], m.content[1].options["block"]);
+    assert_eq!(blocks[2], m.content[2].options["block"]);
+}
+
+#[test]
+fn a_spliced_stream_is_an_error_and_a_repeated_start_is_not() {
+    let start = |id: &str| {
+        format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"{id}\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{{\"input_tokens\":5,\"output_tokens\":1}}}}}}\n\n"
+        )
+    };
+    let call = |index: u32, id: &str| {
+        format!(
+            "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"delete_file\",\"input\":{{}}}}}}\n\n\
+             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\": \\\"a\\\"}}\"}}}}\n\n\
+             event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{index}}}\n\n"
+        )
+    };
+    let end = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n\
+               event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+    // A second message inside the first: refused whole, at any chunking.
+    let spliced = format!(
+        "{}{}{}{}{end}",
+        start("msg_A"),
+        call(0, "toolu_A"),
+        start("msg_B"),
+        call(1, "toolu_B")
+    );
+    for size in [1, 7, spliced.len()] {
+        let mut d = AnthropicCodec.stream_decoder(DecoderConfig::default());
+        let mut result = Ok(());
+        for chunk in spliced.as_bytes().chunks(size) {
+            result = d.feed(chunk, &mut |_| {});
+            if result.is_err() {
+                break;
+            }
+        }
+        let err = result
+            .and_then(|()| d.finish(&mut |_| {}).map(|_| ()))
+            .unwrap_err();
+        match &err {
+            DecodeError::Spliced { first, second, .. } => {
+                assert_eq!((first.as_str(), second.as_str()), ("msg_A", "msg_B"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("spliced"), "{err}");
+    }
+
+    // The same message announced twice is harmless.
+    let repeated = format!(
+        "{}{}{}{end}",
+        start("msg_A"),
+        start("msg_A"),
+        call(0, "toolu_A")
+    );
+    let (_, out) = decode_checked(&AnthropicCodec, repeated.as_bytes());
+    let out = out.unwrap();
+    assert_eq!(out.message.status, MessageStatus::Complete);
+    assert_eq!(out.message.tool_calls.len(), 1);
+}

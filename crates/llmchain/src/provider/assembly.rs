@@ -91,6 +91,12 @@ impl Assembler {
         }
     }
 
+    /// Adds a whole part (an opaque provider block); returns its position.
+    pub(crate) fn push_part(&mut self, part: ContentPart) -> usize {
+        self.parts.push(part);
+        self.parts.len() - 1
+    }
+
     /// Opens a new content part of `ty`; returns its position.
     pub(crate) fn open_part(&mut self, ty: ContentType) -> usize {
         self.parts.push(ContentPart::new(ty, String::new()));
@@ -282,6 +288,17 @@ impl Assembler {
             return Err(DecodeError::ArgumentsTooLarge {
                 limit: self.max_argument_bytes,
             });
+        }
+        Ok(())
+    }
+
+    /// Appends `fragment` to part `pos`'s content without emitting anything (the input of
+    /// a provider-side block, kept opaque), within the argument cap.
+    pub(crate) fn append_opaque(&mut self, pos: usize, fragment: &str) -> Result<(), DecodeError> {
+        let cur = self.parts.get(pos).map_or(0, |p| p.content.len());
+        self.check_cap(cur, fragment.len())?;
+        if let Some(p) = self.parts.get_mut(pos) {
+            p.content.push_str(fragment);
         }
         Ok(())
     }

@@ -32,6 +32,21 @@ pub enum DecodeError {
         /// The cap.
         limit: usize,
     },
+    /// A second message started inside an open one (as when a proxy splices two
+    /// responses): the stream is refused whole, so no call from it is ever run.
+    #[error(
+        "the {} stream starts message `{second}` inside message `{first}`: two responses \
+         were spliced into one; nothing from it is used",
+        title(format)
+    )]
+    Spliced {
+        /// The format being decoded.
+        format: &'static str,
+        /// The id of the open message.
+        first: String,
+        /// The id of the message that started inside it.
+        second: String,
+    },
 }
 
 /// A format's name as people write it.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::message::{ContentType, MessageStatus, TokenUsage};
+use crate::message::{ContentPart, ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, malformed, wrong_format};
 use crate::provider::error::DecodeError;
 use crate::provider::event::StopReason;
@@ -111,7 +111,35 @@ struct ErrorBody<'a> {
 #[derive(Deserialize)]
 struct StartMessage {
     #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
     usage: Option<Usage>,
+}
+
+/// The event types this decoder reads; any other is skipped.
+const KNOWN_EVENTS: [&str; 8] = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+];
+
+/// The content-block types read into text, thinking and calls; any other
+/// (`server_tool_use`, `web_search_tool_result`, and kinds added later) is kept whole as
+/// an opaque part and replayed to Anthropic.
+fn known_block(ty: &str) -> bool {
+    matches!(ty, "text" | "thinking" | "redacted_thinking" | "tool_use")
+}
+
+/// An opaque part holding an Anthropic content block this decoder does not read.
+pub(crate) fn opaque_part(block: Value) -> ContentPart {
+    ContentPart::new(ContentType::Unsupported, "")
+        .with_option("provider", FORMAT)
+        .with_option("block", block)
 }
 
 /// One SSE event's data.
@@ -138,8 +166,9 @@ struct Event<'a> {
 struct WholeMessage<'a> {
     #[serde(rename = "type", default, borrow)]
     ty: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    content: Option<Vec<Block<'a>>>,
+    /// Blocks as JSON: each of a known kind is read as a [`Block`], any other kept whole.
+    #[serde(default)]
+    content: Option<Vec<Value>>,
     #[serde(default, borrow)]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(default)]
@@ -152,7 +181,11 @@ struct WholeMessage<'a> {
 enum BlockState {
     Text(Option<usize>),
     Thinking(Option<usize>),
-    Tool { pos: u32 },
+    Tool {
+        pos: u32,
+    },
+    /// A block kept whole (an opaque part); `input_json_delta`s build its `input`.
+    Opaque(usize),
     Other,
 }
 
@@ -167,6 +200,8 @@ pub(crate) struct Events {
     output_tokens: Option<u64>,
     seen_event: bool,
     stopped: bool,
+    /// The id of the message being read (from `message_start`).
+    message_id: Option<String>,
     /// Scratch for [`take_fragments`].
     joint: Vec<u8>,
 }
@@ -255,6 +290,7 @@ impl Events {
             output_tokens: None,
             seen_event: false,
             stopped: false,
+            message_id: None,
             joint: Vec::new(),
         }
     }
@@ -282,6 +318,8 @@ impl Events {
                     .asm
                     .push_arguments_literal(pos, literal, |t| t == JSON_DELTA_END, emit)
                     .map(|_| ()),
+                // An opaque block's input: read by serde below.
+                Some(BlockState::Opaque(_)) => None,
                 // A fragment for no tool block is dropped, once checked.
                 _ => {
                     let mut c = Cursor::new(literal, 0);
@@ -295,54 +333,50 @@ impl Events {
                 return Ok(());
             }
         }
-        let ev: Event<'_> = serde_json::from_slice(data).map_err(|e| {
-            let text = e.to_string();
-            if text.starts_with("missing field `type`") {
-                // Valid JSON with no event type: most likely another format's body.
-                wrong_format(FORMAT, format!("an event without a string `type`: {e}"))
-            } else if e.is_data() {
-                // An Anthropic event with a field of the wrong shape, or given twice.
-                malformed(FORMAT, format!("an event that breaks the format: {e}"))
-            } else {
-                malformed(FORMAT, text)
-            }
-        })?;
-        self.seen_event |= matches!(
-            &*ev.ty,
-            "message_start"
-                | "content_block_start"
-                | "content_block_delta"
-                | "content_block_stop"
-                | "message_delta"
-                | "message_stop"
-                | "ping"
-                | "error"
-        );
+        let ev: Event<'_> = match serde_json::from_slice(data) {
+            Ok(ev) => ev,
+            Err(e) => return self.untyped(data, &e),
+        };
+        self.seen_event |= KNOWN_EVENTS.contains(&&*ev.ty);
         match &*ev.ty {
             "message_start" => {
-                if let Some(u) = ev.message.and_then(|m| m.usage) {
-                    self.input_tokens = u.input().or(self.input_tokens);
-                    self.output_tokens = u.output_tokens.or(self.output_tokens);
-                    self.sync_usage();
+                if let Some(m) = ev.message {
+                    match (&self.message_id, m.id) {
+                        (Some(first), Some(second)) if *first != second => {
+                            return Err(DecodeError::Spliced {
+                                format: FORMAT,
+                                first: first.clone(),
+                                second,
+                            });
+                        }
+                        (None, id) => self.message_id = id,
+                        // The same message announced again: harmless.
+                        _ => {}
+                    }
+                    if let Some(u) = m.usage {
+                        self.input_tokens = u.input().or(self.input_tokens);
+                        self.output_tokens = u.output_tokens.or(self.output_tokens);
+                        self.sync_usage();
+                    }
                 }
             }
-            "content_block_start" => {
-                if let (Some(index), Some(block)) = (ev.index, ev.content_block) {
+            "content_block_start" => match (ev.index, ev.content_block) {
+                (Some(index), Some(block)) if known_block(&block.ty) => {
                     self.start_block(index, block, emit)?;
                 }
-            }
+                (Some(index), Some(_)) => self.start_opaque(index, data),
+                _ => {}
+            },
             "content_block_delta" => {
                 if let (Some(index), Some(delta)) = (ev.index, ev.delta) {
                     self.delta(index, delta, emit)?;
                 }
             }
-            "content_block_stop" => {
-                if let Some(index) = ev.index
-                    && let Some(BlockState::Tool { pos, .. }) = self.block(index)
-                {
-                    self.asm.finish_call(pos, emit)?;
-                }
-            }
+            "content_block_stop" => match ev.index.and_then(|i| self.block(i)) {
+                Some(BlockState::Tool { pos, .. }) => self.asm.finish_call(pos, emit)?,
+                Some(BlockState::Opaque(pos)) => self.finish_opaque(pos),
+                _ => {}
+            },
             "message_delta" => {
                 if let Some(raw) = ev.delta.and_then(|d| d.stop_reason) {
                     self.asm.set_stop(stop_reason(&raw), &raw, emit);
@@ -369,6 +403,84 @@ impl Events {
             _ => {}
         }
         Ok(())
+    }
+
+    /// An event the typed parse refused. One of a kind this decoder does not read, or
+    /// holding a block or delta of such a kind, is skipped or kept (a provider adding
+    /// kinds must never break a stream we can otherwise read); a known kind of the
+    /// wrong shape is an error, and so is JSON with no `type` (another format's body).
+    fn untyped(&mut self, data: &[u8], e: &serde_json::Error) -> Result<(), DecodeError> {
+        let v: Value =
+            serde_json::from_slice(data).map_err(|e| malformed(FORMAT, e.to_string()))?;
+        let Some(ty) = v.get("type").and_then(Value::as_str) else {
+            return Err(wrong_format(
+                FORMAT,
+                format!("an event without a string `type`: {e}"),
+            ));
+        };
+        let kind_of = |key: &str| {
+            v.get(key)
+                .and_then(|b| b.get("type"))
+                .and_then(Value::as_str)
+        };
+        match ty {
+            _ if !KNOWN_EVENTS.contains(&ty) => return Ok(()),
+            "content_block_start" => {
+                if let (Some(index), Some(kind)) = (
+                    v.get("index").and_then(Value::as_u64),
+                    kind_of("content_block"),
+                ) && !known_block(kind)
+                {
+                    self.seen_event = true;
+                    self.start_opaque(index, data);
+                    return Ok(());
+                }
+            }
+            "content_block_delta" => {
+                if let Some(kind) = kind_of("delta")
+                    && !matches!(
+                        kind,
+                        "text_delta" | "thinking_delta" | "signature_delta" | "input_json_delta"
+                    )
+                {
+                    self.seen_event = true;
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
+        // An Anthropic event with a field of the wrong shape, or given twice.
+        Err(malformed(
+            FORMAT,
+            format!("an event that breaks the format: {e}"),
+        ))
+    }
+
+    /// Keeps block `index` of a kind this decoder does not read whole, as an opaque part
+    /// (read from the event's raw `data`: rare, so parsed again).
+    fn start_opaque(&mut self, index: u64, data: &[u8]) {
+        let block = serde_json::from_slice::<Value>(data)
+            .ok()
+            .and_then(|mut v| v.get_mut("content_block").map(Value::take))
+            .unwrap_or_default();
+        let pos = self.asm.push_part(opaque_part(block));
+        self.set_block(index, BlockState::Opaque(pos));
+    }
+
+    /// Ends an opaque block: the `input` its deltas streamed replaces the block's own.
+    fn finish_opaque(&mut self, pos: usize) {
+        let Some(part) = self.asm.part_mut(pos) else {
+            return;
+        };
+        if part.content.is_empty() {
+            return;
+        }
+        if let Ok(input) = serde_json::from_str::<Value>(&part.content)
+            && let Some(Value::Object(block)) = part.options.get_mut("block")
+        {
+            block.insert("input".into(), input);
+            part.content.clear();
+        }
     }
 
     fn sync_usage(&mut self) {
@@ -422,7 +534,7 @@ impl Events {
                 }
                 BlockState::Tool { pos }
             }
-            // server_tool_use, web_search_tool_result, ...: not client tool calls.
+            // Read by `start_opaque` instead.
             _ => BlockState::Other,
         };
         self.set_block(index, state);
@@ -470,6 +582,11 @@ impl Events {
             (BlockState::Tool { pos, .. }, Some("input_json_delta")) => {
                 if let Some(frag) = d.partial_json.as_deref() {
                     self.asm.push_arguments(pos, frag, emit)?;
+                }
+            }
+            (BlockState::Opaque(pos), Some("input_json_delta")) => {
+                if let Some(frag) = d.partial_json.as_deref() {
+                    self.asm.append_opaque(pos, frag)?;
                 }
             }
             _ => {}
@@ -527,7 +644,15 @@ pub(crate) fn decode_whole(
             ));
         }
     }
-    for b in msg.content.unwrap_or_default() {
+    for v in msg.content.unwrap_or_default() {
+        match v.get("type").and_then(Value::as_str) {
+            Some(ty) if known_block(ty) => {}
+            _ => {
+                asm.push_part(opaque_part(v));
+                continue;
+            }
+        }
+        let b = Block::deserialize(&v).map_err(|e| malformed(FORMAT, e.to_string()))?;
         match &*b.ty {
             "text" => {
                 let p = asm.open_part(ContentType::Text);

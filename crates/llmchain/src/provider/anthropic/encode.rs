@@ -100,6 +100,10 @@ enum Block<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<&'a Value>,
     },
+    /// A block this codec does not read (`server_tool_use`, `web_search_tool_result`,
+    /// ...), replayed as the decoder kept it.
+    #[serde(untagged)]
+    Opaque(&'a Value),
 }
 
 #[derive(Serialize)]
@@ -176,6 +180,15 @@ fn part_block(p: &ContentPart) -> Option<Block<'_>> {
     })
 }
 
+/// The Anthropic block an opaque part holds, when it came from Anthropic (another
+/// provider's blocks mean nothing here).
+fn opaque_block(p: &ContentPart) -> Option<&Value> {
+    (p.options.get("provider").and_then(Value::as_str) == Some(FORMAT))
+        .then(|| p.options.get("block"))
+        .flatten()
+        .filter(|b| b.is_object())
+}
+
 fn thinking_block(p: &ContentPart) -> Option<Block<'_>> {
     if let Some(data) = p.options.get("redacted").and_then(Value::as_str) {
         return Some(Block::RedactedThinking { data });
@@ -213,6 +226,7 @@ fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
     for p in &m.content {
         match p.r#type {
             ContentType::Text | ContentType::Thinking => out.extend(part_block(p)),
+            ContentType::Unsupported => out.extend(opaque_block(p).map(Block::Opaque)),
             _ => {}
         }
     }
