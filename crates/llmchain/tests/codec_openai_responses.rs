@@ -219,3 +219,76 @@ fn encoded_bodies_snapshot() {
             .contains("processed_content")
     );
 }
+
+#[test]
+fn hosted_tool_items_are_kept_whole_never_called_and_replayed() {
+    // The hosted shell streams an object as `delta`; a citation arrives as its own
+    // event kind: neither breaks the stream.
+    let out = decode("hosted_tools.sse");
+    let m = &out.message;
+    assert_eq!(m.status, llmchain::message::MessageStatus::Complete);
+    assert_eq!(
+        m.tool_calls.len(),
+        1,
+        "only the function call is a client call"
+    );
+    assert_eq!(m.tool_calls[0].name.as_deref(), Some("get_forecast"));
+    assert_eq!(m.text().as_deref(), Some("It is 18°C in Paris. "));
+    let opaque: Vec<&Value> = m
+        .content
+        .iter()
+        .filter(|p| p.r#type == llmchain::message::ContentType::Unsupported)
+        .map(|p| &p.options["item"])
+        .collect();
+    assert_eq!(opaque.len(), 2);
+    assert_eq!(opaque[0]["type"], "web_search_call");
+    assert_eq!(opaque[0]["status"], "completed");
+    assert_eq!(opaque[1]["type"], "shell_call");
+
+    // The next request replays them before the call, as they came.
+    let mut conv = llmchain::conversation::Conversation::new();
+    conv.messages
+        .push(llmchain::message::Message::user("weather?"));
+    conv.messages.push(m.clone());
+    let opts = llmchain::provider::RequestOptions {
+        model: "gpt-5".into(),
+        ..Default::default()
+    };
+    let body: Value = serde_json::from_slice(&responses().encode(&conv, &opts).unwrap()).unwrap();
+    let input = body["input"].as_array().unwrap();
+    let types: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "message",
+            "web_search_call",
+            "shell_call",
+            "message",
+            "function_call"
+        ]
+    );
+    assert_eq!(&input[1], opaque[0]);
+    assert_eq!(&input[2], opaque[1]);
+
+    // The same items in a whole (non-streaming) response.
+    let events = String::from_utf8(read(DIR, "hosted_tools.sse")).unwrap();
+    let completed = events
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .find(|d| d.contains("\"response.completed\""))
+        .unwrap();
+    let whole: Value = serde_json::from_str(completed).unwrap();
+    let body = serde_json::to_vec(&whole["response"]).unwrap();
+    let out = responses()
+        .decode_body(&body, 0, DecoderConfig::default())
+        .unwrap();
+    assert_eq!(out.message.tool_calls.len(), 1);
+    assert_eq!(
+        out.message
+            .content
+            .iter()
+            .filter(|p| p.r#type == llmchain::message::ContentType::Unsupported)
+            .count(),
+        2
+    );
+}

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::message::{ContentType, MessageStatus, TokenUsage};
+use crate::message::{ContentPart, ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
 use crate::provider::framed::{EventHandler, SseDecoder};
 use crate::provider::wire::{ArgsField, WireUsage, malformed, provider_error, wrong_format};
@@ -31,8 +31,10 @@ struct Event<'a> {
     delta: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     arguments: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    item: Option<Item<'a>>,
+    /// As JSON: read as an [`Item`] when of a kind this decoder reads, kept whole
+    /// otherwise (hosted-tool items, kinds added later).
+    #[serde(default)]
+    item: Option<Value>,
     #[serde(default, borrow)]
     response: Option<Response<'a>>,
     #[serde(default, borrow)]
@@ -69,8 +71,9 @@ struct Response<'a> {
     object: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     status: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    output: Option<Vec<Item<'a>>>,
+    /// As JSON, for the same reason as [`Event::item`].
+    #[serde(default)]
+    output: Option<Vec<Value>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -92,6 +95,8 @@ struct State {
     usage: Option<TokenUsage>,
     error: Option<ProviderError>,
     ended: bool,
+    /// Whether any Responses event came (a body with none is another format's).
+    seen: bool,
 }
 
 impl State {
@@ -105,6 +110,7 @@ impl State {
             usage: None,
             error: None,
             ended: false,
+            seen: false,
         }
     }
 
@@ -119,16 +125,21 @@ impl State {
         }
         let ev: Event<'_> = match serde_json::from_slice(data) {
             Ok(ev) => ev,
+            // An event of a kind this decoder does not read may hold anything (the
+            // hosted shell's `delta` is an object): skipped. A kind it reads, with a
+            // field of the wrong shape, is an error.
             Err(e) => {
-                return Err(match event_type(data) {
-                    Some(t) if !is_responses_type(&t) => {
-                        wrong_format(FORMAT, format!("unexpected event type '{t}'"))
+                return match event_type(data) {
+                    Some(t) if !READ_EVENTS.contains(&t.as_str()) => {
+                        self.seen |= is_responses_type(&t);
+                        Ok(())
                     }
-                    _ => malformed(FORMAT, &e),
-                });
+                    _ => Err(malformed(FORMAT, &e)),
+                };
             }
         };
         let kind = ev.kind.as_deref().unwrap_or("");
+        self.seen |= is_responses_type(kind);
         match kind {
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(d) = &ev.delta {
@@ -141,13 +152,13 @@ impl State {
                 }
             }
             "response.output_item.added" => {
-                if let Some(item) = ev.item {
-                    self.item(item, false, on_event)?;
+                if let Some(item) = &ev.item {
+                    self.item_value(item, false, on_event)?;
                 }
             }
             "response.output_item.done" => {
-                if let Some(item) = ev.item {
-                    self.item(item, true, on_event)?;
+                if let Some(item) = &ev.item {
+                    self.item_value(item, true, on_event)?;
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -196,21 +207,35 @@ impl State {
                 }
                 self.set_error(e, on_event);
             }
-            k if is_responses_type(k) => {} // other lifecycle events
             "" => {
                 return Err(wrong_format(
                     FORMAT,
                     "expected a Responses event with a `type`",
                 ));
             }
-            other => {
-                return Err(wrong_format(
-                    FORMAT,
-                    format!("unexpected event type '{other}'"),
-                ));
-            }
+            // Other lifecycle events, and kinds added later: skipped (a body with no
+            // Responses event at all is refused at its end).
+            _ => {}
         }
         Ok(())
+    }
+
+    /// An output item as JSON: one of a kind this decoder reads goes to [`Self::item`];
+    /// any other (a hosted tool's call or output, a kind added later) is never a client
+    /// call: once done, it is kept whole as an opaque part, replayed to Responses.
+    fn item_value(&mut self, v: &Value, done: bool, on_event: Emit<'_>) -> Result<(), DecodeError> {
+        match v.get("type").and_then(Value::as_str) {
+            Some("function_call" | "reasoning" | "message") => {
+                let item = Item::deserialize(v).map_err(|e| malformed(FORMAT, &e))?;
+                self.item(item, done, on_event)
+            }
+            _ => {
+                if done {
+                    self.asm.push_part(opaque_part(v.clone()));
+                }
+                Ok(())
+            }
+        }
     }
 
     fn set_error(&mut self, e: ProviderError, on_event: Emit<'_>) {
@@ -336,8 +361,8 @@ impl State {
         on_event: Emit<'_>,
     ) -> Result<(), DecodeError> {
         if whole {
-            for item in r.output.into_iter().flatten() {
-                self.item(item, true, on_event)?;
+            for item in r.output.iter().flatten() {
+                self.item_value(item, true, on_event)?;
             }
         }
         if let Some(s) = r.status {
@@ -364,6 +389,12 @@ impl State {
     }
 
     fn end(mut self, on_event: Emit<'_>) -> Result<DecodeOutcome, DecodeError> {
+        if !self.seen {
+            return Err(wrong_format(
+                FORMAT,
+                "no OpenAI Responses event in the body",
+            ));
+        }
         let has_calls = self.asm.call_count() > 0;
         let (status, reason, raw) = match (self.status.as_deref(), &self.error) {
             (_, Some(_)) | (Some("failed"), _) => (
@@ -457,6 +488,8 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     }
     let head: Whole<'_> = serde_json::from_slice(body).map_err(|e| malformed(FORMAT, &e))?;
     let mut state = State::new(config);
+    // A whole body is read whole: its `object` says what it is.
+    state.seen = true;
     let mut sink = |_: StreamEvent<'_>| {};
     if head.object.as_deref() != Some("response") {
         if let Some(e) = head.error.as_ref().filter(|e| !e.is_null()) {
@@ -472,6 +505,30 @@ pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutco
     state.response(r, true, &mut sink)?;
     state.ended = true;
     state.end(&mut sink)
+}
+
+/// The event types whose fields this decoder reads.
+const READ_EVENTS: [&str; 13] = [
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+    "response.done",
+    "error",
+];
+
+/// An opaque part holding a Responses output item this decoder does not read.
+pub(crate) fn opaque_part(item: Value) -> ContentPart {
+    ContentPart::new(ContentType::Unsupported, "")
+        .with_option("provider", FORMAT)
+        .with_option("item", item)
 }
 
 fn is_responses_type(t: &str) -> bool {

@@ -74,6 +74,15 @@ fn push_items<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<Ite
                     out.push(Item::Reasoning(Reasoning { id, part: p }));
                 }
             }
+            // Hosted-tool items (web search, shell, ...) go back as they came.
+            for p in &m.content {
+                if p.r#type == ContentType::Unsupported
+                    && p.options.get("provider").and_then(Value::as_str) == Some(FORMAT)
+                    && let Some(item) = p.options.get("item").filter(|i| i.is_object())
+                {
+                    out.push(Item::Opaque(item));
+                }
+            }
             let text = joined_text(&m.content);
             if !text.is_empty() {
                 out.push(Item::Message {
@@ -123,6 +132,8 @@ enum Item<'a> {
     Reasoning(Reasoning<'a>),
     FunctionCall(&'a ToolCall),
     FunctionCallOutput(&'a ToolResult),
+    /// An output item this codec does not read, replayed as the decoder kept it.
+    Opaque(&'a Value),
 }
 
 struct Reasoning<'a> {
@@ -133,6 +144,7 @@ struct Reasoning<'a> {
 impl Serialize for Item<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
+            Item::Opaque(v) => v.serialize(s),
             Item::Message { role, content } => {
                 let mut m = s.serialize_map(Some(3))?;
                 m.serialize_entry("type", "message")?;
