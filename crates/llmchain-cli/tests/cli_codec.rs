@@ -216,6 +216,18 @@ fn encode_bad_input_exits_2_with_one_line() {
         &["encode", "--format", "openai_chat", bad.path()],
         None,
     ));
+    // A part spelled the provider way would lose its text: refused, naming the path.
+    let spelled = tempfile_like::TempFile::new(
+        "spelled.json",
+        r#"{"version":1,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#,
+    );
+    let out = run(&["encode", "--format", "anthropic", spelled.path()], None);
+    assert_bad_input(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("messages[0].content[0].text: unknown field `text`"),
+        "{out:?}"
+    );
     let garbage = tempfile_like::TempFile::new("garbage.json", "not json at all");
     assert_bad_input(&run(
         &["encode", "--format", "openai_chat", garbage.path()],

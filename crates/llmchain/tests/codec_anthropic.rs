@@ -445,3 +445,31 @@ fn a_spliced_stream_is_an_error_and_a_repeated_start_is_not() {
     assert_eq!(out.message.status, MessageStatus::Complete);
     assert_eq!(out.message.tool_calls.len(), 1);
 }
+
+#[test]
+fn cache_control_shorthand_is_sent_as_ephemeral() {
+    let conv: llmchain::conversation::Conversation = serde_json::from_value(json!({
+        "version": 1,
+        "tools": [{"name": "f", "description": "F.", "parameters_schema": {"type": "object"},
+                   "options": {"cache_control": true}}],
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "content": "a long document", "options": {"cache_control": true}},
+                {"type": "text", "content": "kept 1h", "options": {"cache_control": {"type": "ephemeral", "ttl": "1h"}}},
+                {"type": "text", "content": "not cached", "options": {"cache_control": false}},
+                {"type": "text", "content": "spelled", "options": {"cache_control": "ephemeral"}}
+            ]}
+        ]
+    }))
+    .unwrap();
+    let b = body(&conv);
+    let blocks = &b["messages"][0]["content"];
+    assert_eq!(blocks[0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(
+        blocks[1]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    assert!(blocks[2].get("cache_control").is_none());
+    assert_eq!(blocks[3]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(b["tools"][0]["cache_control"], json!({"type": "ephemeral"}));
+}

@@ -32,7 +32,13 @@ pub enum ContentType {
 /// assert_eq!(img.media(), Some("image/png"));
 /// assert_eq!(ContentPart::text("hi").as_text(), Some("hi"));
 /// ```
+///
+/// A stored part is read strictly: a key other than `type`, `content` and `options` is
+/// an error naming its path (a part spelled the OpenAI or Anthropic way,
+/// `{"type":"text","text":"hi"}`, would otherwise load as an empty part and lose its
+/// text). Extra data goes in `options`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ContentPart {
     /// What the part holds.
     #[serde(rename = "type", default)]

@@ -12,7 +12,7 @@
 //!   never sent.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
@@ -68,17 +68,17 @@ enum Block<'a> {
     Text {
         text: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a Value>,
+        cache_control: Option<Cache<'a>>,
     },
     Image {
         source: Source<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a Value>,
+        cache_control: Option<Cache<'a>>,
     },
     Document {
         source: Source<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a Value>,
+        cache_control: Option<Cache<'a>>,
     },
     Thinking {
         thinking: &'a str,
@@ -98,7 +98,7 @@ enum Block<'a> {
         content: Option<ResultContent<'a>>,
         is_error: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a Value>,
+        cache_control: Option<Cache<'a>>,
     },
     /// A block this codec does not read (`server_tool_use`, `web_search_tool_result`,
     /// ...), replayed as the decoder kept it.
@@ -120,7 +120,7 @@ struct Tool<'a> {
     description: &'a str,
     input_schema: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cache_control: Option<&'a Value>,
+    cache_control: Option<Cache<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     strict: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,9 +139,38 @@ struct Choice<'a> {
     disable_parallel_tool_use: bool,
 }
 
+/// `cache_control` as Anthropic takes it.
+#[derive(Clone, Copy)]
+enum Cache<'a> {
+    /// `{"type": "ephemeral"}`.
+    Ephemeral,
+    /// An object, as given (`{"type": "ephemeral", "ttl": "1h"}`).
+    Given(&'a Value),
+}
+
+impl Serialize for Cache<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cache::Ephemeral => serde_json::json!({"type": "ephemeral"}).serialize(s),
+            Cache::Given(v) => v.serialize(s),
+        }
+    }
+}
+
+/// The `cache_control` option of a part, result or tool: an object goes as given;
+/// `false` and `null` are none; the shorthand `true` (or any other value, such as
+/// `"ephemeral"`) is `{"type": "ephemeral"}`, the only other form Anthropic takes.
+fn cache_control(options: &Map<String, Value>) -> Option<Cache<'_>> {
+    match options.get("cache_control")? {
+        Value::Bool(false) | Value::Null => None,
+        v @ Value::Object(_) => Some(Cache::Given(v)),
+        _ => Some(Cache::Ephemeral),
+    }
+}
+
 /// The content block of a user-side part; `None` for parts this wire cannot carry.
 fn part_block(p: &ContentPart) -> Option<Block<'_>> {
-    let cache_control = p.options.get("cache_control");
+    let cache_control = cache_control(&p.options);
     let media = p.media();
     Some(match p.r#type {
         ContentType::Text => {
@@ -217,7 +246,7 @@ fn result_block(r: &ToolResult) -> Block<'_> {
         tool_use_id: &r.tool_call_id,
         content,
         is_error: r.is_error(),
-        cache_control: r.options.get("cache_control"),
+        cache_control: cache_control(&r.options),
     }
 }
 
@@ -269,7 +298,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                 for p in m.content.iter().filter(|p| p.r#type == ContentType::Text) {
                     join_text(&mut system_text, &p.content);
                     if let Some(b) = part_block(p) {
-                        system_cached |= p.options.contains_key("cache_control");
+                        system_cached |= cache_control(&p.options).is_some();
                         system_blocks.push(b);
                     }
                 }
@@ -334,7 +363,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
             name: &t.name,
             description: &t.description,
             input_schema: &t.parameters_schema,
-            cache_control: t.options.get("cache_control"),
+            cache_control: cache_control(&t.options),
             strict: t.strict,
             eager_input_streaming: t.options.get("eager_input_streaming"),
             input_examples: t.options.get("input_examples"),
