@@ -13,6 +13,7 @@ mod review;
 mod shown;
 mod stdout;
 mod tools;
+mod usage;
 
 use std::process::ExitCode;
 

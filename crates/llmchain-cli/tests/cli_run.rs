@@ -302,6 +302,35 @@ fn run_json_prints_the_answer_and_usage_as_one_object() {
     assert!(v["conversation"].as_str().is_some_and(|s| !s.is_empty()));
 }
 
+/// The usage line says what came from the prompt cache and what went to reasoning, where
+/// the provider reports it, and `--json` carries the same figures.
+#[test]
+fn run_usage_shows_cache_and_reasoning_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi.\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"completion_tokens\":90,",
+        "\"prompt_tokens_details\":{\"cached_tokens\":1024},",
+        "\"completion_tokens_details\":{\"reasoning_tokens\":64}}}\n\n",
+        "data: [DONE]\n\n"
+    );
+    let (base, _) = serve(vec![body.as_bytes().to_vec(), body.as_bytes().to_vec()]);
+    let out = llmchain(&["run", "--base-url", &base, "Hello"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "usage: 1200 input (1024 from cache) / 90 output (64 reasoning) tokens in 1 model call(s)"
+        ),
+        "{stderr}"
+    );
+    let out = llmchain(&["run", "--base-url", &base, "--json", "Hello"], dir.path());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["usage"]["cache_read_tokens"], 1024);
+    assert_eq!(v["usage"]["reasoning_tokens"], 64);
+}
+
 /// The config file sets defaults (here the model and the base URL); `config path` says
 /// where it is; a misspelt key is a usage error naming the file.
 #[test]

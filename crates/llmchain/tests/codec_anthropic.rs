@@ -70,8 +70,11 @@ fn thinking_signature_and_shared_block_index() {
     assert_eq!(m.tool_calls[1].name.as_deref(), Some("get_time"));
     assert!(m.tool_calls[1].arguments_as_map().is_empty());
     assert_eq!(m.executable_tool_calls().count(), 2);
-    // Cache reads count as input.
-    assert_eq!(out.usage, Some(TokenUsage::new(420, 120)));
+    // Cache reads and writes count as input, and are kept apart too.
+    assert_eq!(
+        out.usage,
+        Some(TokenUsage::new(420, 120).with_cache(Some(300), Some(20)))
+    );
     let (events, _) = decode_checked(&AnthropicCodec, &fixture(F, "thinking_parallel.sse"));
     assert!(
         events
@@ -144,7 +147,10 @@ fn whole_responses() {
     let out = decode("message.json");
     assert_eq!(out.message.tool_calls.len(), 2);
     assert_eq!(out.message.content[0].signature(), Some("sig_abc"));
-    assert_eq!(out.usage, Some(TokenUsage::new(1512, 71)));
+    assert_eq!(
+        out.usage,
+        Some(TokenUsage::new(1512, 71).with_cache(Some(1000), None))
+    );
     let out = decode("error.json");
     assert_eq!(out.error.unwrap().message, "Overloaded");
     let out = decode("pause_turn.json");

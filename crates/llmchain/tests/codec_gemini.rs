@@ -53,7 +53,11 @@ fn parallel_calls_with_one_name_stay_separate() {
     assert_eq!(m.tool_calls[1].arguments_as_map()["city"], "Tokyo");
     assert_eq!(out.stop_reason, Some(StopReason::ToolCalls));
     assert_eq!(out.raw_stop_reason.as_deref(), Some("STOP"));
-    assert_eq!(out.usage, Some(TokenUsage::new(64, 71)));
+    // Thoughts count as output, and are kept apart too.
+    assert_eq!(
+        out.usage,
+        Some(TokenUsage::new(64, 71).with_reasoning(Some(40)))
+    );
     assert_eq!(m.executable_tool_calls().count(), 2);
 }
 
@@ -120,7 +124,10 @@ fn whole_responses_and_arrays() {
     );
     assert_eq!(m.tool_calls[1].call_id.as_deref(), Some("fc-given-1"));
     assert!(!m.tool_calls[1].metadata.contains_key("synthesized_id"));
-    assert_eq!(out.usage, Some(TokenUsage::new(29, 908)));
+    assert_eq!(
+        out.usage,
+        Some(TokenUsage::new(29, 908).with_reasoning(Some(893)))
+    );
     let out = decode("array_stream.json");
     assert_eq!(out.message.text().as_deref(), Some("Sure: "));
     assert_eq!(out.message.tool_calls[0].arguments_as_map()["city"], "Oslo");

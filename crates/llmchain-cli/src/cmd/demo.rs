@@ -213,24 +213,17 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
             "the demo ended early: {outcome:?}"
         )));
     }
-    let usage = chain
-        .messages()
-        .iter()
-        .filter_map(Message::usage)
-        .fold((0, 0), |(i, o), u| {
-            (i + u.input_tokens, o + u.output_tokens)
-        });
+    let usage = crate::usage::summary(&crate::usage::total(chain.messages()));
     outln!();
     outln!(
-        "{} messages, {} model calls, {} input / {} output tokens (scripted {} wire format).",
+        "{} messages, {} model calls, {} (scripted {} wire format).",
         chain.messages().len(),
         chain
             .messages()
             .iter()
             .filter(|m| m.role == llmchain::message::Role::Assistant)
             .count(),
-        usage.0,
-        usage.1,
+        usage,
         format
     );
     outln!("Conversation {conversation_id} stored in {location}");

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision, RunOutcome};
-use llmchain::message::{Message, Role, ToolCall};
+use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::http::{base_url_env_var, key_env_vars};
 use llmchain::provider::{Format, StreamEvent};
 use llmchain_store::sink::load_chain_state;
@@ -522,13 +522,7 @@ async fn agent(
         .iter()
         .filter(|m| m.role == Role::Assistant)
         .count();
-    let (input, output) = chain
-        .messages()
-        .iter()
-        .filter_map(Message::usage)
-        .fold((0, 0), |(i, o), u| {
-            (i + u.input_tokens, o + u.output_tokens)
-        });
+    let usage = crate::usage::total(chain.messages());
     if args.json {
         let last = chain.last_message();
         outln!(
@@ -537,15 +531,27 @@ async fn agent(
                 "conversation": conversation_id,
                 "text": last.and_then(Message::text).unwrap_or_default(),
                 "message": last,
-                "usage": {"input_tokens": input, "output_tokens": output, "model_calls": calls},
+                "usage": usage_json(&usage, calls),
             })
         );
     }
-    eprintln!("usage: {input} input / {output} output tokens in {calls} model call(s)");
+    eprintln!(
+        "usage: {} in {calls} model call(s)",
+        crate::usage::summary(&usage)
+    );
     eprintln!(
         "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
     );
     Ok(())
+}
+
+/// The usage as `run --json` prints it: the token figures, and `model_calls`.
+fn usage_json(usage: &TokenUsage, calls: usize) -> serde_json::Value {
+    let mut v = serde_json::to_value(usage).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("model_calls".into(), calls.into());
+    }
+    v
 }
 
 /// What the run shows as it goes: text on stdout, the rest on stderr via `progress`.

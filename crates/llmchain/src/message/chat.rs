@@ -304,7 +304,8 @@ impl Message {
     pub fn set_usage(&mut self, usage: TokenUsage) {
         self.metadata.insert(
             USAGE_KEY.to_owned(),
-            serde_json::json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}),
+            // Serialising a struct of integers cannot fail.
+            serde_json::to_value(usage).unwrap_or_default(),
         );
     }
 }

@@ -147,6 +147,24 @@ pub struct WireUsage {
     /// Output tokens.
     #[serde(default, alias = "output_tokens")]
     pub completion_tokens: Option<u64>,
+    /// `cached_tokens` (Chat `prompt_tokens_details`, Responses `input_tokens_details`).
+    #[serde(default, alias = "input_tokens_details")]
+    pub prompt_tokens_details: Option<TokenDetails>,
+    /// `reasoning_tokens` (Chat `completion_tokens_details`, Responses
+    /// `output_tokens_details`).
+    #[serde(default, alias = "output_tokens_details")]
+    pub completion_tokens_details: Option<TokenDetails>,
+}
+
+/// The token details OpenAI reports beside a count.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+pub struct TokenDetails {
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    /// Output tokens spent on reasoning.
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for TokenUsage {
@@ -155,6 +173,8 @@ impl From<WireUsage> for TokenUsage {
             u.prompt_tokens.unwrap_or(0),
             u.completion_tokens.unwrap_or(0),
         )
+        .with_cache(u.prompt_tokens_details.and_then(|d| d.cached_tokens), None)
+        .with_reasoning(u.completion_tokens_details.and_then(|d| d.reasoning_tokens))
     }
 }
 

@@ -198,6 +198,8 @@ pub(crate) struct Events {
     last: Option<(u64, BlockState)>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cache_read_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
     seen_event: bool,
     stopped: bool,
     /// The id of the message being read (from `message_start`).
@@ -288,6 +290,8 @@ impl Events {
             last: None,
             input_tokens: None,
             output_tokens: None,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
             seen_event: false,
             stopped: false,
             message_id: None,
@@ -354,9 +358,7 @@ impl Events {
                         _ => {}
                     }
                     if let Some(u) = m.usage {
-                        self.input_tokens = u.input().or(self.input_tokens);
-                        self.output_tokens = u.output_tokens.or(self.output_tokens);
-                        self.sync_usage();
+                        self.take_usage(u);
                     }
                 }
             }
@@ -382,9 +384,7 @@ impl Events {
                     self.asm.set_stop(stop_reason(&raw), &raw, emit);
                 }
                 if let Some(u) = ev.usage {
-                    self.input_tokens = u.input().or(self.input_tokens);
-                    self.output_tokens = u.output_tokens.or(self.output_tokens);
-                    self.sync_usage();
+                    self.take_usage(u);
                 }
             }
             "message_stop" => self.stopped = true,
@@ -483,12 +483,21 @@ impl Events {
         }
     }
 
-    fn sync_usage(&mut self) {
+    /// Takes a usage record (`message_start`'s, then `message_delta`'s running totals):
+    /// each figure it names replaces the one before.
+    fn take_usage(&mut self, u: Usage) {
+        self.input_tokens = u.input().or(self.input_tokens);
+        self.output_tokens = u.output_tokens.or(self.output_tokens);
+        self.cache_read_tokens = u.cache_read_input_tokens.or(self.cache_read_tokens);
+        self.cache_write_tokens = u.cache_creation_input_tokens.or(self.cache_write_tokens);
         if self.input_tokens.is_some() || self.output_tokens.is_some() {
-            self.asm.set_usage(TokenUsage::new(
-                self.input_tokens.unwrap_or(0),
-                self.output_tokens.unwrap_or(0),
-            ));
+            self.asm.set_usage(
+                TokenUsage::new(
+                    self.input_tokens.unwrap_or(0),
+                    self.output_tokens.unwrap_or(0),
+                )
+                .with_cache(self.cache_read_tokens, self.cache_write_tokens),
+            );
         }
     }
 
@@ -688,10 +697,10 @@ pub(crate) fn decode_whole(
         asm.set_stop(stop_reason(raw), raw, emit);
     }
     if let Some(u) = msg.usage {
-        asm.set_usage(TokenUsage::new(
-            u.input().unwrap_or(0),
-            u.output_tokens.unwrap_or(0),
-        ));
+        asm.set_usage(
+            TokenUsage::new(u.input().unwrap_or(0), u.output_tokens.unwrap_or(0))
+                .with_cache(u.cache_read_input_tokens, u.cache_creation_input_tokens),
+        );
     }
     let status = if asm.stop() == Some(StopReason::MaxTokens) {
         MessageStatus::Length

@@ -105,6 +105,8 @@ struct UsageMetadata {
     thoughts_token_count: Option<u64>,
     #[serde(default)]
     tool_use_prompt_token_count: Option<u64>,
+    #[serde(default)]
+    cached_content_token_count: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -235,7 +237,11 @@ impl Events {
                 .candidates_token_count
                 .unwrap_or(0)
                 .saturating_add(u.thoughts_token_count.unwrap_or(0));
-            self.asm.set_usage(TokenUsage::new(input, output));
+            self.asm.set_usage(
+                TokenUsage::new(input, output)
+                    .with_cache(u.cached_content_token_count, None)
+                    .with_reasoning(u.thoughts_token_count),
+            );
         }
         Ok(())
     }
