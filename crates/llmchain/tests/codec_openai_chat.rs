@@ -370,3 +370,41 @@ fn calls_without_ids_get_synthetic_ids_shown_as_null() {
         c.call_id
     );
 }
+
+/// Several text blocks of one result (an MCP server's) reach a one-string wire
+/// separated, never glued ("Resource 3:Resource 3: This is…").
+#[test]
+fn text_blocks_of_a_result_stay_apart() {
+    let conv: llmchain::conversation::Conversation = serde_json::from_value(json!({
+        "version": 1,
+        "messages": [
+            {"role": "user", "content": "read it"},
+            {"role": "assistant", "status": "complete", "tool_calls": [
+                {"type": "function", "status": "complete", "call_id": "c1", "name": "read", "arguments": {}}]},
+            {"role": "tool", "tool_results": [{"type": "function", "tool_call_id": "c1", "name": "read",
+                "content": [{"type": "text", "content": "Resource 3:"},
+                            {"type": "text", "content": "Resource 3: This is a text resource."}]}]}
+        ]
+    }))
+    .unwrap();
+    for format in [
+        Format::OpenAiChat,
+        Format::OpenAiResponses,
+        Format::Gemini,
+        Format::Ollama,
+    ] {
+        let body = format
+            .codec()
+            .encode(&conv, &llmchain::provider::RequestOptions::default())
+            .unwrap();
+        let text = String::from_utf8(body).unwrap();
+        assert!(
+            !text.contains("Resource 3:Resource 3"),
+            "{format:?}: {text}"
+        );
+        assert!(
+            text.contains(r"Resource 3:\n\nResource 3: This"),
+            "{format:?}: {text}"
+        );
+    }
+}

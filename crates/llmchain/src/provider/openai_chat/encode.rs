@@ -15,7 +15,9 @@ use serde_json::{Map, Value};
 use crate::conversation::{
     Conversation, ToolChoice, ToolChoiceMode, ToolDefinition, answered_ids, sendable,
 };
-use crate::message::{Arguments, ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
+use crate::message::{
+    Arguments, ContentPart, ContentType, Message, Role, ToolCall, ToolResult, parts_to_string,
+};
 use crate::provider::encoding::body_size_hint;
 use crate::provider::{EncodeError, RequestOptions};
 
@@ -156,21 +158,17 @@ pub(crate) fn result_text(r: &ToolResult) -> Cow<'_, str> {
     }
 }
 
-/// Text parts concatenated.
+/// Text parts joined by a blank line, as [`parts_to_string`] joins them: several text
+/// blocks (an MCP result's, Anthropic's) must not run together on a wire that takes one
+/// string.
 pub(crate) fn joined_text(parts: &[ContentPart]) -> Cow<'_, str> {
-    let mut texts = parts.iter().filter(|p| p.r#type == ContentType::Text);
+    let mut texts = parts
+        .iter()
+        .filter(|p| p.r#type == ContentType::Text && !p.content.is_empty());
     match (texts.next(), texts.next()) {
         (None, _) => Cow::Borrowed(""),
         (Some(one), None) => Cow::Borrowed(one.content.as_str()),
-        (Some(a), Some(b)) => {
-            let mut s = String::with_capacity(a.content.len() + b.content.len());
-            s.push_str(&a.content);
-            s.push_str(&b.content);
-            for p in texts {
-                s.push_str(&p.content);
-            }
-            Cow::Owned(s)
-        }
+        _ => Cow::Owned(parts_to_string(parts, ContentType::Text).unwrap_or_default()),
     }
 }
 
