@@ -19,6 +19,7 @@ mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
 mod outcome;
+mod placement;
 pub mod preview;
 #[cfg(feature = "test-util")]
 pub mod render;

@@ -11,6 +11,8 @@
 //! - virtual fields (`processed_content`, `display_text`, exceptions, expansions) are
 //!   never sent.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -19,6 +21,7 @@ use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
 use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, to_body};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
+use crate::provider::placement::{self, Kind};
 
 const FORMAT: &str = "anthropic";
 
@@ -58,15 +61,25 @@ struct Msg<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Source<'a> {
-    Base64 { media_type: &'a str, data: &'a str },
-    Url { url: &'a str },
+    Base64 {
+        media_type: &'a str,
+        data: &'a str,
+    },
+    Url {
+        url: &'a str,
+    },
+    /// A plain-text document.
+    Text {
+        media_type: &'static str,
+        data: String,
+    },
 }
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
     Text {
-        text: &'a str,
+        text: Cow<'a, str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<Cache<'a>>,
     },
@@ -168,45 +181,68 @@ fn cache_control(options: &Map<String, Value>) -> Option<Cache<'_>> {
     }
 }
 
-/// The content block of a user-side part; `None` for parts this wire cannot carry.
+/// The wire's name in placeholders.
+const WIRE: &str = "Anthropic";
+
+/// The image media types Anthropic takes.
+const IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// The content block of a user-side part (in a user message or a tool result):
+/// the part as Anthropic's own block where it takes one (text; a JPEG, PNG, GIF or WebP
+/// image; an image by URL; a PDF as a base64 document; a text file as a plain-text
+/// document; a file by URL that is a PDF or says no media type), and as a text block
+/// standing in for it otherwise; `None` for empty text and reasoning.
 fn part_block(p: &ContentPart) -> Option<Block<'_>> {
     let cache_control = cache_control(&p.options);
-    let media = p.media();
-    Some(match p.r#type {
-        ContentType::Text => {
+    let block = match placement::kind(p) {
+        Kind::Text => {
             if p.content.is_empty() {
                 return None;
             }
             Block::Text {
-                text: &p.content,
+                text: Cow::Borrowed(&p.content),
                 cache_control,
             }
         }
-        ContentType::Image => Block::Image {
+        Kind::Image if placement::image_media_in(p, &IMAGES) => Block::Image {
             source: Source::Base64 {
-                media_type: media.unwrap_or("image/png"),
-                data: &p.content,
+                media_type: placement::media(p).unwrap_or("image/png"),
+                data: placement::base64_data(p),
             },
             cache_control,
         },
-        ContentType::ImageUrl => Block::Image {
+        Kind::ImageUrl => Block::Image {
             source: Source::Url { url: &p.content },
             cache_control,
         },
-        ContentType::File => Block::Document {
+        Kind::Pdf => Block::Document {
             source: Source::Base64 {
-                media_type: media.unwrap_or("application/pdf"),
-                data: &p.content,
+                media_type: "application/pdf",
+                data: placement::base64_data(p),
             },
             cache_control,
         },
-        ContentType::FileUrl => Block::Document {
-            source: Source::Url { url: &p.content },
+        // (Not UTF-8: the placeholder below.)
+        Kind::TextFile if placement::file_text(p).is_some() => Block::Document {
+            source: Source::Text {
+                media_type: "text/plain",
+                data: placement::file_text(p).unwrap_or_default(),
+            },
             cache_control,
         },
-        ContentType::Thinking => return thinking_block(p),
-        ContentType::Unsupported => return None,
-    })
+        Kind::FileUrl if matches!(placement::media(p), None | Some("application/pdf")) => {
+            Block::Document {
+                source: Source::Url { url: &p.content },
+                cache_control,
+            }
+        }
+        Kind::Thinking => return thinking_block(p),
+        _ => Block::Text {
+            text: placement::as_text(p, WIRE)?,
+            cache_control,
+        },
+    };
+    Some(block)
 }
 
 /// The Anthropic block an opaque part holds, when it came from Anthropic (another
@@ -283,7 +319,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         join_text(&mut system_text, s);
         if !s.is_empty() {
             system_blocks.push(Block::Text {
-                text: s,
+                text: Cow::Borrowed(s),
                 cache_control: None,
             });
         }

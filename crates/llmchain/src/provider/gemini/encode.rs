@@ -29,6 +29,7 @@ use crate::provider::assembly::THOUGHT_SIGNATURE_KEY;
 use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, synthesized_id, to_body};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
+use crate::provider::placement::{self, Kind};
 
 const FORMAT: &str = "gemini";
 
@@ -66,7 +67,7 @@ struct GContent<'a> {
 #[serde(rename_all = "camelCase")]
 struct GPart<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<&'a str>,
+    text: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     thought: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -167,31 +168,64 @@ struct GenerationConfig {
 }
 
 /// A user-side part; `None` for parts this wire cannot carry here.
+/// The wire's name in placeholders.
+const WIRE: &str = "Gemini";
+
+/// The image media types Gemini takes inline.
+const IMAGES: [&str; 5] = [
+    "image/png",
+    "image/jpeg",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+];
+
+/// True for a base64 part Gemini takes as `inlineData`: an image of a media type it
+/// reads, a PDF, audio or video.
+fn inline(p: &ContentPart) -> bool {
+    match placement::kind(p) {
+        Kind::Image => placement::image_media_in(p, &IMAGES),
+        Kind::Pdf => true,
+        Kind::Binary => {
+            placement::media(p).is_some_and(|m| m.starts_with("audio/") || m.starts_with("video/"))
+        }
+        _ => false,
+    }
+}
+
+/// The blob of an [`inline`] part.
+fn blob(p: &ContentPart) -> Blob<'_> {
+    Blob {
+        mime_type: placement::media(p).unwrap_or("application/octet-stream"),
+        data: placement::base64_data(p),
+    }
+}
+
+/// A user-side part: itself where Gemini takes it (text, [`inline`] data, a URL as
+/// `fileData`), as text where it does not (a text file's contents, a placeholder);
+/// `None` for empty text and reasoning.
 fn user_part(p: &ContentPart) -> Option<GPart<'_>> {
-    Some(match p.r#type {
-        ContentType::Text if !p.content.is_empty() => GPart {
-            text: Some(&p.content),
+    Some(match placement::kind(p) {
+        Kind::Text if !p.content.is_empty() => GPart {
+            text: Some(Cow::Borrowed(&p.content)),
             ..Default::default()
         },
-        ContentType::Image | ContentType::File => GPart {
-            inline_data: Some(Blob {
-                mime_type: p.media().unwrap_or(if p.r#type == ContentType::Image {
-                    "image/png"
-                } else {
-                    "application/pdf"
-                }),
-                data: &p.content,
-            }),
+        Kind::Text | Kind::Thinking => return None,
+        _ if inline(p) => GPart {
+            inline_data: Some(blob(p)),
             ..Default::default()
         },
-        ContentType::ImageUrl | ContentType::FileUrl => GPart {
+        Kind::ImageUrl | Kind::FileUrl => GPart {
             file_data: Some(FileData {
                 mime_type: p.media().or_else(|| mime_from_url(&p.content)),
                 file_uri: &p.content,
             }),
             ..Default::default()
         },
-        _ => return None,
+        _ => GPart {
+            text: Some(placement::as_text(p, WIRE)?),
+            ..Default::default()
+        },
     })
 }
 
@@ -218,7 +252,7 @@ fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
             ContentType::Thinking => {
                 if let Some(sig) = p.signature().filter(|s| !s.is_empty()) {
                     parts.push(GPart {
-                        text: Some(&p.content),
+                        text: Some(Cow::Borrowed(&p.content)),
                         thought: true,
                         thought_signature: Some(sig),
                         ..Default::default()
@@ -235,18 +269,20 @@ fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
                     // Gemini 3 ends a turn with an empty signed text part, after the
                     // calls: keep it there.
                     trailing.push(GPart {
-                        text: Some(&p.content),
+                        text: Some(Cow::Borrowed(&p.content)),
                         thought_signature: sig,
                         ..Default::default()
                     });
                 } else if !p.content.is_empty() {
                     parts.push(GPart {
-                        text: Some(&p.content),
+                        text: Some(Cow::Borrowed(&p.content)),
                         thought_signature: sig,
                         ..Default::default()
                     });
                 }
             }
+            // Another provider's block: nothing Gemini can read.
+            ContentType::Unsupported => {}
             _ => parts.extend(user_part(p)),
         }
     }
@@ -307,21 +343,20 @@ fn response_parts<'a>(
                 r.tool_call_id
             )));
         };
-        let text: Cow<'a, str> = match r.content.as_slice() {
-            [only] if only.r#type == ContentType::Text => Cow::Borrowed(&only.content),
-            _ => Cow::Owned(r.content_text()),
+        // Inline data goes inside the response on Gemini 3, after the responses
+        // otherwise, and so do URLs; the rest is text.
+        let elsewhere = |p: &ContentPart| {
+            inline(p) || matches!(placement::kind(p), Kind::ImageUrl | Kind::FileUrl)
         };
-        let mut inline = Vec::new();
-        for p in &r.content {
-            match (p.r#type, gemini3) {
-                (ContentType::Image | ContentType::File, true) => inline.push(ResponsePart {
-                    inline_data: Blob {
-                        mime_type: p.media().unwrap_or("image/png"),
-                        data: &p.content,
-                    },
-                }),
-                (ContentType::Text | ContentType::Thinking | ContentType::Unsupported, _) => {}
-                _ => trailing.extend(user_part(p)),
+        let text = placement::joined_as_text(&r.content, WIRE, |p| !elsewhere(p));
+        let mut inline_parts = Vec::new();
+        for p in r.content.iter().filter(|p| elsewhere(p)) {
+            if gemini3 && inline(p) {
+                inline_parts.push(ResponsePart {
+                    inline_data: blob(p),
+                });
+            } else {
+                trailing.extend(user_part(p));
             }
         }
         parts.push(GPart {
@@ -335,7 +370,7 @@ fn response_parts<'a>(
                 } else {
                     ResponseBody::Output(text)
                 },
-                parts: inline,
+                parts: inline_parts,
             }),
             ..Default::default()
         });

@@ -22,6 +22,7 @@ use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResu
 use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, synthesized_id, to_body};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
+use crate::provider::placement::{self, Kind};
 
 const FORMAT: &str = "ollama";
 
@@ -122,23 +123,32 @@ fn joined(parts: &[ContentPart], ty: ContentType) -> Cow<'_, str> {
     }
 }
 
-/// A user-side message: text, image URLs as notes, base64 images in `images`.
-fn user_msg(parts: &[ContentPart]) -> OMsg<'_> {
-    let urls = parts.iter().any(|p| p.r#type == ContentType::ImageUrl);
-    let mut content = joined(parts, ContentType::Text);
-    if urls {
-        let mut s = content.into_owned();
-        for p in parts.iter().filter(|p| p.r#type == ContentType::ImageUrl) {
-            join_text(&mut s, &format!("[image: {}]", p.content));
-        }
-        content = Cow::Owned(s);
-    }
-    let mut m = OMsg::new("user", content);
-    m.images = parts
+/// The wire's name in placeholders.
+const WIRE: &str = "Ollama";
+
+/// The image media types Ollama's vision models read.
+const IMAGES: [&str; 3] = ["image/png", "image/jpeg", "image/webp"];
+
+/// True for a base64 image Ollama takes in `images`.
+fn ollama_image(p: &ContentPart) -> bool {
+    placement::kind(p) == Kind::Image && placement::image_media_in(p, &IMAGES)
+}
+
+/// The base64 of the images among `parts` (no `data:` prefix).
+fn images(parts: &[ContentPart]) -> Vec<&str> {
+    parts
         .iter()
-        .filter(|p| p.r#type == ContentType::Image)
-        .map(|p| p.content.as_str())
-        .collect();
+        .filter(|p| ollama_image(p))
+        .map(placement::base64_data)
+        .collect()
+}
+
+/// A user-side message: its text, with text standing in for what Ollama cannot take
+/// (an image by URL, a file), and base64 images in `images`.
+fn user_msg(parts: &[ContentPart]) -> OMsg<'_> {
+    let content = placement::joined_as_text(parts, WIRE, |p| !ollama_image(p));
+    let mut m = OMsg::new("user", content);
+    m.images = images(parts);
     m
 }
 
@@ -146,12 +156,7 @@ fn assistant_msg(m: &Message) -> Result<OMsg<'_>, EncodeError> {
     let mut out = OMsg::new("assistant", joined(&m.content, ContentType::Text));
     let thinking = joined(&m.content, ContentType::Thinking);
     out.thinking = (!thinking.is_empty()).then_some(thinking);
-    out.images = m
-        .content
-        .iter()
-        .filter(|p| p.r#type == ContentType::Image)
-        .map(|p| p.content.as_str())
-        .collect();
+    out.images = images(&m.content);
     for (i, c) in m.tool_calls.iter().enumerate() {
         let Some(name) = c.name.as_deref() else {
             return Err(EncodeError::Invalid(format!(
@@ -180,7 +185,8 @@ fn result_msg<'a>(r: &'a ToolResult, call: Option<&'a ToolCall>) -> Result<OMsg<
                 r.tool_call_id
             ))
         })?;
-    let mut content = joined(&r.content, ContentType::Text);
+    // Base64 images follow the turn's tool messages; the rest is text here.
+    let mut content = placement::joined_as_text(&r.content, WIRE, |p| !ollama_image(p));
     if r.is_error()
         && !content
             .trim_start()
@@ -222,16 +228,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         }
         let mut m = user_msg(&[]);
         m.content = Cow::Borrowed("The tool results above returned these images.");
-        let mut notes = String::new();
-        for p in images.drain(..) {
-            match p.r#type {
-                ContentType::Image => m.images.push(&p.content),
-                _ => join_text(&mut notes, &format!("[image: {}]", p.content)),
-            }
-        }
-        if !notes.is_empty() {
-            m.content = Cow::Owned(format!("{}\n\n{notes}", m.content));
-        }
+        m.images = images.drain(..).map(placement::base64_data).collect();
         messages.push(m);
     }
     for m in &conv.messages {
@@ -256,7 +253,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                 for r in &m.tool_results {
                     let call = last_calls.get(r.tool_call_id.as_str()).copied();
                     messages.push(result_msg(r, call)?);
-                    tool_images.extend(r.content.iter().filter(|p| p.is_image()));
+                    tool_images.extend(r.content.iter().filter(|p| ollama_image(p)));
                 }
             }
         }

@@ -19,6 +19,7 @@ use crate::message::{
     Arguments, ContentPart, ContentType, Message, Role, ToolCall, ToolResult, parts_to_string,
 };
 use crate::provider::encoding::body_size_hint;
+use crate::provider::placement::{self, Kind};
 use crate::provider::{EncodeError, RequestOptions};
 
 const FORMAT: &str = "openai_chat";
@@ -108,34 +109,37 @@ fn push_message<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<W
             });
         }
         Role::Tool => {
-            // One `tool` message per result, then the results' images in one user
-            // message after all of them (tool messages take text only).
-            let mut images: Vec<WirePart<'a>> = Vec::new();
+            // One `tool` message per result (text only: what it cannot take goes as
+            // text), then the results' images and PDFs in one user message after all
+            // of them.
+            let mut moved: Vec<WirePart<'a>> = Vec::new();
             for r in &m.tool_results {
                 out.push(WireMsg {
-                    content: WireContent::Text(result_text(r)),
+                    content: WireContent::Text(result_text(r, WIRE, |p| !chat_native(p))),
                     tool_call_id: Some(&r.tool_call_id),
                     ..WireMsg::new("tool")
                 });
-                let mut first = true;
-                for p in r.content.iter().filter(|p| p.is_image()) {
-                    if first {
-                        images.push(WirePart::Text {
-                            text: Cow::Owned(format!(
-                                "Image returned by tool call {}:",
-                                r.tool_call_id
-                            )),
-                        });
-                        first = false;
-                    }
-                    if let Some(part) = WirePart::from_part(p) {
-                        images.push(part);
-                    }
+                let native: Vec<&ContentPart> = r
+                    .content
+                    .iter()
+                    .filter(|p| p.r#type != ContentType::Text && chat_native(p))
+                    .collect();
+                if native.is_empty() {
+                    continue;
                 }
+                let what = if native.iter().all(|p| p.is_image()) {
+                    "Image"
+                } else {
+                    "Content"
+                };
+                moved.push(WirePart::Text {
+                    text: Cow::Owned(format!("{what} returned by tool call {}:", r.tool_call_id)),
+                });
+                moved.extend(native.into_iter().filter_map(WirePart::from_part));
             }
-            if !images.is_empty() {
+            if !moved.is_empty() {
                 out.push(WireMsg {
-                    content: WireContent::Parts(images),
+                    content: WireContent::Parts(moved),
                     ..WireMsg::new("user")
                 });
             }
@@ -143,10 +147,31 @@ fn push_message<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<W
     }
 }
 
-/// A result's text as OpenAI-style wires see it: text parts joined, other parts noted,
+/// The wire's name in placeholders.
+const WIRE: &str = "OpenAI Chat";
+
+/// The image media types OpenAI takes.
+pub(crate) const OPENAI_IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// True for a part OpenAI Chat takes as its own part of a user message: an image it
+/// reads (by URL or as base64 of a media type it takes), or a base64 PDF.
+fn chat_native(p: &ContentPart) -> bool {
+    match placement::kind(p) {
+        Kind::Text | Kind::ImageUrl | Kind::Pdf => true,
+        Kind::Image => placement::image_media_in(p, &OPENAI_IMAGES),
+        _ => false,
+    }
+}
+
+/// A result's text as OpenAI-style wires see it: its text parts, with the text that
+/// stands in for the parts `unsent` picks (a text file's contents, a placeholder),
 /// and a failure said in words (no error flag exists).
-pub(crate) fn result_text(r: &ToolResult) -> Cow<'_, str> {
-    let text = joined_text(&r.content);
+pub(crate) fn result_text<'a>(
+    r: &'a ToolResult,
+    wire: &str,
+    unsent: impl Fn(&ContentPart) -> bool,
+) -> Cow<'a, str> {
+    let text = placement::joined_as_text(&r.content, wire, unsent);
     if r.is_error() {
         if text.is_empty() {
             Cow::Borrowed("Error: the tool call failed.")
@@ -172,11 +197,24 @@ pub(crate) fn joined_text(parts: &[ContentPart]) -> Cow<'_, str> {
     }
 }
 
+/// A user message's content: text as one string; otherwise each part as its own part
+/// where OpenAI Chat takes it, and as text where it does not.
 fn user_content(parts: &[ContentPart]) -> WireContent<'_> {
     if parts.iter().all(|p| p.r#type == ContentType::Text) {
         return WireContent::Text(joined_text(parts));
     }
-    WireContent::Parts(parts.iter().filter_map(WirePart::from_part).collect())
+    WireContent::Parts(
+        parts
+            .iter()
+            .filter_map(|p| {
+                if chat_native(p) {
+                    WirePart::from_part(p)
+                } else {
+                    placement::as_text(p, WIRE).map(|text| WirePart::Text { text })
+                }
+            })
+            .collect(),
+    )
 }
 
 #[derive(Serialize)]
@@ -343,9 +381,15 @@ impl<'a> WirePart<'a> {
                     detail,
                 },
             }),
+            // A base64 PDF (the only file OpenAI Chat takes); OpenAI wants a name.
             ContentType::File | ContentType::FileUrl => Some(WirePart::File {
                 file: WireFile {
-                    filename: p.options.get("filename").and_then(Value::as_str),
+                    filename: Some(
+                        p.options
+                            .get("filename")
+                            .and_then(Value::as_str)
+                            .unwrap_or("document.pdf"),
+                    ),
                     file_data: part_url(p)?,
                 },
             }),

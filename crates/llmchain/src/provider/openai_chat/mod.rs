@@ -7,7 +7,8 @@ mod encode;
 
 pub use decode::decode_response;
 pub(crate) use encode::{
-    ArgumentsText, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec, tool_parameters,
+    ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec,
+    tool_parameters,
 };
 pub use encode::{encode, strict_schema};
 

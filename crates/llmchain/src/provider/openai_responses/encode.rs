@@ -11,11 +11,37 @@ use crate::conversation::{Conversation, ToolChoice, ToolDefinition, answered_ids
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::encoding::body_size_hint;
 use crate::provider::openai_chat::{
-    ArgumentsText, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec, tool_parameters,
+    ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec,
+    tool_parameters,
 };
+use crate::provider::placement::{self, Kind};
 use crate::provider::{EncodeError, RequestOptions};
 
 const FORMAT: &str = "openai_responses";
+
+/// The wire's name in placeholders.
+const WIRE: &str = "OpenAI Responses";
+
+/// True for a part Responses takes as its own input part (in a user message or a
+/// function call's output): an image it reads, a PDF, or a file by URL that is a PDF
+/// (or says no media type).
+fn native(p: &ContentPart) -> bool {
+    match placement::kind(p) {
+        Kind::Text | Kind::ImageUrl | Kind::Pdf => true,
+        Kind::Image => placement::image_media_in(p, &OPENAI_IMAGES),
+        Kind::FileUrl => matches!(placement::media(p), None | Some("application/pdf")),
+        _ => false,
+    }
+}
+
+/// A part as an input part: itself where Responses takes it, as text where it does not.
+fn input_part(p: &ContentPart) -> Option<InputPart<'_>> {
+    if native(p) {
+        InputPart::from_part(p)
+    } else {
+        placement::as_text(p, WIRE).map(InputPart::Text)
+    }
+}
 
 /// Encodes a Responses request body.
 pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
@@ -58,7 +84,7 @@ fn push_items<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<Ite
             let content = if m.content.iter().all(|p| p.r#type == ContentType::Text) {
                 MsgContent::Text(joined_text(&m.content))
             } else {
-                MsgContent::Parts(m.content.iter().filter_map(InputPart::from_part).collect())
+                MsgContent::Parts(m.content.iter().filter_map(input_part).collect())
             };
             out.push(Item::Message {
                 role: "user",
@@ -186,22 +212,25 @@ impl Serialize for Item<'_> {
                 let mut m = s.serialize_map(Some(3))?;
                 m.serialize_entry("type", "function_call_output")?;
                 m.serialize_entry("call_id", &r.tool_call_id)?;
-                if r.content.iter().any(ContentPart::is_image) {
+                // Images and PDFs go inside the output, which is then a list of input
+                // parts; anything else is text.
+                let inside = |p: &ContentPart| p.r#type != ContentType::Text && native(p);
+                if r.content.iter().any(inside) {
                     let mut parts = Vec::with_capacity(r.content.len() + 1);
                     if r.is_error() {
-                        parts.push(InputPart::Text(result_text(r)));
+                        parts.push(InputPart::Text(result_text(r, WIRE, |p| !native(p))));
                         parts.extend(
                             r.content
                                 .iter()
-                                .filter(|p| p.is_image())
+                                .filter(|p| inside(p))
                                 .filter_map(InputPart::from_part),
                         );
                     } else {
-                        parts.extend(r.content.iter().filter_map(InputPart::from_part));
+                        parts.extend(r.content.iter().filter_map(input_part));
                     }
                     m.serialize_entry("output", &parts)?;
                 } else {
-                    m.serialize_entry("output", &result_text(r))?;
+                    m.serialize_entry("output", &result_text(r, WIRE, |p| !native(p)))?;
                 }
                 m.end()
             }
@@ -254,11 +283,20 @@ impl<'a> InputPart<'a> {
                     .and_then(Value::as_str)
                     .unwrap_or("auto"),
             }),
-            ContentType::File | ContentType::FileUrl => Some(InputPart::File {
-                data: part_url(p)?,
-                filename: p.options.get("filename").and_then(Value::as_str),
-                is_url: p.r#type == ContentType::FileUrl,
-            }),
+            ContentType::File | ContentType::FileUrl => {
+                let is_url = p.r#type == ContentType::FileUrl;
+                // Responses wants a name beside base64 data.
+                let filename = p.options.get("filename").and_then(Value::as_str);
+                Some(InputPart::File {
+                    data: part_url(p)?,
+                    filename: if is_url {
+                        filename
+                    } else {
+                        filename.or(Some("document.pdf"))
+                    },
+                    is_url,
+                })
+            }
             ContentType::Thinking | ContentType::Unsupported => None,
         }
     }
