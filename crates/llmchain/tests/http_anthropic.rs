@@ -71,7 +71,8 @@ fn validator() -> Validator {
             }
             prev_ids = ids;
         }
-        None
+        // And what Anthropic takes as content.
+        content_rules::anthropic(&seen.body).err().map(invalid)
     })
 }
 

@@ -183,7 +183,12 @@ fn openai_validator(mistral: bool) -> Validator {
                 }
             }
         }
-        None
+        // And what OpenAI takes as content.
+        let message = content_rules::openai_chat(&seen.body).err()?;
+        Some(Reply::json(
+            400,
+            &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
+        ))
     })
 }
 

@@ -168,9 +168,12 @@ pub(crate) fn as_text<'a>(p: &'a ContentPart, wire: &str) -> Option<Cow<'a, str>
     match kind(p) {
         Kind::Text => Some(Cow::Borrowed(&p.content)),
         Kind::Thinking => None,
-        Kind::TextFile => Some(Cow::Owned(
-            file_text(p).unwrap_or_else(|| placeholder(p, wire)),
-        )),
+        // Under its name, when it has one, so the model knows what it reads.
+        Kind::TextFile => Some(Cow::Owned(match (file_text(p), name(p)) {
+            (Some(text), Some(n)) => format!("{n}:\n{text}"),
+            (Some(text), None) => text,
+            (None, _) => placeholder(p, wire),
+        })),
         _ => Some(Cow::Owned(placeholder(p, wire))),
     }
 }

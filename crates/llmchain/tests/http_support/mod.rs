@@ -3,6 +3,7 @@
 //! validator rejects malformed requests the way the real API does.
 #![allow(dead_code)]
 
+pub(crate) mod content_rules;
 pub(crate) mod failing;
 
 use std::collections::VecDeque;
