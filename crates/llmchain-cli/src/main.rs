@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod held_run;
 mod job;
+mod parts;
 mod progress;
 mod review;
 mod shown;

@@ -266,3 +266,66 @@ fn mcp_list_shows_server_and_schema_and_prefixes_on_request() {
         "{line}"
     );
 }
+
+/// `mcp call` shows every part of a result from the official Python SDK server: text
+/// apart, the image and the blob as lines with type and size, written to files with
+/// `--out`. Needs `LLMCHAIN_TEST_MCP_PYTHON` (CI sets it); says `skipped` otherwise.
+#[test]
+fn mcp_call_shows_every_part_and_writes_files_with_out() {
+    let Ok(py) = std::env::var("LLMCHAIN_TEST_MCP_PYTHON") else {
+        eprintln!(
+            "SKIPPED mcp_call_shows_every_part_and_writes_files_with_out: LLMCHAIN_TEST_MCP_PYTHON is not set"
+        );
+        return;
+    };
+    let script = format!(
+        "{}/../llmchain-mcp/tests/servers/sdk_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("parts");
+    let out = Command::new(BIN)
+        .args([
+            "mcp",
+            "call",
+            "--mcp",
+            &format!("{py} {script}"),
+            "resources",
+            "{}",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let types: Vec<&str> = v["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["text", "text", "text", "file", "image", "text"]);
+    assert_eq!(v["parts"][3]["media"], "application/gzip");
+    assert_eq!(v["parts"][3]["bytes"], 21);
+    assert_eq!(v["processed_content"], json!({"count": 6}));
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Resource 3:\n\nResource 3: This"),
+        "{v}"
+    );
+    assert!(
+        stderr.contains("part 3: file, application/gzip, 21 bytes, written to "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("part 4: image, image/png, 66 bytes"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(out_dir.join("archive.gz")).unwrap().len(), 21);
+    let png = std::fs::read(out_dir.join("part-4.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"));
+}

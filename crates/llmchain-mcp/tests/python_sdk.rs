@@ -288,3 +288,79 @@ async fn streamable_http() {
     assert!(took < Duration::from_secs(60), "{took:?}");
     child.kill().await.unwrap();
 }
+
+/// Every kind of MCP content survives into the result, in order, and reaches every
+/// wire where its API takes it (or as text naming it): text blocks apart, the blob as
+/// a file part, the image, the link; `structuredContent` in `processed_content`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_content_kind_survives_and_reaches_every_wire() {
+    use llmchain::conversation::Conversation;
+    use llmchain::message::{ContentType, Message, ToolCall};
+    use llmchain::provider::{Format, RequestOptions};
+
+    let Some(py) = python("every_content_kind_survives_and_reaches_every_wire") else {
+        return;
+    };
+    let tools = tools(&py, opts()).await;
+    let r = find(&tools, "resources")
+        .tool
+        .execute(json!({}), ToolContext::new("call_1"))
+        .await;
+    assert!(!r.is_error(), "{r:?}");
+    let types: Vec<ContentType> = r.content.iter().map(|p| p.r#type).collect();
+    assert_eq!(
+        types,
+        [
+            ContentType::Text,
+            ContentType::Text,
+            ContentType::Text,
+            ContentType::File,
+            ContentType::Image,
+            ContentType::Text
+        ]
+    );
+    assert_eq!(r.content[2].as_text(), Some("plain body"));
+    assert_eq!(r.content[3].media(), Some("application/gzip"));
+    assert_eq!(r.content[3].options["uri"], "file:///data/archive.gz");
+    assert_eq!(r.processed_content, Some(json!({"count": 6})));
+
+    let mut conv = Conversation::new();
+    conv.messages.push(Message::user("read"));
+    conv.messages.push(Message::assistant_with_calls(
+        "",
+        vec![ToolCall::function("call_1", "resources", "{}").unwrap()],
+    ));
+    conv.messages.push(Message::tool(vec![r.clone()]));
+    for format in [
+        Format::OpenAiChat,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+        Format::Gemini,
+        Format::Ollama,
+    ] {
+        let body = format
+            .codec()
+            .encode(&conv, &RequestOptions::default())
+            .unwrap();
+        let text = String::from_utf8(body).unwrap();
+        assert!(
+            !text.contains("Resource 3:Resource 3"),
+            "{format:?}: {text}"
+        );
+        // The blob: as data where taken, else named by a placeholder; never an
+        // Anthropic document of another type than PDF.
+        assert!(
+            text.contains("[file not sent: application/gzip"),
+            "{format:?}: {text}"
+        );
+        assert!(
+            !text.contains("\"media_type\":\"application/gzip\""),
+            "{text}"
+        );
+        assert!(text.contains("[resource people: file:///data/people.csv]"));
+        assert!(
+            !text.contains("\"count\""),
+            "structured content stays local"
+        );
+    }
+}

@@ -113,7 +113,8 @@ enum McpCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Call one tool of an MCP server and print the result as JSON. Naming the tool and
+    /// Call one tool of an MCP server and print the result as JSON (`content`: its text;
+    /// `parts`: every part, images and files with their type and size). Naming the tool and
     /// its arguments is the approval (`--approve ask|never|auto` to review anyway).
     /// Exits 1 when the tool did not run or its result is an error.
     Call {
@@ -127,6 +128,10 @@ enum McpCommand {
         /// Review policy (see `llmchain run --help`); default: run it.
         #[arg(long, value_enum, default_value = "always")]
         approve: ApprovalPolicy,
+        /// Write the result's images and files into this directory (each part is
+        /// described on stderr either way).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -206,7 +211,7 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
             }
             Ok(())
         }),
-        McpCommand::Call { servers, tool, args, approve } => rt.block_on(async {
+        McpCommand::Call { servers, tool, args, approve, out } => rt.block_on(async {
             let parsed: Value = serde_json::from_str(&args)
                 .map_err(|e| CliError::Usage(format!("the arguments are not JSON: {e}")))?;
             let tools = connect_mcp_tools(&servers, &[]).await?;
@@ -230,10 +235,14 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
                 ReviewDecision::Interrupt => return Err(CliError::Runtime("interrupted".into())),
             };
             let r = t.tool.execute(arguments, ToolContext::new("cli_1")).await;
+            let (parts, lines) = crate::parts::describe(&r.content, out.as_deref())?;
             outln!(
                 "{}",
-                json!({"ran": true, "is_error": r.is_error(), "is_refusal": r.is_refusal(), "content": r.content_text(), "processed_content": r.processed_content})
+                json!({"ran": true, "is_error": r.is_error(), "is_refusal": r.is_refusal(), "content": r.content_text(), "parts": parts, "processed_content": r.processed_content})
             );
+            for line in lines {
+                eprintln!("{line}");
+            }
             if r.is_error() {
                 let what = if r.is_refusal() { "refused the call" } else { "returned an error" };
                 return Err(CliError::Runtime(format!(

@@ -7,7 +7,17 @@ import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp_types import (
+    INVALID_PARAMS,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 from pydantic import BaseModel
 
 PNG_1X1 = base64.b64encode(
@@ -31,6 +41,32 @@ def image() -> CallToolResult:
     """Returns a 1x1 PNG and a caption."""
     return CallToolResult(
         content=[TextContent(type="text", text="a pixel"), ImageContent(type="image", data=PNG_1X1, mimeType="image/png")]
+    )
+
+
+GZIP_EMPTY = base64.b64encode(bytes.fromhex("1f8b08000000000000030300000000000000000000")).decode()
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def resources() -> CallToolResult:
+    """Returns every kind of content: two text blocks, a text resource, a blob resource,
+    an image and a resource link (as server-everything's resource tools do)."""
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text="Resource 3:"),
+            TextContent(type="text", text="Resource 3: This is a text resource."),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="test://static/resource/3", mimeType="text/plain", text="plain body"),
+            ),
+            EmbeddedResource(
+                type="resource",
+                resource=BlobResourceContents(uri="file:///data/archive.gz", mimeType="application/gzip", blob=GZIP_EMPTY),
+            ),
+            ImageContent(type="image", data=PNG_1X1, mimeType="image/png"),
+            ResourceLink(type="resource_link", uri="file:///data/people.csv", name="people"),
+        ],
+        structuredContent={"count": 6},
     )
 
 
