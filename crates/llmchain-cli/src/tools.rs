@@ -26,6 +26,7 @@ pub(crate) fn calculator() -> Tool {
         }))
         .idempotent(true)
         .read_only(true)
+        .open_world(false)
         .handler(|args, _| async move {
             let expr = args["expression"].as_str().unwrap_or_default().to_owned();
             match exmex::eval_str::<f64>(&expr) {
@@ -35,7 +36,9 @@ pub(crate) fn calculator() -> Tool {
                     } else {
                         format!("{v}")
                     };
-                    ToolOutput::with_data(format!("{expr} = {shown}"), json!({"value": v}))
+                    // Text only: structured data would make the MCP text content its
+                    // JSON (`mcp serve`), where `2+2 = 4` says it better.
+                    ToolOutput::text(format!("{expr} = {shown}"))
                 }
                 Ok(v) => ToolOutput::error(format!("{expr} is not a finite number ({v})")),
                 // Nothing was changed: a malformed expression is safe to correct and resend.
@@ -59,14 +62,9 @@ pub(crate) fn clock() -> Tool {
         .schema(json!({"type": "object", "properties": {}, "additionalProperties": false}))
         .idempotent(true)
         .read_only(true)
+        .open_world(false)
         .handler(|_, _| async move {
-            let now = SystemTime::now();
-            let text = humantime::format_rfc3339_seconds(now).to_string();
-            let unix = now
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            ToolOutput::with_data(text, json!({"unix_seconds": unix}))
+            ToolOutput::text(humantime::format_rfc3339_seconds(SystemTime::now()).to_string())
         })
         .build()
         .expect("the clock definition is valid")
@@ -99,6 +97,7 @@ pub(crate) fn read_file(root: impl Into<PathBuf>) -> Tool {
         }))
         .idempotent(true)
         .read_only(true)
+        .open_world(false)
         .handler(move |args, _| {
             let root = root.clone();
             async move {
@@ -174,7 +173,9 @@ async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
     };
     match read.map(|_| bytes) {
         Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => ToolOutput::with_data(text, json!({"path": rel, "bytes": meta.len()})),
+            // Its output is the text: no structured data (over MCP the text content
+            // would then have to be that data's JSON).
+            Ok(text) => ToolOutput::text(text),
             Err(_) => ToolOutput::error(format!("{rel} is not UTF-8 text")),
         },
         Err(e) => ToolOutput::error(format!("cannot read {rel}: {e}")),

@@ -109,7 +109,9 @@ fn enqueue_then_a_worker_runs_it_and_runs_shows_it() {
     assert!(
         c.messages[2].tool_results[0]
             .content_text()
-            .contains("Ship on Friday.")
+            .contains("Ship on Friday."),
+        "{:?}",
+        c.messages[2].tool_results[0]
     );
 
     // Steering: a finished run cannot be cancelled; a done one cannot be retried.

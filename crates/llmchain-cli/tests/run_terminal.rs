@@ -101,7 +101,7 @@ fn approve_ask_denies_with_a_reason_in_a_terminal() {
     let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
     assert!(
         screen.contains(
-            "tool call: llmchain__calculator — Calculate [server llmchain says: read-only, idempotent, open-world; not verified"
+            "tool call: llmchain__calculator — Calculate [server llmchain says: read-only, idempotent; not verified"
         ),
         "{screen}"
     );

@@ -558,7 +558,8 @@ fn build_tool(client: &Arc<McpClient>, listing: &Value, local: &str) -> Result<M
         if let Some(t) = title {
             b = b.display_text(t);
         }
-        // The tool carries the server's read-only/destructive hints only when announced.
+        // The tool carries the server's read-only/destructive/open-world hints only when
+        // announced.
         let announced = |k: &str| {
             listing
                 .get("annotations")
@@ -570,6 +571,9 @@ fn build_tool(client: &Arc<McpClient>, listing: &Value, local: &str) -> Result<M
         }
         if announced("readOnlyHint") || announced("destructiveHint") {
             b = b.destructive(hints.destructive);
+        }
+        if announced("openWorldHint") {
+            b = b.open_world(hints.open_world);
         }
         b.build()
     };

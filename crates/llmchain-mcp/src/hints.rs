@@ -46,8 +46,9 @@ impl ToolHints {
         }
     }
 
-    /// The hints an llmchain tool declares (its `read_only`, `destructive` and
-    /// `idempotent` flags), with the MCP defaults for what it does not declare.
+    /// The hints an llmchain tool declares (its `read_only`, `destructive`,
+    /// `open_world` and `idempotent` flags), with the MCP defaults for what it does not
+    /// declare.
     pub fn of_tool(tool: &llmchain::tool::Tool) -> Self {
         let mut a = serde_json::Map::new();
         if let Some(r) = tool.read_only() {
@@ -55,6 +56,9 @@ impl ToolHints {
         }
         if let Some(d) = tool.destructive() {
             a.insert("destructiveHint".into(), d.into());
+        }
+        if let Some(o) = tool.open_world() {
+            a.insert("openWorldHint".into(), o.into());
         }
         a.insert("idempotentHint".into(), tool.idempotent().into());
         Self::from_annotations(Some(&serde_json::Value::Object(a)))

@@ -13,14 +13,16 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::hints::ToolHints;
+
 /// An rmcp server handler exposing a set of llmchain tools (`tools/list`, `tools/call`).
 ///
-/// A tool's `idempotent` flag is announced as `idempotentHint`, its `read_only` and
-/// `destructive` flags (when the tool declares them) as `readOnlyHint` and
-/// `destructiveHint`, its display text as `title`. A call runs [`Tool::execute`] (argument checks, timeout, panic capture) with
-/// the request's cancellation token; the result's parts become MCP content (text,
-/// images; other parts as text), `processed_content` becomes `structuredContent` when
-/// it is an object, and any error, refusal or interrupt sets `isError`. An unknown tool
+/// Every annotation is announced: a tool's `read_only`, `destructive`, `idempotent` and
+/// `open_world` flags as `readOnlyHint`, `destructiveHint`, `idempotentHint` and
+/// `openWorldHint` (the MCP default, said out loud, for what it does not declare), its
+/// display text as `title`. A call runs [`Tool::execute`] (argument checks, timeout, panic capture) with
+/// the request's cancellation token; the result becomes MCP content (see
+/// [`ToolServer::result_json`]), and any error, refusal or interrupt sets `isError`. An unknown tool
 /// is a JSON-RPC invalid-params error, as the MCP spec asks.
 #[derive(Debug, Clone)]
 pub struct ToolServer {
@@ -53,39 +55,61 @@ impl ToolServer {
     }
 
     fn listing(t: &Tool) -> Value {
-        let mut annotations = json!({"title": t.display_text()});
-        if t.idempotent() {
-            annotations["idempotentHint"] = json!(true);
-        }
-        if let Some(read_only) = t.read_only() {
-            annotations["readOnlyHint"] = json!(read_only);
-        }
-        if let Some(destructive) = t.destructive() {
-            annotations["destructiveHint"] = json!(destructive);
-        }
+        // Every hint is set, from what the tool declares; what it leaves unsaid gets
+        // the MCP default, said out loud (so a client never guesses).
+        let hints = ToolHints::of_tool(t);
         json!({
             "name": t.name(),
             "title": t.display_text(),
             "description": t.description(),
             "inputSchema": t.parameters_schema(),
-            "annotations": annotations,
+            "annotations": {
+                "title": t.display_text(),
+                "readOnlyHint": hints.read_only,
+                "destructiveHint": hints.destructive,
+                "idempotentHint": hints.idempotent,
+                "openWorldHint": hints.open_world,
+            },
         })
     }
 
     /// Maps an llmchain result to MCP `tools/call` result JSON.
+    ///
+    /// With a `processed_content` object, that is the `structuredContent` and the text
+    /// content is its JSON (as the MCP spec asks, so a client reading either sees the
+    /// same thing); otherwise the text parts are the text content. Images go as
+    /// `image` content, files as embedded `resource` blobs, links as `resource_link`.
     pub fn result_json(r: &ToolResult) -> Value {
-        let content: Vec<Value> = r
-            .content
-            .iter()
-            .map(|p| match p.r#type {
-                ContentType::Image if p.media().is_some() => {
-                    json!({"type": "image", "data": p.content, "mimeType": p.media()})
-                }
-                _ => json!({"type": "text", "text": p.content}),
-            })
-            .collect();
+        let structured = r.processed_content.as_ref().filter(|v| v.is_object());
+        let mut content: Vec<Value> = Vec::with_capacity(r.content.len());
+        if let Some(pc) = structured {
+            content.push(json!({"type": "text", "text": pc.to_string()}));
+        }
+        for p in &r.content {
+            let block = match p.r#type {
+                ContentType::Text if structured.is_some() => continue,
+                ContentType::Image => json!({
+                    "type": "image",
+                    "data": p.content,
+                    "mimeType": p.media().unwrap_or("image/png"),
+                }),
+                ContentType::File => json!({"type": "resource", "resource": {
+                    "uri": p.options.get("uri").and_then(Value::as_str).unwrap_or("llmchain://result/file"),
+                    "mimeType": p.media().unwrap_or("application/octet-stream"),
+                    "blob": p.content,
+                }}),
+                ContentType::ImageUrl | ContentType::FileUrl => json!({
+                    "type": "resource_link",
+                    "uri": p.content,
+                    "name": p.content.rsplit('/').next().unwrap_or(&p.content),
+                }),
+                ContentType::Thinking | ContentType::Unsupported => continue,
+                ContentType::Text => json!({"type": "text", "text": p.content}),
+            };
+            content.push(block);
+        }
         let mut v = json!({"content": content, "isError": r.is_error() || r.is_interrupt()});
-        if let Some(pc) = r.processed_content.as_ref().filter(|v| v.is_object()) {
+        if let Some(pc) = structured {
             v["structuredContent"] = pc.clone();
         }
         v
@@ -162,4 +186,79 @@ where
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use llmchain::message::ContentPart;
+    use llmchain::tool::ToolOutput;
+    use rmcp::model::CallToolResult;
+
+    use super::*;
+
+    fn tool(b: llmchain::tool::ToolBuilder) -> Tool {
+        b.schema(json!({"type": "object"}))
+            .handler(|_, _| async { ToolOutput::text("ok") })
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_annotation_is_set_deliberately() {
+        let closed = tool(
+            Tool::builder("calc")
+                .read_only(true)
+                .idempotent(true)
+                .open_world(false),
+        );
+        assert_eq!(
+            ToolServer::listing(&closed)["annotations"],
+            json!({"title": "Calc", "readOnlyHint": true, "destructiveHint": false,
+                   "idempotentHint": true, "openWorldHint": false})
+        );
+        // Nothing declared: the MCP defaults, said out loud.
+        let unsaid = tool(Tool::builder("work"));
+        assert_eq!(
+            ToolServer::listing(&unsaid)["annotations"],
+            json!({"title": "Work", "readOnlyHint": false, "destructiveHint": true,
+                   "idempotentHint": false, "openWorldHint": true})
+        );
+    }
+
+    #[test]
+    fn results_map_every_part_and_text_agrees_with_structured_content() {
+        let mut r = ToolResult::success(
+            "c1",
+            vec![
+                ContentPart::text("18 degrees"),
+                ContentPart::image("iVBORw0KGgo=", "image/png"),
+                ContentPart::file("H4sI", "application/gzip").with_option("uri", "file:///a.gz"),
+                ContentPart::file_url("https://example.com/r.pdf"),
+            ],
+        );
+        r.processed_content = Some(json!({"temp": 18}));
+        let v = ToolServer::result_json(&r);
+        assert_eq!(v["structuredContent"], json!({"temp": 18}));
+        let content = v["content"].as_array().unwrap();
+        assert_eq!(content[0], json!({"type": "text", "text": "{\"temp\":18}"}));
+        assert_eq!(content[1]["type"], "image");
+        assert_eq!(
+            content[2],
+            json!({"type": "resource", "resource": {"uri": "file:///a.gz",
+                   "mimeType": "application/gzip", "blob": "H4sI"}})
+        );
+        assert_eq!(content[3]["type"], "resource_link");
+        assert_eq!(
+            content.len(),
+            4,
+            "the text part is replaced by the data's JSON"
+        );
+        // What rmcp reads as a result.
+        serde_json::from_value::<CallToolResult>(v).unwrap();
+
+        // Without structured data the text parts are the text content.
+        let v = ToolServer::result_json(&ToolResult::text("c2", "plain"));
+        assert_eq!(v["content"], json!([{"type": "text", "text": "plain"}]));
+        assert!(v.get("structuredContent").is_none());
+    }
 }

@@ -56,16 +56,21 @@ async fn client_side() {
     let add = &tools[0];
     assert_eq!(add.tool.display_text(), "Add numbers");
     assert!(add.tool.idempotent() && add.hints.idempotent);
-    // Declared hints travel as readOnlyHint/destructiveHint; undeclared ones stay absent.
+    // Every hint is announced: what a tool declares, and the MCP default for what it
+    // does not (read-only false, destructive true, open-world true), said out loud.
     assert!(add.hints.read_only && !add.hints.destructive);
     assert_eq!(add.tool.read_only(), Some(true));
     assert!(!tools[1].hints.read_only && !tools[1].hints.destructive);
-    assert_eq!(tools[1].tool.read_only(), None);
+    assert_eq!(tools[1].tool.read_only(), Some(false));
     assert_eq!(tools[1].tool.destructive(), Some(false));
     assert!(tools[2].hints.destructive && !tools[2].hints.read_only);
     assert_eq!(
-        (tools[2].tool.read_only(), tools[2].tool.destructive()),
-        (None, None)
+        (
+            tools[2].tool.read_only(),
+            tools[2].tool.destructive(),
+            tools[2].tool.open_world()
+        ),
+        (Some(false), Some(true), Some(true))
     );
     assert_eq!(add.tool.parameters_schema()["required"], json!(["a", "b"]));
 
@@ -74,8 +79,13 @@ async fn client_side() {
         .execute(json!({"a": 2, "b": 40}), ToolContext::new("c1"))
         .await;
     assert!(!r.is_error(), "{r:?}");
-    assert_eq!(r.content_text(), "42");
+    // A result with structured data: the text content is that data's JSON, so a client
+    // reading either sees the same thing (the MCP spec's backwards-compatible form).
     assert_eq!(r.processed_content, Some(json!({"sum": 42.0})));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&r.content_text()).unwrap(),
+        json!({"sum": 42.0})
+    );
 
     let r = tools[1]
         .tool
@@ -120,7 +130,7 @@ async fn client_side() {
         .tool
         .execute(json!({"a": 1, "b": 1}), ToolContext::new("c6"))
         .await;
-    assert_eq!(r.content_text(), "2");
+    assert_eq!(r.processed_content, Some(json!({"sum": 2.0})));
 }
 
 fn main() {

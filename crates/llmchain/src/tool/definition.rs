@@ -126,6 +126,7 @@ struct Inner {
     idempotent: bool,
     read_only: Option<bool>,
     destructive: Option<bool>,
+    open_world: Option<bool>,
     parse_args: Option<Box<ParseArgsFn>>,
     handler: Box<dyn DynHandler>,
     validator: jsonschema::Validator,
@@ -173,6 +174,7 @@ impl Tool {
             idempotent: false,
             read_only: None,
             destructive: None,
+            open_world: None,
             parse_args: None,
             handler: None,
         }
@@ -234,6 +236,13 @@ impl Tool {
     /// definition does not say (MCP assumes destructive then).
     pub fn destructive(&self) -> Option<bool> {
         self.inner.destructive
+    }
+
+    /// `Some(true)` when the tool reaches an open world (the web, other people's
+    /// systems), `Some(false)` when it acts only on a closed domain (a calculator, a
+    /// local directory); `None` when its definition does not say (MCP assumes open).
+    pub fn open_world(&self) -> Option<bool> {
+        self.inner.open_world
     }
 
     /// True when a custom `parse_args` replaces the built-in argument checks.
@@ -387,6 +396,7 @@ pub struct ToolBuilder {
     idempotent: bool,
     read_only: Option<bool>,
     destructive: Option<bool>,
+    open_world: Option<bool>,
     parse_args: Option<Box<ParseArgsFn>>,
     handler: Option<Box<dyn DynHandler>>,
 }
@@ -455,6 +465,13 @@ impl ToolBuilder {
     /// see [`Tool::destructive`].
     pub fn destructive(mut self, yes: bool) -> Self {
         self.destructive = Some(yes);
+        self
+    }
+
+    /// Declares whether the tool reaches an open world (MCP `openWorldHint`); see
+    /// [`Tool::open_world`].
+    pub fn open_world(mut self, yes: bool) -> Self {
+        self.open_world = Some(yes);
         self
     }
 
@@ -568,6 +585,7 @@ impl ToolBuilder {
                 idempotent: self.idempotent,
                 read_only: self.read_only,
                 destructive: self.destructive,
+                open_world: self.open_world,
                 parse_args: self.parse_args,
                 handler,
                 name: self.name,
