@@ -19,9 +19,12 @@
 //! | `text` content | text part |
 //! | `image` content | image part (base64 + media type) |
 //! | `audio` content | file part (base64 + media type) |
-//! | `resource` (embedded) | text part (text resource) or file part (blob) |
+//! | `resource` (embedded) | text part (text resource) or file part (blob, with its media type and `uri`) |
 //! | `resource_link` | text part naming the URI |
 //! | `structuredContent` | `processed_content` (the text content still goes to the model) |
+//! | a block of a type MCP adds later | text part holding its JSON |
+//!
+//! Where each kind then goes on each provider's wire is `docs/content-placement.md`.
 //! | `isError: true` | `is_error` |
 //! | JSON-RPC `-32602` invalid params | refusal (`is_error` + `is_refusal`): nothing ran |
 //! | other JSON-RPC errors, a closed transport | `is_error` |
