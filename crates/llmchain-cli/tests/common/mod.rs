@@ -93,8 +93,18 @@ pub(crate) fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
 /// Runs `llmchain ARGS` in `dir` without a terminal and without provider or database
 /// settings from the environment.
 pub(crate) fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
+    llmchain_with_env(args, dir, &[])
+}
+
+/// [`llmchain`] with `env` set.
+pub(crate) fn llmchain_with_env(
+    args: &[&str],
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> Output {
     Command::new(BIN)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
@@ -279,4 +289,16 @@ pub(crate) fn export(
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The value of `name`, set by `.ci/third-party` for the interoperability tests; `None`
+/// (after printing `SKIPPED test`) when it is not set.
+pub(crate) fn third_party(name: &str, test: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            eprintln!("SKIPPED {test}: {name} is not set (eval \"$(.ci/third-party)\")");
+            None
+        }
+    }
 }

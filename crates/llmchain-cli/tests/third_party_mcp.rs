@@ -1,0 +1,233 @@
+//! Real third-party MCP servers through the CLI: `@modelcontextprotocol/server-filesystem`
+//! and `server-everything` from npm, `mcp-server-time` and `mcp-server-git` from PyPI.
+//! Each is listed, two or three of its tools are called with `llmchain mcp call`, and a
+//! whole `llmchain run` uses one against a local scripted provider. Needs
+//! `LLMCHAIN_TEST_NPM_BIN` and `LLMCHAIN_TEST_MCP_SERVERS_BIN` (`.ci/third-party` sets
+//! them); prints `SKIPPED` and passes without them.
+
+mod common;
+
+use std::process::Command;
+
+use common::{BIN, llmchain, serve, third_party as bin_dir};
+use llmchain::provider::Format;
+use llmchain::provider::render::{ResponseScript, render_stream};
+use serde_json::{Value, json};
+
+/// `llmchain mcp list --json --mcp CMD`: the tools' names.
+fn list(cmd: &str) -> Vec<String> {
+    let out = Command::new(BIN)
+        .args(["mcp", "list", "--json", "--mcp", cmd])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd}: {stderr}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// `llmchain mcp call --mcp CMD TOOL ARGS`: the printed result, asserting it ran fine.
+fn call(cmd: &str, tool: &str, args: Value) -> Value {
+    let out = Command::new(BIN)
+        .args(["mcp", "call", "--mcp", cmd, tool, &args.to_string()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{tool}: {stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ran"], true);
+    assert_eq!(v["is_error"], false, "{tool}: {v}");
+    v
+}
+
+fn has(names: &[String], want: &[&str]) {
+    for w in want {
+        assert!(names.iter().any(|n| n == w), "no {w} in {names:?}");
+    }
+}
+
+#[test]
+fn server_filesystem_lists_reads_and_describes() {
+    let Some(npm) = bin_dir(
+        "LLMCHAIN_TEST_NPM_BIN",
+        "server_filesystem_lists_reads_and_describes",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "Ship on Friday.\n").unwrap();
+    let cmd = format!("{npm}/mcp-server-filesystem {}", root.display());
+    has(
+        &list(&cmd),
+        &["read_text_file", "list_directory", "get_file_info"],
+    );
+    let path = root.join("notes.txt").display().to_string();
+    let v = call(&cmd, "read_text_file", json!({"path": path}));
+    assert!(
+        v["content"].as_str().unwrap().contains("Ship on Friday."),
+        "{v}"
+    );
+    let v = call(
+        &cmd,
+        "list_directory",
+        json!({"path": root.display().to_string()}),
+    );
+    assert!(
+        v["content"].as_str().unwrap().contains("[FILE] notes.txt"),
+        "{v}"
+    );
+    let v = call(&cmd, "get_file_info", json!({"path": path}));
+    assert!(v["content"].as_str().unwrap().contains("size"), "{v}");
+}
+
+#[test]
+fn server_everything_text_image_blob_and_structured_content() {
+    let Some(npm) = bin_dir(
+        "LLMCHAIN_TEST_NPM_BIN",
+        "server_everything_text_image_blob_and_structured_content",
+    ) else {
+        return;
+    };
+    let cmd = format!("{npm}/mcp-server-everything");
+    has(
+        &list(&cmd),
+        &["echo", "get-sum", "get-tiny-image", "gzip-file-as-resource"],
+    );
+    let v = call(&cmd, "echo", json!({"message": "hi there"}));
+    assert_eq!(v["content"], "Echo: hi there");
+    let v = call(&cmd, "get-sum", json!({"a": 2, "b": 3}));
+    assert!(v["content"].as_str().unwrap().contains('5'), "{v}");
+    let v = call(&cmd, "get-tiny-image", json!({}));
+    let parts = v["parts"].as_array().unwrap();
+    assert!(
+        parts
+            .iter()
+            .any(|p| p["type"] == "image" && p["media"] == "image/png"),
+        "{v}"
+    );
+    // A blob resource (no network: the file is a data URI).
+    let v = call(
+        &cmd,
+        "gzip-file-as-resource",
+        json!({"name": "notes.txt.gz", "data": "data:text/plain;base64,U2hpcCBvbiBGcmlkYXku", "outputType": "resource"}),
+    );
+    assert_eq!(v["parts"][0]["type"], "file", "{v}");
+    assert_eq!(v["parts"][0]["media"], "application/gzip", "{v}");
+    let v = call(
+        &cmd,
+        "get-structured-content",
+        json!({"location": "Chicago"}),
+    );
+    assert!(v["processed_content"]["temperature"].is_number(), "{v}");
+}
+
+#[test]
+fn mcp_server_time_and_git() {
+    let Some(py) = bin_dir("LLMCHAIN_TEST_MCP_SERVERS_BIN", "mcp_server_time_and_git") else {
+        return;
+    };
+    let time = format!("{py}/mcp-server-time --local-timezone UTC");
+    has(&list(&time), &["get_current_time", "convert_time"]);
+    let v = call(
+        &time,
+        "get_current_time",
+        json!({"timezone": "Europe/Paris"}),
+    );
+    assert!(
+        v["content"].as_str().unwrap().contains("Europe/Paris"),
+        "{v}"
+    );
+    let v = call(
+        &time,
+        "convert_time",
+        json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}),
+    );
+    assert!(v["content"].as_str().unwrap().contains("21:00"), "{v}");
+
+    // A repository of one commit.
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().canonicalize().unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{ok:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "first commit"]);
+    std::fs::write(repo.join("b.txt"), "b\n").unwrap();
+    let cmd = format!("{py}/mcp-server-git --repository {}", repo.display());
+    has(&list(&cmd), &["git_status", "git_log"]);
+    let r = repo.display().to_string();
+    let v = call(&cmd, "git_status", json!({"repo_path": r}));
+    assert!(v["content"].as_str().unwrap().contains("b.txt"), "{v}");
+    let v = call(&cmd, "git_log", json!({"repo_path": r}));
+    assert!(
+        v["content"].as_str().unwrap().contains("first commit"),
+        "{v}"
+    );
+}
+
+/// A whole `llmchain run` with server-everything's tools: the scripted model calls
+/// `get-sum`, the real server answers, the model's second turn sees the result.
+#[test]
+fn a_whole_run_with_server_everything() {
+    let Some(npm) = bin_dir(
+        "LLMCHAIN_TEST_NPM_BIN",
+        "a_whole_run_with_server_everything",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let first = ResponseScript::tool_call("call_1", "get-sum", r#"{"a":20,"b":22}"#);
+    let second = ResponseScript::text("The sum is 42.");
+    let (base, seen) = serve(vec![
+        render_stream(Format::OpenAiChat, &first).unwrap(),
+        render_stream(Format::OpenAiChat, &second).unwrap(),
+    ]);
+    let db = format!("sqlite://{}", dir.path().join("run.db").display());
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--db",
+            &db,
+            "--mcp",
+            &format!("{npm}/mcp-server-everything"),
+            "--trust",
+            "mcp-server-everything",
+            "Add 20 and 22.",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("The sum is 42."));
+    let requests = seen.lock().unwrap();
+    assert_eq!(requests.len(), 2);
+    let tool_msg = requests[1].1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert!(
+        tool_msg["content"].as_str().unwrap().contains("42"),
+        "{tool_msg}"
+    );
+}
