@@ -195,11 +195,16 @@ fn litellm_proxy_carries_a_tool_round_trip_on_openai_and_anthropic_routes() {
             .env("LITELLM_MASTER_KEY", master)
             .env("NO_DOCS", "True")
             .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(std::fs::File::create(dir.path().join("litellm.log")).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("litellm.err")).unwrap())
             .spawn()
             .unwrap(),
     );
+    let logs = || {
+        ["litellm.log", "litellm.err"]
+            .map(|f| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default())
+            .join("\n")
+    };
     let started = Instant::now();
     let health = format!("127.0.0.1:{port}");
     loop {
@@ -250,7 +255,11 @@ fn litellm_proxy_carries_a_tool_round_trip_on_openai_and_anthropic_routes() {
             &[(key, master)],
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{provider}: {stderr}");
+        assert!(
+            out.status.success(),
+            "{provider}: {stderr}\nLiteLLM:\n{}",
+            logs()
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["text"], "It is 42.", "{provider}: {v}");
         assert_eq!(

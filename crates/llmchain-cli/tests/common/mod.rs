@@ -104,7 +104,6 @@ pub(crate) fn llmchain_with_env(
 ) -> Output {
     Command::new(BIN)
         .args(args)
-        .envs(env.iter().copied())
         .current_dir(dir)
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
@@ -116,6 +115,8 @@ pub(crate) fn llmchain_with_env(
         // The default database goes into the test's directory.
         .env("XDG_DATA_HOME", dir)
         .env("XDG_CONFIG_HOME", dir)
+        // After the removals: what the test sets wins.
+        .envs(env.iter().copied())
         .output()
         .expect("the binary runs")
 }
