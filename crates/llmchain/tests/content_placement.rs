@@ -200,7 +200,8 @@ async fn servers_with_the_real_rules_accept_every_request() {
                 }
             })
             .collect();
-        let server = Server::start_with(replies, Some(content_rules::validator(format))).await;
+        let server =
+            Server::start_with(replies, Some(http_support::content_validator(format))).await;
         let model = HttpModel::new(
             HttpModelConfig::new(format, "m")
                 .api_key("test-key")

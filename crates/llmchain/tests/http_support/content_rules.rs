@@ -1,16 +1,13 @@
 //! What the real APIs accept as content, checked on a request body: the media types of
 //! images and documents, the shapes of documents, which blocks a tool result may hold,
 //! and that text is never empty where an API refuses empty text. The local servers
-//! reject with these (see [`validator`]) and the placement tests run every body they
-//! build through them.
-
-use std::sync::Arc;
+//! reject with these (`http_support::content_validator`) and the placement tests run
+//! every body they build through them. Self-contained (llmchain, serde_json, base64), so
+//! other crates' tests include it by path.
 
 use base64::Engine as _;
 use llmchain::provider::Format;
 use serde_json::{Value, json};
-
-use super::{Reply, Seen, Validator};
 
 type Check = Result<(), String>;
 
@@ -358,26 +355,4 @@ pub(crate) fn check(format: Format, body: &Value) -> Check {
         Format::Ollama => ollama(body),
         _ => Ok(()),
     }
-}
-
-/// A server validator applying [`check`], answering 400 the way each API words it.
-pub(crate) fn validator(format: Format) -> Validator {
-    Arc::new(move |seen: &Seen| {
-        let message = check(format, &seen.body).err()?;
-        Some(match format {
-            Format::Anthropic => Reply::json(
-                400,
-                &json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
-            ),
-            Format::Gemini => Reply::json(
-                400,
-                &json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
-            ),
-            Format::Ollama => Reply::json(400, &json!({"error": message})),
-            _ => Reply::json(
-                400,
-                &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
-            ),
-        })
-    })
 }

@@ -291,3 +291,25 @@ pub(crate) fn fixture(path: &str) -> Vec<u8> {
     ))
     .unwrap()
 }
+
+/// A server validator applying [`content_rules::check`], answering 400 the way each API words it.
+pub(crate) fn content_validator(format: llmchain::provider::Format) -> Validator {
+    Arc::new(move |seen: &Seen| {
+        let message = content_rules::check(format, &seen.body).err()?;
+        Some(match format {
+            llmchain::provider::Format::Anthropic => Reply::json(
+                400,
+                &json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+            ),
+            llmchain::provider::Format::Gemini => Reply::json(
+                400,
+                &json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
+            ),
+            llmchain::provider::Format::Ollama => Reply::json(400, &json!({"error": message})),
+            _ => Reply::json(
+                400,
+                &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
+            ),
+        })
+    })
+}
