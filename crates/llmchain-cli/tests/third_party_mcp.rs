@@ -181,19 +181,13 @@ fn mcp_server_time_and_git() {
     );
 }
 
-/// A whole `llmchain run` with server-everything's tools: the scripted model calls
-/// `get-sum`, the real server answers, the model's second turn sees the result.
-#[test]
-fn a_whole_run_with_server_everything() {
-    let Some(npm) = bin_dir(
-        "LLMCHAIN_TEST_NPM_BIN",
-        "a_whole_run_with_server_everything",
-    ) else {
-        return;
-    };
+/// A whole `llmchain run` with a real server's tool: the scripted model calls `tool`
+/// with `args`, the server answers, and the model's second request carries a result
+/// holding `expect`.
+fn whole_run(server: &str, trust: &str, tool: &str, args: Value, expect: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let first = ResponseScript::tool_call("call_1", "get-sum", r#"{"a":20,"b":22}"#);
-    let second = ResponseScript::text("The sum is 42.");
+    let first = ResponseScript::tool_call("call_1", tool, &args.to_string());
+    let second = ResponseScript::text("Done.");
     let (base, seen) = serve(vec![
         render_stream(Format::OpenAiChat, &first).unwrap(),
         render_stream(Format::OpenAiChat, &second).unwrap(),
@@ -207,18 +201,20 @@ fn a_whole_run_with_server_everything() {
             "--db",
             &db,
             "--mcp",
-            &format!("{npm}/mcp-server-everything"),
+            server,
             "--trust",
-            "mcp-server-everything",
-            "Add 20 and 22.",
+            trust,
+            "--approve",
+            "always",
+            "Go.",
         ],
         dir.path(),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("The sum is 42."));
+    assert!(out.status.success(), "{tool}: {stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Done."));
     let requests = seen.lock().unwrap();
-    assert_eq!(requests.len(), 2);
+    assert_eq!(requests.len(), 2, "{tool}");
     let tool_msg = requests[1].1["messages"]
         .as_array()
         .unwrap()
@@ -227,7 +223,57 @@ fn a_whole_run_with_server_everything() {
         .cloned()
         .unwrap();
     assert!(
-        tool_msg["content"].as_str().unwrap().contains("42"),
-        "{tool_msg}"
+        tool_msg["content"].as_str().unwrap().contains(expect),
+        "{tool}: {tool_msg}"
+    );
+}
+
+/// A whole `llmchain run` with each server's tools against a local scripted provider.
+#[test]
+fn a_whole_run_with_each_server() {
+    let test = "a_whole_run_with_each_server";
+    let (Some(npm), Some(py)) = (
+        bin_dir("LLMCHAIN_TEST_NPM_BIN", test),
+        bin_dir("LLMCHAIN_TEST_MCP_SERVERS_BIN", test),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "Ship on Friday.\n").unwrap();
+    let notes = root.join("notes.txt").display().to_string();
+    whole_run(
+        &format!("{npm}/mcp-server-everything"),
+        "mcp-server-everything",
+        "get-sum",
+        json!({"a": 20, "b": 22}),
+        "42",
+    );
+    whole_run(
+        &format!("{npm}/mcp-server-filesystem {}", root.display()),
+        "mcp-server-filesystem",
+        "read_text_file",
+        json!({"path": notes}),
+        "Ship on Friday.",
+    );
+    whole_run(
+        &format!("{py}/mcp-server-time --local-timezone UTC"),
+        "mcp-server-time",
+        "get_current_time",
+        json!({"timezone": "Asia/Tokyo"}),
+        "Asia/Tokyo",
+    );
+    let ok = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+    whole_run(
+        &format!("{py}/mcp-server-git --repository {}", root.display()),
+        "mcp-server-git",
+        "git_status",
+        json!({"repo_path": root.display().to_string()}),
+        "notes.txt",
     );
 }

@@ -1380,3 +1380,55 @@ async fn a_run_streams_its_events_and_ends_with_finished() {
     // The chain is usable again, and a plain run streams nothing anywhere.
     chain.add_message(Message::user("again?")).await.unwrap();
 }
+
+/// Two responses spliced into one Anthropic stream (a second `message_start` with
+/// another id inside the first): the turn fails, and no call from either message runs.
+#[tokio::test]
+async fn a_spliced_anthropic_stream_runs_no_call() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = {
+        let ran = ran.clone();
+        Tool::builder("delete_file")
+            .schema(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
+            .handler(move |_, _| {
+                let ran = ran.clone();
+                async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    ToolOutput::text("deleted")
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let start = |id: &str| {
+        format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"{id}\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{{\"input_tokens\":5,\"output_tokens\":1}}}}}}\n\n"
+        )
+    };
+    let call = |i: u32, id: &str| {
+        format!(
+            "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{i},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"delete_file\",\"input\":{{\"path\":\"a\"}}}}}}\n\n\
+             event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{i}}}\n\n"
+        )
+    };
+    let end = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n\
+               event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let spliced = format!(
+        "{}{}{}{}{end}",
+        start("msg_A"),
+        call(0, "toolu_A"),
+        start("msg_B"),
+        call(1, "toolu_B")
+    );
+    let model = ScriptedModel::new(Format::Anthropic).respond_bytes(spliced.into_bytes());
+    let mut chain = LLMChain::new(model).with_tool(counted);
+    chain.add_message(Message::user("clean up")).await.unwrap();
+    let err = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert!(err.to_string().contains("spliced"), "{err}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "no call ran");
+    assert!(
+        chain.messages().iter().all(|m| m.role != Role::Tool),
+        "no result was recorded: {:?}",
+        chain.messages()
+    );
+}
