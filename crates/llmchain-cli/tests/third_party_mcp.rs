@@ -186,7 +186,7 @@ fn mcp_server_time_and_git() {
 /// holding `expect`.
 fn whole_run(server: &str, trust: &str, tool: &str, args: Value, expect: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let first = ResponseScript::tool_call("call_1", tool, &args.to_string());
+    let first = ResponseScript::tool_call("call_1", tool, args.to_string());
     let second = ResponseScript::text("Done.");
     let (base, seen) = serve(vec![
         render_stream(Format::OpenAiChat, &first).unwrap(),
