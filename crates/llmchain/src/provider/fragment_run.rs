@@ -9,10 +9,6 @@
 //! [`take_fragments`] does the taking. Anything that differs in a byte is left to the
 //! framer and the decoder's full path.
 
-// The audited `unsafe` of the crate (see the workspace lints): every block has a
-// SAFETY comment; the fuzz targets run it under AddressSanitizer (fuzz/campaign.sh).
-#![allow(unsafe_code)]
-
 use std::borrow::Cow;
 
 use super::assembly::{Assembler, Emit};
@@ -153,10 +149,9 @@ fn take<const VARYING: bool>(
                 break true;
             }
             if !join && buf.len() > start {
-                // SAFETY: `start` was `buf.len()` before the fragment was appended: the
-                // end of a valid string then, so a char boundary now (the scan did not
-                // shorten `buf`, and `start < buf.len()`).
-                let fragment = unsafe { buf.get_unchecked(start..) };
+                // `start` was `buf.len()` before the fragment was appended: a char
+                // boundary (checked anyway, at the cost of one byte's look).
+                let fragment = buf.get(start..).unwrap_or_default();
                 emit(StreamEvent::ToolCallArguments {
                     index: pos,
                     fragment: Cow::Borrowed(fragment),
@@ -170,10 +165,9 @@ fn take<const VARYING: bool>(
             lit = at + prefix.len();
         };
         if join && buf.len() > run_start {
-            // SAFETY: `run_start` was `buf.len()` before the run: the end of a valid
-            // string then, so a char boundary now (the run only appended to `buf`, and a
-            // fragment it refused was truncated back to the end of the one before).
-            let fragment = unsafe { buf.get_unchecked(run_start..) };
+            // `run_start` was `buf.len()` before the run: a char boundary (the run only
+            // appended to `buf`; a fragment it refused was truncated back).
+            let fragment = buf.get(run_start..).unwrap_or_default();
             emit(StreamEvent::ToolCallArguments {
                 index: pos,
                 fragment: Cow::Borrowed(fragment),
