@@ -14,10 +14,22 @@ use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 use serde_json::{Value, json};
 
+/// Seconds a server may take to start: generous, since node and Python start slowly on
+/// a loaded machine (the CLI's default is 10).
+const START: &str = "90";
+
 /// `llmchain mcp list --json --mcp CMD`: the tools' names.
 fn list(cmd: &str) -> Vec<String> {
     let out = Command::new(BIN)
-        .args(["mcp", "list", "--json", "--mcp", cmd])
+        .args([
+            "mcp",
+            "list",
+            "--json",
+            "--mcp-start-timeout",
+            START,
+            "--mcp",
+            cmd,
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -36,7 +48,16 @@ fn list(cmd: &str) -> Vec<String> {
 /// `llmchain mcp call --mcp CMD TOOL ARGS`: the printed result, asserting it ran fine.
 fn call(cmd: &str, tool: &str, args: Value) -> Value {
     let out = Command::new(BIN)
-        .args(["mcp", "call", "--mcp", cmd, tool, &args.to_string()])
+        .args([
+            "mcp",
+            "call",
+            "--mcp-start-timeout",
+            START,
+            "--mcp",
+            cmd,
+            tool,
+            &args.to_string(),
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

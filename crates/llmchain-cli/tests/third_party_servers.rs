@@ -17,6 +17,10 @@ use common::{llmchain_with_env as llmchain, third_party as var};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 
+/// The two servers start one at a time (a model load and a Python proxy side by side
+/// starve each other on two cores).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -102,6 +106,7 @@ fn llama_cpp_server_streams_a_real_models_text_on_chat_and_responses() {
     let Some(py) = var("LLMCHAIN_TEST_LLAMA_PYTHON", test) else {
         return;
     };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let script = format!(
         "{}/tests/servers/llama_server.py",
         env!("CARGO_MANIFEST_DIR")
@@ -165,6 +170,7 @@ fn litellm_proxy_carries_a_tool_round_trip_on_openai_and_anthropic_routes() {
     let Some(litellm) = var("LLMCHAIN_TEST_LITELLM", test) else {
         return;
     };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let call = ResponseScript::tool_call("call_1", "calculator", r#"{"expression":"6*7"}"#)
         .with_usage(30, 8);
     let answer = ResponseScript::text("It is 42.").with_usage(40, 4);
