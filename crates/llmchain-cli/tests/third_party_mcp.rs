@@ -221,6 +221,8 @@ fn whole_run(server: &str, trust: &str, tool: &str, args: Value, expect: &str) {
             &base,
             "--db",
             &db,
+            "--mcp-start-timeout",
+            START,
             "--mcp",
             server,
             "--trust",
