@@ -4,7 +4,7 @@ use super::assembly::{Emit, malformed, wrong_format};
 use super::error::DecodeError;
 use super::event::StreamEvent;
 use super::format::{DecoderConfig, StreamDecoder, cut_off};
-use super::framing::{EventSink, NdjsonFramer, SseEvent, SseFramer};
+use super::framing::{NdjsonFramer, SseFramer};
 use super::outcome::DecodeOutcome;
 use crate::message::Message;
 
@@ -19,12 +19,18 @@ pub(crate) trait EventHandler: Send {
 
     /// Handles one SSE event's data or one NDJSON line.
     fn on_data(&mut self, data: &[u8], emit: Emit<'_>) -> Result<(), DecodeError>;
-    /// Takes whole SSE events off the front of `bytes` (raw stream bytes at an event
-    /// boundary) that the handler recognises by their exact bytes, handling them as
-    /// [`on_data`](Self::on_data) would; returns the bytes and the number of events
-    /// taken. Only `data: …` events each ending in a blank line may be taken (see
-    /// [`EventSink::bulk`]). None by default.
-    fn bulk(&mut self, _bytes: &[u8], _emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
+    /// Reads whole SSE events off the front of `bytes` itself, unframed: raw stream
+    /// bytes where the framer stands between events
+    /// ([`SseFramer::between_events`]). A handler that recognises some events by their
+    /// exact bytes takes them here, handling each as [`on_data`](Self::on_data) would,
+    /// and returns the bytes and the number of events taken. It must take only bytes
+    /// the framer would frame as those same complete events (`data:` lines, each event
+    /// ending with a blank line, within the line cap). None by default.
+    fn raw_events(
+        &mut self,
+        _bytes: &[u8],
+        _emit: Emit<'_>,
+    ) -> Result<(usize, usize), DecodeError> {
         Ok((0, 0))
     }
     /// Handles an SSE `data: [DONE]` event (ignored by default).
@@ -73,15 +79,33 @@ impl<H: EventHandler> SseDecoder<H> {
     fn feed_inner(&mut self, chunk: &[u8], on_event: Emit<'_>) -> Result<(), DecodeError> {
         let handler = self.handler.as_mut().ok_or_else(|| finished(self.format))?;
         self.saw_bytes |= !chunk.is_empty();
-        self.framer.feed_sink(
-            chunk,
-            &mut Sink {
-                handler,
-                emit: on_event,
-                saw: &mut self.saw_event,
-                ok: &mut self.ok_events,
-            },
-        )?;
+        let (saw, ok) = (&mut self.saw_event, &mut self.ok_events);
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            if self.framer.between_events() {
+                // The handler may read the next events unframed.
+                let (n, events) = handler.raw_events(rest, on_event)?;
+                if events > 0 {
+                    *saw = true;
+                    *ok += events;
+                }
+                rest = &rest[n.min(rest.len())..];
+                if rest.is_empty() {
+                    break;
+                }
+            }
+            let n = self.framer.feed_event(rest, &mut |ev| {
+                *saw = true;
+                if is_done(ev.data) {
+                    handler.on_done();
+                    return Ok(());
+                }
+                handler.on_data(ev.data, on_event)?;
+                *ok += 1;
+                Ok(())
+            })?;
+            rest = &rest[n..];
+        }
         if !H::WHOLE_BODIES {
             return Ok(());
         }
@@ -140,39 +164,6 @@ impl<H: EventHandler> SseDecoder<H> {
             return handler.decode_whole(&raw, on_event);
         }
         handler.finish(on_event)
-    }
-}
-
-/// The framer's sink while feeding: events go to the handler, which may also take
-/// events in bulk.
-struct Sink<'a, 'e, H> {
-    handler: &'a mut H,
-    emit: Emit<'e>,
-    saw: &'a mut bool,
-    ok: &'a mut usize,
-}
-
-impl<H: EventHandler> EventSink for Sink<'_, '_, H> {
-    #[inline]
-    fn bulk(&mut self, rest: &[u8]) -> Result<usize, DecodeError> {
-        let (n, events) = self.handler.bulk(rest, self.emit)?;
-        if events > 0 {
-            *self.saw = true;
-            *self.ok += events;
-        }
-        Ok(n)
-    }
-
-    #[inline]
-    fn event(&mut self, ev: SseEvent<'_>) -> Result<(), DecodeError> {
-        *self.saw = true;
-        if is_done(ev.data) {
-            self.handler.on_done();
-            return Ok(());
-        }
-        self.handler.on_data(ev.data, self.emit)?;
-        *self.ok += 1;
-        Ok(())
     }
 }
 

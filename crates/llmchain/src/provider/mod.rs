@@ -10,11 +10,9 @@ mod encoding;
 mod error;
 mod event;
 mod format;
-mod fragment_run;
 mod framed;
 pub mod framing;
 mod gemini;
-pub(crate) mod json_scan;
 mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
@@ -23,6 +21,7 @@ mod placement;
 pub mod preview;
 #[cfg(feature = "test-util")]
 pub mod render;
+mod scan;
 pub(crate) mod wire;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};

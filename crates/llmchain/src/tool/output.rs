@@ -1,5 +1,5 @@
 //! [`ToolOutput`]: what a tool body returns, and how it becomes a
-//! [`ToolResult`](crate::message::ToolResult).
+//! [`crate::message::ToolResult`].
 
 use std::fmt::Display;
 

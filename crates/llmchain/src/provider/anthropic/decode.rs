@@ -16,10 +16,10 @@ use crate::provider::assembly::{Assembler, Emit, malformed, wrong_format};
 use crate::provider::error::DecodeError;
 use crate::provider::event::StopReason;
 use crate::provider::format::DecoderConfig;
-use crate::provider::fragment_run::{FragmentShape, take_fragments};
 use crate::provider::framed::EventHandler;
-use crate::provider::json_scan::Cursor;
 use crate::provider::outcome::DecodeOutcome;
+use crate::provider::scan::fragment_run::{FragmentShape, RunScratch, take_fragments};
+use crate::provider::scan::json::Cursor;
 
 const FORMAT: &str = "anthropic";
 
@@ -205,7 +205,7 @@ pub(crate) struct Events {
     /// The id of the message being read (from `message_start`).
     message_id: Option<String>,
     /// Scratch for [`take_fragments`].
-    joint: Vec<u8>,
+    runs: RunScratch,
 }
 
 // The hot path: `input_json_delta` events in the exact shape the API sends, read
@@ -244,7 +244,7 @@ impl EventHandler for Events {
     /// Runs of `input_json_delta` events for tool blocks, in the exact bytes the API
     /// sends, are taken without framing (the same events [`fast_json_delta`] accepts,
     /// with their `event:` line).
-    fn bulk(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
+    fn raw_events(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
         if self.stopped {
             return Ok((0, 0));
         }
@@ -252,7 +252,7 @@ impl EventHandler for Events {
             asm,
             blocks,
             last,
-            joint,
+            runs,
             config,
             ..
         } = self;
@@ -266,7 +266,7 @@ impl EventHandler for Events {
                 _ => None,
             }
         };
-        let taken = take_fragments(bytes, BULK_SHAPE, *config, joint, asm, call_of, emit);
+        let taken = take_fragments(bytes, BULK_SHAPE, *config, runs, asm, call_of, emit)?;
         if taken.1 > 0 {
             self.seen_event = true;
         }
@@ -295,7 +295,7 @@ impl Events {
             seen_event: false,
             stopped: false,
             message_id: None,
-            joint: Vec::new(),
+            runs: RunScratch::default(),
         }
     }
 
@@ -317,20 +317,22 @@ impl Events {
             return Ok(());
         }
         if let Some((index, literal)) = fast_json_delta(data) {
+            // The fragment, when the event closes right after it.
+            let text = || {
+                let mut c = Cursor::new(literal, 0);
+                let text = c.string_text()?;
+                c.eat(JSON_DELTA_END)?;
+                c.at_end().then_some(text)
+            };
             let done = match self.block(index) {
-                Some(BlockState::Tool { pos, .. }) => self
-                    .asm
-                    .push_arguments_literal(pos, literal, |t| t == JSON_DELTA_END, emit)
-                    .map(|_| ()),
+                Some(BlockState::Tool { pos, .. }) => match text() {
+                    Some(text) => Some(self.asm.push_arguments(pos, &text, emit)?),
+                    None => None,
+                },
                 // An opaque block's input: read by serde below.
                 Some(BlockState::Opaque(_)) => None,
                 // A fragment for no tool block is dropped, once checked.
-                _ => {
-                    let mut c = Cursor::new(literal, 0);
-                    c.string()
-                        .and_then(|_| c.eat(JSON_DELTA_END))
-                        .filter(|()| c.at_end())
-                }
+                _ => text().map(drop),
             };
             if done.is_some() {
                 self.seen_event = true;

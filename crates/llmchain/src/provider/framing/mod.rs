@@ -14,5 +14,4 @@ mod ndjson;
 mod sse;
 
 pub use ndjson::NdjsonFramer;
-pub(crate) use sse::EventSink;
 pub use sse::{SseEvent, SseFramer};

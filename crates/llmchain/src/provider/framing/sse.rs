@@ -104,17 +104,26 @@ impl SseFramer {
     where
         F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
-        self.feed_sink(chunk, &mut Events(on_event))
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let n = self.feed_event(rest, on_event)?;
+            rest = &rest[n..];
+        }
+        Ok(())
     }
 
-    /// [`feed`](Self::feed) into a sink that may also take whole events in bulk (see
-    /// [`EventSink::bulk`]).
-    pub(crate) fn feed_sink<S>(&mut self, chunk: &[u8], sink: &mut S) -> Result<(), DecodeError>
+    /// Frames the front of `chunk` through the end of the first event it completes,
+    /// calling `on_event` for that event, and returns how many bytes it framed: through
+    /// that event's blank line, or all of `chunk` when it completes none (never 0 for a
+    /// non-empty chunk). Feeding the rest afterwards gives the same events as
+    /// [`feed`](Self::feed)ing the chunk whole; in between, the caller may look at the
+    /// framer's state ([`between_events`](Self::between_events)).
+    pub fn feed_event<F>(&mut self, chunk: &[u8], on_event: &mut F) -> Result<usize, DecodeError>
     where
-        S: EventSink + ?Sized,
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
         if self.bom_done {
-            return self.feed_lines(chunk, sink);
+            return self.feed_lines(chunk, on_event);
         }
         // The usual first chunk decides at once, and its lines are framed in place.
         if self.partial.is_empty()
@@ -122,26 +131,39 @@ impl SseFramer {
         {
             self.bom_done = true;
             let start = if chunk.starts_with(BOM) { BOM.len() } else { 0 };
-            return self.feed_lines(&chunk[start..], sink);
+            return Ok(start + self.feed_lines(&chunk[start..], on_event)?);
         }
         // Gather up to three bytes to decide whether the stream starts with a BOM.
         let need = BOM.len() - self.partial.len();
         let take = need.min(chunk.len());
         self.partial.extend_from_slice(&chunk[..take]);
-        let rest = &chunk[take..];
         if self.partial.len() < BOM.len() && BOM.starts_with(&self.partial) {
-            return Ok(()); // still undecided, and the chunk is used up
+            return Ok(take); // still undecided
         }
         self.bom_done = true;
         let mut head = std::mem::take(&mut self.partial);
         let start = if head.starts_with(BOM) { BOM.len() } else { 0 };
-        let result = self.feed_lines(&head[start..], sink);
+        // Three bytes at most: too short to complete an event (`data` alone is four),
+        // so they are framed whole.
+        let result = self.feed_lines(&head[start..], on_event);
         head.clear();
         if self.partial.is_empty() {
             self.partial = head; // keep the allocation
         }
         result?;
-        self.feed_lines(rest, sink)
+        Ok(take)
+    }
+
+    /// True when the framer stands between events: the stream start has been read, and
+    /// no line, no `data:` and no `event:` field of an event is pending, so the next
+    /// byte fed starts a new line of a new event.
+    #[inline]
+    pub fn between_events(&self) -> bool {
+        self.bom_done
+            && self.partial.is_empty()
+            && !self.has_data
+            && !self.has_event
+            && !self.skip_lf
     }
 
     /// Ends the stream: an unterminated last line is taken as a line, and a pending event
@@ -150,17 +172,10 @@ impl SseFramer {
     where
         F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
-        self.finish_sink(&mut Events(on_event))
-    }
-
-    /// [`finish`](Self::finish) into a sink.
-    fn finish_sink<S>(&mut self, on_event: &mut S) -> Result<(), DecodeError>
-    where
-        S: EventSink + ?Sized,
-    {
         if !self.bom_done {
             self.bom_done = true;
             let head = std::mem::take(&mut self.partial);
+            // Three bytes at most: no event in them.
             self.feed_lines(&head, on_event)?;
         }
         let result = (|| {
@@ -182,13 +197,15 @@ impl SseFramer {
         result
     }
 
-    fn feed_lines<S>(&mut self, chunk: &[u8], on_event: &mut S) -> Result<(), DecodeError>
+    /// Frames the lines of `chunk` through the first event dispatched (see
+    /// [`feed_event`](Self::feed_event)); returns the bytes framed.
+    fn feed_lines<F>(&mut self, chunk: &[u8], on_event: &mut F) -> Result<usize, DecodeError>
     where
-        S: EventSink + ?Sized,
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
         let mut rest = chunk;
         if rest.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         if self.skip_lf {
             self.skip_lf = false;
@@ -197,10 +214,14 @@ impl SseFramer {
             }
         }
         let line_end = |b: &[u8]| memchr::memchr2(b'\n', b'\r', b);
-        // Complete a line begun in an earlier chunk.
+        // Complete a line begun in an earlier chunk (a non-empty line: it dispatches
+        // nothing).
         if !self.partial.is_empty() {
             match line_end(rest) {
-                None => return self.grow_partial(rest),
+                None => {
+                    self.grow_partial(rest)?;
+                    return Ok(chunk.len());
+                }
                 Some(i) => {
                     self.grow_partial(&rest[..i])?;
                     rest = self.after_line_end(rest, i);
@@ -219,12 +240,6 @@ impl SseFramer {
         // Lines wholly inside this chunk: field values stay borrowed until dispatch.
         let mut pending = Pending::default();
         loop {
-            if !self.has_data && !self.has_event && rest.len() > 1 {
-                // Between events (at a line start, no field pending): the sink may
-                // take whole events.
-                let n = on_event.bulk(rest)?;
-                rest = &rest[n.min(rest.len())..];
-            }
             let i = match rest.first() {
                 None => break,
                 // A blank line (the end of an event) needs no search.
@@ -236,10 +251,14 @@ impl SseFramer {
             };
             let line = &rest[..i];
             rest = self.after_line_end(rest, i);
-            self.line(line, &mut pending, on_event)?;
+            if self.line(line, &mut pending, on_event)? {
+                // Dispatched: `pending` was taken whole.
+                return Ok(chunk.len() - rest.len());
+            }
         }
         self.keep_pending(pending);
-        self.grow_partial(rest)
+        self.grow_partial(rest)?;
+        Ok(chunk.len())
     }
 
     /// Skips the line end at `rest[i]` (CR, LF or CRLF) and returns what follows.
@@ -278,15 +297,16 @@ impl SseFramer {
         }
     }
 
+    /// Frames one line; true when it dispatched an event.
     #[inline]
-    fn line<'c, S>(
+    fn line<'c, F>(
         &mut self,
         line: &'c [u8],
         pending: &mut Pending<'c>,
-        on_event: &mut S,
-    ) -> Result<(), DecodeError>
+        on_event: &mut F,
+    ) -> Result<bool, DecodeError>
     where
-        S: EventSink + ?Sized,
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
         if line.len() > self.max_event_bytes {
             return Err(DecodeError::LineTooLong {
@@ -295,12 +315,13 @@ impl SseFramer {
         }
         if line.is_empty() {
             if self.has_data {
-                return self.dispatch(std::mem::take(pending), on_event);
+                self.dispatch(std::mem::take(pending), on_event)?;
+                return Ok(true);
             }
             pending.event = None;
             self.event.clear();
             self.has_event = false;
-            return Ok(());
+            return Ok(false);
         }
         // The two fields that matter, spelled the usual way, skip the colon search.
         let (name, value): (&[u8], &[u8]) = if let Some(v) = line.strip_prefix(b"data:") {
@@ -308,7 +329,7 @@ impl SseFramer {
         } else if let Some(v) = line.strip_prefix(b"event:") {
             (b"event", v)
         } else if line[0] == b':' {
-            return Ok(()); // a comment
+            return Ok(false); // a comment
         } else {
             match memchr::memchr(b':', line) {
                 Some(c) => (&line[..c], &line[c + 1..]),
@@ -342,13 +363,13 @@ impl SseFramer {
             }
             _ => {} // id, retry and unknown fields are ignored
         }
-        Ok(())
+        Ok(false)
     }
 
     #[inline]
-    fn dispatch<S>(&mut self, pending: Pending<'_>, on_event: &mut S) -> Result<(), DecodeError>
+    fn dispatch<F>(&mut self, pending: Pending<'_>, on_event: &mut F) -> Result<(), DecodeError>
     where
-        S: EventSink + ?Sized,
+        F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
     {
         let data = pending.data.unwrap_or(&self.data);
         let event = if self.has_event && self.names {
@@ -356,42 +377,12 @@ impl SseFramer {
         } else {
             None
         };
-        let result = on_event.event(SseEvent { event, data });
+        let result = on_event(SseEvent { event, data });
         self.has_data = false;
         self.data.clear();
         self.has_event = false;
         self.event.clear();
         result
-    }
-}
-
-/// Where a framer's events go.
-pub(crate) trait EventSink {
-    /// Called wherever the framer stands between events (at a line start, no field of
-    /// an event seen yet) with the rest of the chunk: the sink may take any number of
-    /// **whole** events off its front, handling them itself, and returns how many bytes
-    /// they span (0 for none). A sink must take only bytes that frame as complete events
-    /// (`data:` lines each ending its event with a blank line), so the events are the
-    /// same as without it; it is how a decoder skips line-by-line framing for the events
-    /// it recognises by their exact bytes.
-    fn bulk(&mut self, _rest: &[u8]) -> Result<usize, DecodeError> {
-        Ok(0)
-    }
-
-    /// One dispatched event.
-    fn event(&mut self, event: SseEvent<'_>) -> Result<(), DecodeError>;
-}
-
-/// A callback as a sink that takes nothing in bulk.
-struct Events<'f, F: ?Sized>(&'f mut F);
-
-impl<F> EventSink for Events<'_, F>
-where
-    F: FnMut(SseEvent<'_>) -> Result<(), DecodeError> + ?Sized,
-{
-    #[inline]
-    fn event(&mut self, event: SseEvent<'_>) -> Result<(), DecodeError> {
-        (self.0)(event)
     }
 }
 
@@ -530,6 +521,30 @@ mod tests {
     }
 
     #[test]
+    fn between_events_only_at_a_fresh_line_with_no_field_pending() {
+        let mut f = SseFramer::new(100);
+        assert!(!f.between_events(), "the stream start is not read yet");
+        let mut n = 0;
+        let mut count = |_: SseEvent<'_>| {
+            n += 1;
+            Ok(())
+        };
+        let body = b"event: a\ndata: x\n\ndata: y\n\n";
+        let first = f.feed_event(body, &mut count).unwrap();
+        assert_eq!(first, b"event: a\ndata: x\n\n".len());
+        assert!(f.between_events());
+        f.feed(b"event: b\n", &mut count).unwrap();
+        assert!(!f.between_events(), "an event: field is pending");
+        f.feed(b"data: z", &mut count).unwrap();
+        assert!(!f.between_events(), "a line is pending");
+        f.feed(b"\n\r", &mut count).unwrap();
+        assert!(!f.between_events(), "a CR whose LF may follow");
+        f.feed(b"\n", &mut count).unwrap();
+        assert!(f.between_events());
+        assert_eq!(n, 2);
+    }
+
+    #[test]
     fn callback_error_stops_framing() {
         let mut f = SseFramer::new(100);
         let mut n = 0;
@@ -590,6 +605,47 @@ mod tests {
             prop_assert_eq!(&frame_chunks(&chunks, 1 << 20).unwrap(), &whole);
             let bytes: Vec<&[u8]> = body.chunks(1).collect();
             prop_assert_eq!(&frame_chunks(&bytes, 1 << 20).unwrap(), &whole);
+        }
+
+        /// `feed_event` frames through one event at a time, never stalls, and gives
+        /// the events of `feed`; between two events the framer says it stands between
+        /// events, and framing again from there gives the same events.
+        #[test]
+        fn event_at_a_time_gives_the_same_events(
+            body in arb_stream(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let whole = frame(&body);
+            let at = cut.index(body.len() + 1);
+            let mut f = SseFramer::new(1 << 20);
+            let mut out: Vec<Ev> = Vec::new();
+            for chunk in [&body[..at], &body[at..]] {
+                let mut rest = chunk;
+                while !rest.is_empty() {
+                    let before = out.len();
+                    let n = f
+                        .feed_event(rest, &mut |e| {
+                            out.push((e.event.map(str::to_owned), e.data.to_vec()));
+                            Ok(())
+                        })
+                        .unwrap();
+                    prop_assert!(n > 0 && n <= rest.len());
+                    prop_assert!(out.len() - before <= 1);
+                    if out.len() > before && n < rest.len() {
+                        // Just after a blank line that ended an event: a new one starts,
+                        // unless that blank line was a CR whose LF may follow.
+                        let cr = rest[n - 1] == b'\r';
+                        prop_assert_eq!(f.between_events(), !cr || rest[n] != b'\n');
+                    }
+                    rest = &rest[n..];
+                }
+            }
+            f.finish(&mut |e| {
+                out.push((e.event.map(str::to_owned), e.data.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(out, whole);
         }
     }
 }

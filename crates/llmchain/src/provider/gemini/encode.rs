@@ -2,7 +2,7 @@
 //!
 //! - the system prompt goes in `systemInstruction`;
 //! - tools become `functionDeclarations` whose `parameters` are rewritten by
-//!   [`gemini_schema`](super::schema::gemini_schema) (omitted for tools without
+//!   [`super::schema::gemini_schema`] (omitted for tools without
 //!   parameters);
 //! - assistant turns are `role: "model"` with `functionCall` parts (`args` always an
 //!   object) and their `thoughtSignature`s sent back verbatim; thought text is replayed

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::provider::json_scan::Cursor;
+use crate::provider::scan::json::Cursor;
 use crate::provider::wire::{ArgsField, ContentField, WireUsage};
 
 /// One chunk (or a whole non-streaming response: same envelope, `message` for `delta`).

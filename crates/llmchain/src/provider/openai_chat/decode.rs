@@ -18,9 +18,9 @@ use serde_json::Value;
 use super::chunk::{Chunk, ChunkPrefix, Delta, WireCall};
 use crate::message::{ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
-use crate::provider::fragment_run::{FragmentShape, take_fragments};
 use crate::provider::framed::{EventHandler, SseDecoder};
-use crate::provider::json_scan::Cursor;
+use crate::provider::scan::fragment_run::{FragmentShape, RunScratch, take_fragments};
+use crate::provider::scan::json::Cursor;
 use crate::provider::wire::{ArgsField, chat_stop_reason, malformed, provider_error, wrong_format};
 use crate::provider::{DecodeError, DecodeOutcome, DecoderConfig, StopReason, StreamEvent};
 
@@ -41,17 +41,17 @@ struct State {
     /// the scan of other chunks alike.
     prefix: ChunkPrefix,
     /// The raw bytes of the last fragment-only event the fast path accepted, around its
-    /// wire index and fragment: [`bulk`](EventHandler::bulk) takes the events that
+    /// wire index and fragment: [`raw_events`](Self::raw_events) takes the events that
     /// repeat them byte for byte without framing or re-validating them.
     shape: Option<Shape>,
-    /// The limits: events taken in bulk respect the framer's line cap too; and whether
-    /// a run of fragments may be reported as one event.
+    /// The limits: events taken unframed respect the framer's line cap too; and
+    /// whether a run of fragments may be reported as one event.
     config: DecoderConfig,
-    /// Scratch for [`bulk`](Self::bulk): a shape's tail followed by a call's prefix.
-    joint: Vec<u8>,
+    /// Scratch for [`raw_events`](Self::raw_events).
+    runs: RunScratch,
 }
 
-/// The bytes of a fragment-only event around its variable parts (see [`State::bulk`]).
+/// The bytes of a fragment-only event around its variable parts (see [`State::raw_events`]).
 #[derive(Debug)]
 struct Shape {
     /// The head, the tail, then what follows the `obfuscation` string if the chunks
@@ -112,7 +112,7 @@ impl State {
             prefix: ChunkPrefix::default(),
             shape: None,
             config,
-            joint: Vec::new(),
+            runs: RunScratch::default(),
         }
     }
 
@@ -133,22 +133,13 @@ impl State {
         // The chunk prefix is compared (or validated) once, for both paths.
         let prefix_len = self.prefix.learn(trimmed);
         let usage_free = !self.prefix.holds_usage();
-        let mut end = None;
         if let Some((wire, middle, literal)) = fast_fragment(trimmed, prefix_len)
             && let Some(pos) = self.open_at(wire)
-            && let Some(n) = self.asm.push_arguments_literal(
-                pos,
-                literal,
-                |rest| {
-                    end = fragment_chunk_end(rest, usage_free);
-                    end.is_some()
-                },
-                on_event,
-            )
+            && let Some((text, n)) = string_at(literal)
+            && let Some(end) = fragment_chunk_end(&literal[n..], usage_free)
         {
-            if let Some(end) = end {
-                self.learn_shape(middle, &literal[n..], end);
-            }
+            self.asm.push_arguments(pos, &text, on_event)?;
+            self.learn_shape(middle, &literal[n..], end);
             return Ok(());
         }
         if prefix_len > 0 {
@@ -174,7 +165,7 @@ impl State {
 
     /// Remembers the bytes of a fragment-only chunk the fast path just accepted (its
     /// prefix is `prefix`, then `middle`; `rest` what closed it, as `end` found) for
-    /// [`bulk`](Self::bulk).
+    /// [`raw_events`](Self::raw_events).
     fn learn_shape(&mut self, middle: &[u8], rest: &[u8], end: ChunkEnd) {
         const DATA: &[u8] = b"data: ";
         // The bytes before and after the `obfuscation` string, if any.
@@ -219,18 +210,18 @@ impl State {
     /// framing its lines or re-reading its JSON envelope; the first event that differs
     /// in any byte (or whose fragment needs more than the plain scan) is left to the
     /// framer and the full path.
-    fn bulk(&mut self, bytes: &[u8], emit: Emit<'_>) -> (usize, usize) {
+    fn raw_events(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
         let State {
             shape,
             asm,
             open,
-            joint,
+            runs,
             done,
             config,
             ..
         } = self;
         let Some(shape) = shape.as_ref().filter(|_| !*done) else {
-            return (0, 0);
+            return Ok((0, 0));
         };
         let shape = FragmentShape {
             head: shape.head(),
@@ -239,7 +230,7 @@ impl State {
             after_varying: shape.varying.then(|| shape.after()),
             lead: 0,
         };
-        take_fragments(bytes, shape, *config, joint, asm, |w| open.get(w), emit)
+        take_fragments(bytes, shape, *config, runs, asm, |w| open.get(w), emit)
     }
 
     /// The full path for one payload; `after_prefix` when it starts with the validated
@@ -439,8 +430,8 @@ impl EventHandler for State {
         self.data(data, emit)
     }
 
-    fn bulk(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
-        Ok(State::bulk(self, bytes, emit))
+    fn raw_events(&mut self, bytes: &[u8], emit: Emit<'_>) -> Result<(usize, usize), DecodeError> {
+        State::raw_events(self, bytes, emit)
     }
 
     fn on_done(&mut self) {
@@ -568,6 +559,14 @@ fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &'static [u8], 
     let (wire, middle, at) = one_call(rest)?;
     let literal = rest[at..].strip_prefix(FRAGMENT_KEY.as_slice())?;
     Some((wire, middle, literal))
+}
+
+/// The text of the string literal at the start of `literal` and the bytes it spans.
+#[inline]
+fn string_at(literal: &[u8]) -> Option<(Cow<'_, str>, usize)> {
+    let mut c = Cursor::new(literal, 0);
+    let text = c.string_text()?;
+    Some((text, c.pos()))
 }
 
 /// The wire index of the one tool call in `rest` (a chunk after its validated prefix,
@@ -702,7 +701,7 @@ fn choice_end(rest: &[u8], at: usize, usage_free: bool) -> Option<(ChunkEnd, Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::json_scan::read_string_into;
+    use crate::provider::scan::json::read_string_into;
 
     /// The fast path's reading of a chunk: (wire index, fragment) or `None`.
     fn fast(d: &[u8], known: &mut ChunkPrefix) -> Option<(u64, String)> {

@@ -4,17 +4,25 @@
 //! same bytes but for a block or wire index and the fragment. Once a decoder knows those
 //! bytes are valid (it validated one such event, or they are a format's fixed shape), it
 //! can take each following event by comparing its bytes and reading its fragment string,
-//! without framing lines or reading the JSON envelope again. The SSE framer offers the
-//! raw bytes at every event boundary ([`EventSink::bulk`](super::framing::EventSink));
+//! without framing lines or reading the JSON envelope again. The decoder's handler is
+//! offered the raw bytes wherever the framer stands between events
+//! ([`EventHandler::raw_events`](crate::provider::framed::EventHandler::raw_events));
 //! [`take_fragments`] does the taking. Anything that differs in a byte is left to the
 //! framer and the decoder's full path.
 
-use std::borrow::Cow;
+use super::json::{Cursor, read_string_into, short_plain_literal, starts_with_bytes};
+use crate::provider::assembly::{Assembler, Emit};
+use crate::provider::error::DecodeError;
+use crate::provider::format::DecoderConfig;
 
-use super::assembly::{Assembler, Emit};
-use super::event::StreamEvent;
-use super::format::DecoderConfig;
-use super::json_scan::{Cursor, read_string_into, short_plain_literal, starts_with_bytes};
+/// A decoder's scratch space for [`take_fragments`], kept between reads.
+#[derive(Debug, Default)]
+pub(crate) struct RunScratch {
+    /// The bytes between two fragments of one call's run.
+    joint: Vec<u8>,
+    /// The run's decoded text.
+    text: String,
+}
 
 /// The fixed bytes of a fragment event around its index and fragment.
 #[derive(Debug, Clone, Copy)]
@@ -40,28 +48,28 @@ pub(crate) struct FragmentShape<'s> {
 /// Takes the fragment events at the front of `bytes` (raw stream bytes at an event
 /// boundary) that have `shape`, whose index `call_of` maps to a call of `asm` taking
 /// text fragments. Each fragment is appended to its call and emitted as
-/// [`StreamEvent::ToolCallArguments`], or, when `join`, each run of one call's fragments
-/// as one event ([`DecoderConfig::join_fragments`](super::DecoderConfig::join_fragments)). Stops at the first event that differs in any
+/// [`StreamEvent::ToolCallArguments`](crate::provider::StreamEvent::ToolCallArguments), or, when `join`, each run of one call's fragments
+/// as one event ([`DecoderConfig::join_fragments`]). Stops at the first event that differs in any
 /// byte, whose fragment the plain string scan does not take, whose line would pass
 /// the config's `max_line_bytes` or whose call would pass the argument cap: the full path decides those.
-/// Returns the bytes and the number of events taken. `joint` is scratch space.
-/// Always inlined into the decoder's `bulk` (measured: 64 KiB streams ~15 % slower
+/// Returns the bytes and the number of events taken.
+/// Always inlined into the decoder's `raw_events` (measured: 64 KiB streams ~15 % slower
 /// when it is a call of its own).
 #[inline(always)]
 pub(crate) fn take_fragments(
     bytes: &[u8],
     shape: FragmentShape<'_>,
     config: DecoderConfig,
-    joint: &mut Vec<u8>,
+    scratch: &mut RunScratch,
     asm: &mut Assembler,
     call_of: impl Fn(u64) -> Option<u32>,
     emit: Emit<'_>,
-) -> (usize, usize) {
+) -> Result<(usize, usize), DecodeError> {
     let (max_line, join) = (config.max_line_bytes, config.join_fragments);
     // Two loops, so that events without a varying string pay nothing for it.
     match shape.after_varying {
-        None => take::<false>(bytes, shape, max_line, join, joint, asm, call_of, emit),
-        Some(_) => take::<true>(bytes, shape, max_line, join, joint, asm, call_of, emit),
+        None => take::<false>(bytes, shape, max_line, join, scratch, asm, call_of, emit),
+        Some(_) => take::<true>(bytes, shape, max_line, join, scratch, asm, call_of, emit),
     }
 }
 
@@ -73,11 +81,11 @@ fn take<const VARYING: bool>(
     shape: FragmentShape<'_>,
     max_line: usize,
     join: bool,
-    joint: &mut Vec<u8>,
+    scratch: &mut RunScratch,
     asm: &mut Assembler,
     call_of: impl Fn(u64) -> Option<u32>,
     emit: Emit<'_>,
-) -> (usize, usize) {
+) -> Result<(usize, usize), DecodeError> {
     let FragmentShape {
         head,
         key,
@@ -88,8 +96,9 @@ fn take<const VARYING: bool>(
     // What follows the varying string (or the fragment): the end of the event.
     let close = after_varying.unwrap_or(tail);
     if lead > max_line.saturating_add(1) {
-        return (0, 0);
+        return Ok((0, 0));
     }
+    let joint = &mut scratch.joint;
     // The longest event the framer would take: its `data:` line, the lead before it
     // and the blank line after.
     let max_event = max_line.saturating_add(lead + 2);
@@ -103,7 +112,7 @@ fn take<const VARYING: bool>(
         }
         let after_key = p.pos() + key.len();
         let Some(pos) = call_of(index) else { break };
-        let Some((raw, limit)) = asm.arguments_buffer(pos) else {
+        let Some(room) = asm.arguments_room(pos) else {
             break;
         };
         // Every event of this call up to its fragment: `head`, the index, `key`;
@@ -114,16 +123,16 @@ fn take<const VARYING: bool>(
         joint.reserve(close.len() + prefix.len());
         joint.extend_from_slice(close);
         joint.extend_from_slice(prefix);
-        // The call's text as a local for the run (put back after it): the compiler
-        // then keeps its length in a register across the sink's calls.
-        let mut buf = std::mem::take(raw);
-        let run_start = buf.len();
+        // The run's text as a local (put back after it): the compiler then keeps its
+        // length in a register across the sink's calls.
+        let mut buf = std::mem::take(&mut scratch.text);
+        buf.clear();
         let mut lit = after_key;
         let stop = loop {
             let start = buf.len();
             let end = match read_string_into(&bytes[lit..], &mut buf) {
                 // The arguments within their cap, else the full path decides.
-                Some(n) if buf.len() <= limit => lit + n,
+                Some(n) if buf.len() <= room => lit + n,
                 _ => {
                     buf.truncate(start);
                     break true;
@@ -148,14 +157,11 @@ fn take<const VARYING: bool>(
                 buf.truncate(start);
                 break true;
             }
-            if !join && buf.len() > start {
+            if !join {
                 // `start` was `buf.len()` before the fragment was appended: a char
                 // boundary (checked anyway, at the cost of one byte's look).
                 let fragment = buf.get(start..).unwrap_or_default();
-                emit(StreamEvent::ToolCallArguments {
-                    index: pos,
-                    fragment: Cow::Borrowed(fragment),
-                });
+                asm.push_arguments(pos, fragment, emit)?;
             }
             events += 1;
             at = next;
@@ -164,21 +170,15 @@ fn take<const VARYING: bool>(
             }
             lit = at + prefix.len();
         };
-        if join && buf.len() > run_start {
-            // `run_start` was `buf.len()` before the run: a char boundary (the run only
-            // appended to `buf`; a fragment it refused was truncated back).
-            let fragment = buf.get(run_start..).unwrap_or_default();
-            emit(StreamEvent::ToolCallArguments {
-                index: pos,
-                fragment: Cow::Borrowed(fragment),
-            });
+        if join {
+            asm.push_arguments(pos, &buf, emit)?;
         }
-        *raw = buf;
+        scratch.text = buf;
         if stop {
             break;
         }
     }
-    (at, events)
+    Ok((at, events))
 }
 
 /// True when `rest` starts with `tail`: the last event of a call's run (the next one
