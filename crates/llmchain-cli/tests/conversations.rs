@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{ExecutionStatus, Message, ToolCall, ToolResult};
-use llmchain_store::{NewConversation, SqliteStore, Store};
+use llmchain_store::{NewConversation, SqliteStore, Store, Writer};
 use serde_json::json;
 
 fn llmchain(args: &[&str], env_db: Option<&str>) -> Output {
@@ -50,11 +50,11 @@ async fn populate(path: &Path) -> (String, Conversation) {
         .await
         .unwrap();
     store
-        .set_tool_status(&id, "call_1", ExecutionStatus::Completed)
+        .set_tool_status(Writer::from(&id), "call_1", ExecutionStatus::Completed)
         .await
         .unwrap();
     store
-        .set_tool_status(&id, "call_2", ExecutionStatus::Executing)
+        .set_tool_status(Writer::from(&id), "call_2", ExecutionStatus::Executing)
         .await
         .unwrap();
     store.create_run(&id, &Default::default()).await.unwrap();

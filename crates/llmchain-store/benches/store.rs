@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use llmchain::message::{Message, ToolCall};
-use llmchain_store::{Durability, NewConversation, PostgresStore, SqliteStore, Store};
+use llmchain_store::{Durability, NewConversation, PostgresStore, SqliteStore, Store, Writer};
 use serde_json::json;
 use tokio::runtime::Runtime;
 
@@ -140,14 +140,17 @@ fn bench_store<S: Store + Clone + 'static>(
     let batch: Vec<Message> = (0..10).map(message).collect();
     g.throughput(Throughput::Elements(10));
     g.bench_function("append_batch_of_10", |b| {
-        b.iter(|| rt.block_on(store.append_messages(&id, &batch)).unwrap())
+        b.iter(|| {
+            rt.block_on(store.append_messages(Writer::from(&id), &batch))
+                .unwrap()
+        })
     });
 
     let small = rt
         .block_on(store.create_conversation(NewConversation::default()))
         .unwrap();
     let thousand: Vec<Message> = (0..1000).map(message).collect();
-    rt.block_on(store.append_messages(&small, &thousand))
+    rt.block_on(store.append_messages(Writer::from(&small), &thousand))
         .unwrap();
     g.throughput(Throughput::Elements(1000));
     g.bench_function("load_1000", |b| {

@@ -9,7 +9,7 @@ use llmchain::message::{ExecutionStatus, Message};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
-    StoredConversation,
+    StoredConversation, Writer,
 };
 use crate::postgres::PostgresStore;
 use crate::recovery::Recovery;
@@ -98,19 +98,24 @@ impl Store for AnyStore {
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
         delegate!(self, s => s.append_message(id, message))
     }
-    async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
-        delegate!(self, s => s.append_messages(id, messages))
+    async fn append_messages(&self, to: Writer<'_>, messages: &[Message]) -> StoreResult<i64> {
+        delegate!(self, s => s.append_messages(to, messages))
     }
-    async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
-        delegate!(self, s => s.replace_message(id, seq, message))
+    async fn replace_message(
+        &self,
+        to: Writer<'_>,
+        seq: i64,
+        message: &Message,
+    ) -> StoreResult<()> {
+        delegate!(self, s => s.replace_message(to, seq, message))
     }
     async fn set_tool_status(
         &self,
-        id: &str,
+        to: Writer<'_>,
         call_id: &str,
         status: ExecutionStatus,
     ) -> StoreResult<()> {
-        delegate!(self, s => s.set_tool_status(id, call_id, status))
+        delegate!(self, s => s.set_tool_status(to, call_id, status))
     }
     async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
         delegate!(self, s => s.tool_statuses(id))
@@ -179,29 +184,6 @@ impl Store for AnyStore {
         retryable: bool,
     ) -> StoreResult<RunStatus> {
         delegate!(self, s => s.fail_run(lease, error, retryable))
-    }
-    async fn append_messages_leased(
-        &self,
-        lease: &Lease,
-        messages: &[Message],
-    ) -> StoreResult<i64> {
-        delegate!(self, s => s.append_messages_leased(lease, messages))
-    }
-    async fn replace_message_leased(
-        &self,
-        lease: &Lease,
-        seq: i64,
-        message: &Message,
-    ) -> StoreResult<()> {
-        delegate!(self, s => s.replace_message_leased(lease, seq, message))
-    }
-    async fn set_tool_status_leased(
-        &self,
-        lease: &Lease,
-        call_id: &str,
-        status: ExecutionStatus,
-    ) -> StoreResult<()> {
-        delegate!(self, s => s.set_tool_status_leased(lease, call_id, status))
     }
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
         delegate!(self, s => s.resume_run(run_id, state))

@@ -94,15 +94,15 @@ impl std::fmt::Debug for Request {
 
 /// The handle to a writer thread; cloning it shares the thread.
 #[derive(Debug, Clone)]
-pub(crate) struct Writer {
+pub(crate) struct GroupCommitter {
     queue: mpsc::Sender<Request>,
 }
 
-impl Writer {
+impl GroupCommitter {
     /// Opens its own connection to the database file at `path` (which must exist, in WAL
     /// mode, with its schema) with `synchronous` (`FULL` or `NORMAL`), and starts the
     /// writer thread that owns it.
-    pub(crate) fn start(path: &Path, synchronous: &'static str) -> StoreResult<Writer> {
+    pub(crate) fn start(path: &Path, synchronous: &'static str) -> StoreResult<GroupCommitter> {
         let conn = open(path, synchronous)?;
         let (queue, requests) = mpsc::channel(QUEUE);
         std::thread::Builder::new()
@@ -112,7 +112,7 @@ impl Writer {
                 context: "cannot start the SQLite writer thread".into(),
                 source,
             })?;
-        Ok(Writer { queue })
+        Ok(GroupCommitter { queue })
     }
 
     /// Performs `write`; returns once the transaction holding it committed.

@@ -11,8 +11,8 @@
 //!
 //! ## Runs, leases and workers
 //! A run is claimed under a [`Lease`] whose epoch is a fencing token: every write made
-//! on the run's behalf ([`Store::append_messages_leased`],
-//! [`Store::set_tool_status_leased`], [`Store::update_run`], [`Store::complete_run`]…)
+//! on the run's behalf ([`Writer::Lease`] for messages and statuses,
+//! [`Store::update_run`], [`Store::complete_run`]…)
 //! is checked against it in the write's own transaction, so a worker that lost its lease
 //! cannot change the conversation ([`StoreError::LeaseLost`]). [`sink::StoreSink`] with a
 //! lease fences every write of a chain; a tool body starts only after its `executing`
@@ -92,7 +92,7 @@ pub use error::{MAX_MESSAGE_BYTES, StoreError, StoreResult};
 pub use heartbeat::{Heartbeat, HeartbeatStop};
 pub use model::{
     ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Run, RunOptions, RunState,
-    RunStatus, StoredConversation, backoff,
+    RunStatus, StoredConversation, Writer, backoff,
 };
 pub use postgres::PostgresStore;
 pub use recovery::Recovery;

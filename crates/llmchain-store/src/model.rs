@@ -207,9 +207,9 @@ pub struct Run {
 }
 
 impl Run {
-    /// The lease this run was claimed with, when it is held: pass it to every fenced
-    /// write ([`Store::append_messages_leased`](crate::Store::append_messages_leased),
-    /// [`Store::set_tool_status_leased`](crate::Store::set_tool_status_leased), …).
+    /// The lease this run was claimed with, when it is held: every write on the run's
+    /// behalf carries it ([`Writer::Lease`], [`Store::update_run`](crate::Store::update_run),
+    /// …).
     pub fn lease(&self) -> Option<Lease> {
         Some(Lease {
             run_id: self.id.clone(),
@@ -233,6 +233,47 @@ pub struct Lease {
     pub worker_id: String,
     /// The run's epoch at the claim.
     pub epoch: i64,
+}
+
+/// Who writes a conversation's messages and statuses
+/// ([`Store::append_messages`](crate::Store::append_messages),
+/// [`Store::replace_message`](crate::Store::replace_message),
+/// [`Store::set_tool_status`](crate::Store::set_tool_status)).
+///
+/// ```
+/// # use llmchain_store::{Lease, Writer};
+/// let lease = Lease { run_id: "r".into(), worker_id: "w".into(), epoch: 1 };
+/// assert_eq!(Writer::from("conv-1"), Writer::Conversation("conv-1"));
+/// assert_eq!(Writer::from(&lease), Writer::Lease(&lease));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer<'a> {
+    /// Anyone writing the conversation with this id, unfenced: a CLI command, a chain
+    /// run without a worker, a test.
+    Conversation(&'a str),
+    /// The worker holding this lease, writing the lease's run's conversation. The lease
+    /// is checked in the write's own transaction: a worker that lost it gets
+    /// [`StoreError::LeaseLost`](crate::StoreError::LeaseLost) (or
+    /// [`RunCancelled`](crate::StoreError::RunCancelled)) and writes nothing.
+    Lease(&'a Lease),
+}
+
+impl<'a> From<&'a str> for Writer<'a> {
+    fn from(conversation_id: &'a str) -> Self {
+        Writer::Conversation(conversation_id)
+    }
+}
+
+impl<'a> From<&'a String> for Writer<'a> {
+    fn from(conversation_id: &'a String) -> Self {
+        Writer::Conversation(conversation_id)
+    }
+}
+
+impl<'a> From<&'a Lease> for Writer<'a> {
+    fn from(lease: &'a Lease) -> Self {
+        Writer::Lease(lease)
+    }
 }
 
 /// How a run is queued: [`Store::enqueue_run`](crate::Store::enqueue_run).

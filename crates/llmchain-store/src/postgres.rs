@@ -24,7 +24,7 @@ use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::lease::{self, LeaseRow};
 use crate::model::{
     ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
-    StoredConversation, duration_ms, new_id, now_ms,
+    StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
@@ -412,23 +412,59 @@ impl Store for PostgresStore {
         seq.ok_or_else(|| StoreError::ConversationNotFound(id.into()))
     }
 
-    async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
-        // One statement: atomic without an explicit transaction.
-        append_in(&mut *self.pool.acquire().await?, id, messages).await
+    async fn append_messages(&self, to: Writer<'_>, messages: &[Message]) -> StoreResult<i64> {
+        match to {
+            // One statement: atomic without an explicit transaction.
+            Writer::Conversation(id) => {
+                append_in(&mut *self.pool.acquire().await?, id, messages).await
+            }
+            Writer::Lease(lease) => {
+                let mut tx = self.pool.begin().await?;
+                let conv = check_lease(&mut tx, lease).await?;
+                let first = append_in(&mut tx, &conv, messages).await?;
+                tx.commit().await?;
+                Ok(first)
+            }
+        }
     }
 
-    async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
-        replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
+    async fn replace_message(
+        &self,
+        to: Writer<'_>,
+        seq: i64,
+        message: &Message,
+    ) -> StoreResult<()> {
+        match to {
+            Writer::Conversation(id) => {
+                replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
+            }
+            Writer::Lease(lease) => {
+                let mut tx = self.pool.begin().await?;
+                let conv = check_lease(&mut tx, lease).await?;
+                replace_in(&mut tx, &conv, seq, message).await?;
+                Ok(tx.commit().await?)
+            }
+        }
     }
 
     async fn set_tool_status(
         &self,
-        id: &str,
+        to: Writer<'_>,
         call_id: &str,
         status: ExecutionStatus,
     ) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await?;
-        set_status_in(&mut conn, id, call_id, status).await
+        match to {
+            Writer::Conversation(id) => {
+                let mut conn = self.pool.acquire().await?;
+                set_status_in(&mut conn, id, call_id, status).await
+            }
+            Writer::Lease(lease) => {
+                let mut tx = self.pool.begin().await?;
+                let conv = check_lease(&mut tx, lease).await?;
+                set_status_in(&mut tx, &conv, call_id, status).await?;
+                Ok(tx.commit().await?)
+            }
+        }
     }
 
     async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
@@ -725,44 +761,6 @@ impl Store for PostgresStore {
         tx.commit().await?;
         tracing::info!(run = %lease.run_id, attempt, status = status.as_str(), error, "run attempt failed");
         Ok(status)
-    }
-
-    async fn append_messages_leased(
-        &self,
-        lease: &Lease,
-        messages: &[Message],
-    ) -> StoreResult<i64> {
-        let mut tx = self.pool.begin().await?;
-        let conv = check_lease(&mut tx, lease).await?;
-        let first = append_in(&mut tx, &conv, messages).await?;
-        tx.commit().await?;
-        Ok(first)
-    }
-
-    async fn replace_message_leased(
-        &self,
-        lease: &Lease,
-        seq: i64,
-        message: &Message,
-    ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        let conv = check_lease(&mut tx, lease).await?;
-        replace_in(&mut tx, &conv, seq, message).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn set_tool_status_leased(
-        &self,
-        lease: &Lease,
-        call_id: &str,
-        status: ExecutionStatus,
-    ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        let conv = check_lease(&mut tx, lease).await?;
-        set_status_in(&mut tx, &conv, call_id, status).await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {

@@ -18,7 +18,7 @@ use llmchain::message::{ExecutionStatus, Message};
 use serde_json::{Map, Value, json};
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{Lease, NewConversation, RunState, RunStatus};
+use crate::model::{Lease, NewConversation, RunState, RunStatus, Writer};
 use crate::store::Store;
 
 /// Persists a chain into a store: one conversation, and optionally one run whose lease
@@ -204,15 +204,26 @@ pub fn sink_error(e: StoreError) -> SinkError {
     SinkError::from_source(kind, e)
 }
 
+impl<S> StoreSink<S> {
+    /// Who this sink writes as: the run's lease when it has one (fenced), else the
+    /// conversation.
+    fn writer(&self) -> Writer<'_> {
+        match &self.run {
+            Some(lease) => Writer::Lease(lease),
+            None => Writer::Conversation(&self.conversation_id),
+        }
+    }
+}
+
 impl<S: Store + 'static> ConversationSink for StoreSink<S> {
     fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
             let one = std::slice::from_ref(message);
-            let seq = match &self.run {
-                Some(lease) => self.store.append_messages_leased(lease, one).await,
-                None => self.store.append_messages(&self.conversation_id, one).await,
-            }
-            .map_err(sink_error)?;
+            let seq = self
+                .store
+                .append_messages(self.writer(), one)
+                .await
+                .map_err(sink_error)?;
             if seq != position as i64 {
                 return Err(SinkError::new(
                     SinkErrorKind::Conflict,
@@ -229,34 +240,19 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
 
     fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
-            let seq = position as i64;
-            match &self.run {
-                Some(lease) => self.store.replace_message_leased(lease, seq, message).await,
-                None => {
-                    self.store
-                        .replace_message(&self.conversation_id, seq, message)
-                        .await
-                }
-            }
-            .map_err(sink_error)
+            self.store
+                .replace_message(self.writer(), position as i64, message)
+                .await
+                .map_err(sink_error)
         })
     }
 
     fn set_tool_status<'a>(&'a self, call_id: &'a str, status: ExecutionStatus) -> SinkFuture<'a> {
         Box::pin(async move {
-            match &self.run {
-                Some(lease) => {
-                    self.store
-                        .set_tool_status_leased(lease, call_id, status)
-                        .await
-                }
-                None => {
-                    self.store
-                        .set_tool_status(&self.conversation_id, call_id, status)
-                        .await
-                }
-            }
-            .map_err(sink_error)
+            self.store
+                .set_tool_status(self.writer(), call_id, status)
+                .await
+                .map_err(sink_error)
         })
     }
 

@@ -40,11 +40,11 @@ use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, message_body, ser};
-use crate::group_commit::{self, Write, Writer};
+use crate::group_commit::{self, GroupCommitter, Write};
 use crate::lease::{self, LeaseRow};
 use crate::model::{
     ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
-    StoredConversation, duration_ms, new_id, now_ms,
+    StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
@@ -117,7 +117,7 @@ fn private_file(path: &Path) -> StoreResult<()> {
 pub struct SqliteStore {
     pool: SqlitePool,
     /// `None` for an in-memory database, whose one connection is the pool's.
-    writer: Option<Writer>,
+    writer: Option<GroupCommitter>,
 }
 
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
@@ -157,7 +157,7 @@ impl SqliteStore {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
         };
-        store.writer = Some(Writer::start(path, synchronous)?);
+        store.writer = Some(GroupCommitter::start(path, synchronous)?);
         Ok(store)
     }
 
@@ -386,11 +386,21 @@ impl Store for SqliteStore {
     }
 
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
-        self.append_messages(id, std::slice::from_ref(message))
+        self.append_messages(id.into(), std::slice::from_ref(message))
             .await
     }
 
-    async fn append_messages(&self, id: &str, messages: &[Message]) -> StoreResult<i64> {
+    async fn append_messages(&self, to: Writer<'_>, messages: &[Message]) -> StoreResult<i64> {
+        let id = match to {
+            Writer::Conversation(id) => id,
+            Writer::Lease(lease) => {
+                let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+                let conv = check_lease(&mut tx, lease).await?;
+                let first = append_in(&mut tx, &conv, messages).await?;
+                tx.commit().await?;
+                return Ok(first);
+            }
+        };
         if messages.is_empty() {
             return sqlx::query_scalar("SELECT next_seq FROM conversations WHERE id = ?")
                 .bind(id)
@@ -406,17 +416,42 @@ impl Store for SqliteStore {
         self.write(write).await
     }
 
-    async fn replace_message(&self, id: &str, seq: i64, message: &Message) -> StoreResult<()> {
-        replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
+    async fn replace_message(
+        &self,
+        to: Writer<'_>,
+        seq: i64,
+        message: &Message,
+    ) -> StoreResult<()> {
+        match to {
+            Writer::Conversation(id) => {
+                replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
+            }
+            Writer::Lease(lease) => {
+                let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+                let conv = check_lease(&mut tx, lease).await?;
+                replace_in(&mut tx, &conv, seq, message).await?;
+                Ok(tx.commit().await?)
+            }
+        }
     }
 
     async fn set_tool_status(
         &self,
-        id: &str,
+        to: Writer<'_>,
         call_id: &str,
         status: ExecutionStatus,
     ) -> StoreResult<()> {
-        self.write(status_write(id, call_id, status)).await?;
+        match to {
+            Writer::Conversation(id) => {
+                self.write(status_write(id, call_id, status)).await?;
+            }
+            Writer::Lease(lease) => {
+                let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+                let conv = check_lease(&mut tx, lease).await?;
+                set_status_in(&mut tx, &conv, call_id, status).await?;
+                tx.commit().await?;
+            }
+        }
         Ok(())
     }
 
@@ -680,44 +715,6 @@ impl Store for SqliteStore {
         .await?;
         tx.commit().await?;
         Ok(status)
-    }
-
-    async fn append_messages_leased(
-        &self,
-        lease: &Lease,
-        messages: &[Message],
-    ) -> StoreResult<i64> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let conv = check_lease(&mut tx, lease).await?;
-        let first = append_in(&mut tx, &conv, messages).await?;
-        tx.commit().await?;
-        Ok(first)
-    }
-
-    async fn replace_message_leased(
-        &self,
-        lease: &Lease,
-        seq: i64,
-        message: &Message,
-    ) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let conv = check_lease(&mut tx, lease).await?;
-        replace_in(&mut tx, &conv, seq, message).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn set_tool_status_leased(
-        &self,
-        lease: &Lease,
-        call_id: &str,
-        status: ExecutionStatus,
-    ) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let conv = check_lease(&mut tx, lease).await?;
-        set_status_in(&mut tx, &conv, call_id, status).await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {

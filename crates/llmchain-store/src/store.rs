@@ -10,7 +10,7 @@ use llmchain::message::{ExecutionStatus, Message};
 use crate::error::StoreResult;
 use crate::model::{
     ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
-    StoredConversation,
+    StoredConversation, Writer,
 };
 use crate::recovery::Recovery;
 
@@ -54,28 +54,32 @@ pub trait Store: Send + Sync {
         message: &Message,
     ) -> impl Future<Output = StoreResult<i64>> + Send;
 
-    /// Appends several messages in one transaction; returns the first sequence number.
+    /// Appends several messages to `to`'s conversation in one transaction (with the
+    /// lease check, for a [`Writer::Lease`]); returns the first sequence number.
     fn append_messages(
         &self,
-        id: &str,
+        to: Writer<'_>,
         messages: &[Message],
     ) -> impl Future<Output = StoreResult<i64>> + Send;
 
-    /// Replaces the message at sequence number `seq` (the one exception to append-only:
-    /// a tool message whose content a message expansion trimmed). Fails with
+    /// Replaces the message at sequence number `seq` of `to`'s conversation (the one
+    /// exception to append-only: a tool message whose content a message expansion
+    /// trimmed). Fails with
     /// [`StoreError::MessageNotFound`](crate::StoreError::MessageNotFound) when there is no
     /// such message.
     fn replace_message(
         &self,
-        id: &str,
+        to: Writer<'_>,
         seq: i64,
         message: &Message,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Records a tool call's execution status (updated in place).
+    /// Records a tool call's execution status (updated in place). Under a lease the
+    /// lease check shares the write's transaction: a worker whose lease was taken over
+    /// can never mark a call `executing` after the new owner looked at it.
     fn set_tool_status(
         &self,
-        id: &str,
+        to: Writer<'_>,
         call_id: &str,
         status: ExecutionStatus,
     ) -> impl Future<Output = StoreResult<()>> + Send;
@@ -211,32 +215,6 @@ pub trait Store: Send + Sync {
         error: &str,
         retryable: bool,
     ) -> impl Future<Output = StoreResult<RunStatus>> + Send;
-
-    /// Appends messages to the run's conversation under the lease, atomically with the
-    /// lease check; returns the first sequence number.
-    fn append_messages_leased(
-        &self,
-        lease: &Lease,
-        messages: &[Message],
-    ) -> impl Future<Output = StoreResult<i64>> + Send;
-
-    /// [`replace_message`](Self::replace_message) under the lease.
-    fn replace_message_leased(
-        &self,
-        lease: &Lease,
-        seq: i64,
-        message: &Message,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
-
-    /// [`set_tool_status`](Self::set_tool_status) under the lease, atomically with the
-    /// lease check: a worker whose lease was taken over can never mark a call
-    /// `executing` after the new owner looked at it.
-    fn set_tool_status_leased(
-        &self,
-        lease: &Lease,
-        call_id: &str,
-        status: ExecutionStatus,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Resumes a paused run: status back to `pending`, with `state` saved.
     fn resume_run(

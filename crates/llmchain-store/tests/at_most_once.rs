@@ -25,7 +25,7 @@ use llmchain_store::sink::{StoreSink, load_chain_state};
 use llmchain_store::worker::BoxError;
 use llmchain_store::{
     NewConversation, PostgresStore, Run, RunOptions, RunState, RunStatus, SqliteStore, Store,
-    StoreError, Worker,
+    StoreError, Worker, Writer,
 };
 use tokio::sync::Notify;
 
@@ -429,7 +429,10 @@ async fn r5_one_interactive_process_per_conversation<S: Store + 'static>(store: 
         (won.id.as_str(), won.epoch + 1)
     );
     let late = store
-        .append_messages_leased(&won.lease().unwrap(), &[Message::user("late")])
+        .append_messages(
+            Writer::Lease(&won.lease().unwrap()),
+            &[Message::user("late")],
+        )
         .await
         .unwrap_err();
     assert!(matches!(late, StoreError::LeaseLost { .. }), "{late}");

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use llmchain::message::{ExecutionStatus, Message, Role, ToolCall, ToolResult};
-use llmchain_store::{NewConversation, SqliteStore, Store, StoreError};
+use llmchain_store::{NewConversation, SqliteStore, Store, StoreError, Writer};
 use serde_json::json;
 
 const CONV: &str = "crash";
@@ -56,7 +56,7 @@ async fn crash_child() {
             .unwrap();
         println!("ACK A {id} {seq}");
         store
-            .set_tool_status(CONV, &id, ExecutionStatus::Executing)
+            .set_tool_status(Writer::from(CONV), &id, ExecutionStatus::Executing)
             .await
             .unwrap();
         println!("ACK E {id}");
@@ -67,7 +67,7 @@ async fn crash_child() {
             .unwrap();
         println!("ACK R {id} {seq}");
         store
-            .set_tool_status(CONV, &id, ExecutionStatus::Completed)
+            .set_tool_status(Writer::from(CONV), &id, ExecutionStatus::Completed)
             .await
             .unwrap();
         println!("ACK C {id}");
@@ -283,7 +283,7 @@ async fn kill_at_random_points() {
         for call in &to_run {
             let id = call.call_id.as_deref().unwrap();
             store
-                .set_tool_status(CONV, id, ExecutionStatus::Executing)
+                .set_tool_status(Writer::from(CONV), id, ExecutionStatus::Executing)
                 .await
                 .unwrap();
             let result = ToolResult::text(id, "run after recovery");
@@ -292,7 +292,7 @@ async fn kill_at_random_points() {
                 .await
                 .unwrap();
             store
-                .set_tool_status(CONV, id, ExecutionStatus::Completed)
+                .set_tool_status(Writer::from(CONV), id, ExecutionStatus::Completed)
                 .await
                 .unwrap();
         }

@@ -177,12 +177,10 @@ pub enum ModelError {
     /// The request could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
-    /// Missing configuration (key, base URL, ...).
+    /// Missing or wrong configuration: a key, a base URL, a scripted model's turns
+    /// (`test-util`: it ran out of them, or one cannot be rendered in its format).
     #[error("{0}")]
     Config(String),
-    /// The scripted model ran out of turns or was told to fail.
-    #[error("scripted model: {0}")]
-    Script(String),
     /// The call was cancelled.
     #[error("the model call was cancelled")]
     Cancelled,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{ExecutionStatus, Message, ToolCall, ToolResult};
 use llmchain_store::{
-    Lease, NewConversation, PostgresStore, RunState, RunStatus, Store, StoreError,
+    Lease, NewConversation, PostgresStore, RunState, RunStatus, Store, StoreError, Writer,
 };
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
@@ -86,19 +86,19 @@ pub(crate) async fn conformance<S: Store>(store: &S) {
         .insert("usage".into(), json!({"input_tokens": 3}));
     assert_eq!(store.append_message(&id, &assistant).await.unwrap(), 1);
     store
-        .set_tool_status(&id, "call_1", ExecutionStatus::Executing)
+        .set_tool_status(Writer::from(&id), "call_1", ExecutionStatus::Executing)
         .await
         .unwrap();
     store
-        .set_tool_status(&id, "call_1", ExecutionStatus::Completed)
+        .set_tool_status(Writer::from(&id), "call_1", ExecutionStatus::Completed)
         .await
         .unwrap();
     store
-        .set_tool_status(&id, "call_2", ExecutionStatus::Executing)
+        .set_tool_status(Writer::from(&id), "call_2", ExecutionStatus::Executing)
         .await
         .unwrap();
     store
-        .set_tool_status(&id, "call_3", ExecutionStatus::Executing)
+        .set_tool_status(Writer::from(&id), "call_3", ExecutionStatus::Executing)
         .await
         .unwrap();
     let result = ToolResult::text("call_1", "18C")
@@ -106,7 +106,7 @@ pub(crate) async fn conformance<S: Store>(store: &S) {
         .with_processed_content(json!({"temp_c": 18}));
     assert_eq!(
         store
-            .append_messages(&id, &[Message::tool(vec![result.clone()])])
+            .append_messages(Writer::from(&id), &[Message::tool(vec![result.clone()])])
             .await
             .unwrap(),
         2
@@ -229,11 +229,11 @@ pub(crate) async fn conformance<S: Store>(store: &S) {
     progressed.extra.insert("custom".into(), json!(["kept"]));
     store.update_run(&l1, &progressed).await.unwrap();
     store
-        .set_tool_status_leased(&l1, "call_3", ExecutionStatus::Executing)
+        .set_tool_status(Writer::Lease(&l1), "call_3", ExecutionStatus::Executing)
         .await
         .unwrap();
     let fenced = store
-        .set_tool_status_leased(&w2, "call_3", ExecutionStatus::Completed)
+        .set_tool_status(Writer::Lease(&w2), "call_3", ExecutionStatus::Completed)
         .await
         .unwrap_err();
     assert!(matches!(fenced, StoreError::LeaseLost { .. }));
@@ -335,7 +335,7 @@ pub(crate) async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
                         Message::assistant_with_calls(call_id.clone(), vec![call(&call_id, "f")]);
                     let seq = store.append_message(&id, &message).await.unwrap();
                     store
-                        .set_tool_status(&id, &call_id, ExecutionStatus::Executing)
+                        .set_tool_status(Writer::from(&id), &call_id, ExecutionStatus::Executing)
                         .await
                         .unwrap();
                     stored.push((seq, call_id));
@@ -346,7 +346,11 @@ pub(crate) async fn concurrent_writes<S: Store + Clone + 'static>(store: &S) {
                             "{missing:?}"
                         );
                         let missing = store
-                            .set_tool_status("no-such-conversation", "x", ExecutionStatus::Failed)
+                            .set_tool_status(
+                                Writer::from("no-such-conversation"),
+                                "x",
+                                ExecutionStatus::Failed,
+                            )
                             .await;
                         assert!(missing.is_err(), "a status for an unknown conversation");
                     }

@@ -670,7 +670,6 @@ fn error_type(e: &ModelError) -> &'static str {
         ModelError::Decode(_) => "decode",
         ModelError::Encode(_) => "encode",
         ModelError::Config(_) => "config",
-        ModelError::Script(_) => "script",
         ModelError::Cancelled => "cancelled",
     }
 }

@@ -86,8 +86,8 @@ impl ScriptedModel {
     /// Adds a turn rendered from a script. Fails when the format's wire cannot carry
     /// the script (see [`render_stream`]).
     pub fn respond(self, script: ResponseScript) -> Result<Self, ModelError> {
-        let bytes =
-            render_stream(self.format, &script).map_err(|e| ModelError::Script(e.to_string()))?;
+        let bytes = render_stream(self.format, &script)
+            .map_err(|e| ModelError::Config(format!("scripted model: {e}")))?;
         Ok(self.respond_bytes(bytes))
     }
 
@@ -220,7 +220,9 @@ impl ScriptedModel {
         let bytes = match turn {
             None => {
                 return Box::pin(stream::once(async {
-                    Err(ModelError::Script("no more scripted turns".into()))
+                    Err(ModelError::Config(
+                        "scripted model: no more scripted turns".into(),
+                    ))
                 }));
             }
             Some(ScriptedTurn::Fail(e)) => return Box::pin(stream::once(async move { Err(e) })),
