@@ -1,5 +1,7 @@
 //! OpenAI Chat Completions decoders (streaming and not), covering the compatible servers'
-//! quirks (wire-formats.md §1.3, §6, §7, §9).
+//! quirks: ids on every delta or on none, `id: ""` continuations, an index reused or
+//! starting at 1 (gateways), arguments as an object (some llama.cpp builds), a missing
+//! `index` (Mistral), error events inside a 200 stream (OpenRouter).
 //!
 //! The streaming hot path: a chunk that only carries the next argument fragment of an
 //! open call (by far the most common chunk of a tool-call stream) is recognised by a
@@ -339,7 +341,9 @@ impl State {
         Ok(())
     }
 
-    /// Correlates one `tool_calls[]` entry (wire-formats.md §9.3).
+    /// Correlates one `tool_calls[]` entry: by its `index` (the id and name come only on
+    /// a call's first delta; compatible servers send `id: ""`, repeat the id, omit the
+    /// index or reuse one for a new id).
     fn call(&mut self, c: WireCall<'_>, on_event: Emit<'_>) -> Result<(), DecodeError> {
         let f = c.function;
         let id = c.id.as_deref().or(f.as_ref().and_then(|f| f.id.as_deref()));

@@ -1,5 +1,6 @@
-//! OpenAI Chat Completions request encoder (wire-formats.md §1.1, §1.4, "Where results
-//! go").
+//! OpenAI Chat Completions request encoder: tools, assistant calls with string
+//! arguments, and one `role: "tool"` message per call id right after the assistant
+//! message, none missing (<https://platform.openai.com/docs/api-reference/chat/create>).
 //!
 //! Serialises borrowed structs straight to bytes (no `Value` tree): a long conversation
 //! costs one pass over its strings.

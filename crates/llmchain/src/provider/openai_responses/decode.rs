@@ -1,4 +1,5 @@
-//! OpenAI Responses decoders (wire-formats.md §2.2, §2.3).
+//! OpenAI Responses decoders: output items of a whole response, and the streaming
+//! events (<https://platform.openai.com/docs/api-reference/responses-streaming>).
 //!
 //! Calls are keyed by their output item id (`item_id`, `fc_…`); the `call_id`
 //! (`call_…`) is the id results must answer and becomes the call's `call_id`; the item

@@ -1,4 +1,6 @@
-//! OpenAI Responses request encoder (wire-formats.md §2.1, §2.4).
+//! OpenAI Responses request encoder: tools as `function` tools, calls as
+//! `function_call` items, results as `function_call_output` items answering their
+//! `call_id` (<https://platform.openai.com/docs/api-reference/responses/create>).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
