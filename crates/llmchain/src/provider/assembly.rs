@@ -312,17 +312,18 @@ impl Assembler {
         fragment: &str,
         emit: Emit<'_>,
     ) -> Result<(), DecodeError> {
-        let cur = match self.calls.get(pos as usize) {
-            Some(c) if c.object.is_none() => c.raw.len(),
-            _ => return Ok(()), // no such call, or arguments given as an object
+        let limit = self.max_argument_bytes;
+        // One lookup: no such call, or arguments given as an object, drop the fragment.
+        let Some(c) = self.calls.get_mut(pos as usize).filter(|c| c.object.is_none()) else {
+            return Ok(());
         };
-        self.check_cap(cur, fragment.len())?;
+        if c.raw.len().saturating_add(fragment.len()) > limit {
+            return Err(DecodeError::ArgumentsTooLarge { limit });
+        }
         if fragment.is_empty() {
             return Ok(());
         }
-        if let Some(c) = self.call_mut(pos) {
-            c.raw.push_str(fragment);
-        }
+        c.raw.push_str(fragment);
         emit(StreamEvent::ToolCallArguments {
             index: pos,
             fragment: Cow::Borrowed(fragment),
