@@ -314,7 +314,11 @@ impl Assembler {
     ) -> Result<(), DecodeError> {
         let limit = self.max_argument_bytes;
         // One lookup: no such call, or arguments given as an object, drop the fragment.
-        let Some(c) = self.calls.get_mut(pos as usize).filter(|c| c.object.is_none()) else {
+        let Some(c) = self
+            .calls
+            .get_mut(pos as usize)
+            .filter(|c| c.object.is_none())
+        else {
             return Ok(());
         };
         if c.raw.len().saturating_add(fragment.len()) > limit {
