@@ -12,6 +12,21 @@ use common::{BIN, third_party as var};
 use serde_json::{Value, json};
 
 /// The Inspector CLI against `llmchain mcp serve`: its output as JSON.
+/// The Inspector CLI calling our `calculator` tool with one `--tool-arg`.
+fn calculator(npm: &str, arg: &str) -> Value {
+    inspector(
+        npm,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "calculator",
+            "--tool-arg",
+            arg,
+        ],
+    )
+}
+
 fn inspector(npm: &str, args: &[&str]) -> Value {
     let out = Command::new(format!("{npm}/mcp-inspector"))
         .args([
@@ -53,31 +68,11 @@ fn the_mcp_inspector_cli_lists_and_calls_our_tools() {
         json!({"title": "Calculate", "readOnlyHint": true, "destructiveHint": false,
                "idempotentHint": true, "openWorldHint": false})
     );
-    let good = inspector(
-        &npm,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "calculator",
-            "--tool-arg",
-            "expression=2*21",
-        ],
-    );
+    let good = calculator(&npm, "expression=2*21");
     assert_eq!(good["isError"], false);
     assert_eq!(good["content"][0]["text"], "2*21 = 42");
     // A number where the schema wants a string: refused by our argument check.
-    let bad = inspector(
-        &npm,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "calculator",
-            "--tool-arg",
-            "expression=42",
-        ],
-    );
+    let bad = calculator(&npm, "expression=42");
     assert_eq!(bad["isError"], true, "{bad}");
     assert!(
         bad["content"][0]["text"]
@@ -87,17 +82,7 @@ fn the_mcp_inspector_cli_lists_and_calls_our_tools() {
         "{bad}"
     );
     // An expression that does not parse: a refusal the model can act on.
-    let refused = inspector(
-        &npm,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "calculator",
-            "--tool-arg",
-            "expression=1+",
-        ],
-    );
+    let refused = calculator(&npm, "expression=1+");
     assert_eq!(refused["isError"], true, "{refused}");
     let unknown = inspector(
         &npm,

@@ -319,10 +319,8 @@ impl Events {
         if let Some((index, literal)) = fast_json_delta(data) {
             // The fragment, when the event closes right after it.
             let text = || {
-                let mut c = Cursor::new(literal, 0);
-                let text = c.string_text()?;
-                c.eat(JSON_DELTA_END)?;
-                c.at_end().then_some(text)
+                let (text, n) = Cursor::string_text_at(literal)?;
+                (&literal[n..] == JSON_DELTA_END).then_some(text)
             };
             let done = match self.block(index) {
                 Some(BlockState::Tool { pos, .. }) => match text() {

@@ -137,7 +137,7 @@ impl State {
         let usage_free = !self.prefix.holds_usage();
         if let Some((wire, middle, literal)) = fast_fragment(trimmed, prefix_len)
             && let Some(pos) = self.open_at(wire)
-            && let Some((text, n)) = string_at(literal)
+            && let Some((text, n)) = Cursor::string_text_at(literal)
             && let Some(end) = fragment_chunk_end(&literal[n..], usage_free)
         {
             self.asm.push_arguments(pos, &text, on_event)?;
@@ -563,14 +563,6 @@ fn fast_fragment(data: &[u8], prefix_len: usize) -> Option<(u64, &'static [u8], 
     let (wire, middle, at) = one_call(rest)?;
     let literal = rest[at..].strip_prefix(FRAGMENT_KEY.as_slice())?;
     Some((wire, middle, literal))
-}
-
-/// The text of the string literal at the start of `literal` and the bytes it spans.
-#[inline]
-fn string_at(literal: &[u8]) -> Option<(Cow<'_, str>, usize)> {
-    let mut c = Cursor::new(literal, 0);
-    let text = c.string_text()?;
-    Some((text, c.pos()))
 }
 
 /// The wire index of the one tool call in `rest` (a chunk after its validated prefix,

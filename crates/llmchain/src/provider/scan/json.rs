@@ -399,6 +399,15 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The text of the string literal at the start of `lit` and the bytes it spans (see
+    /// [`string_text`](Self::string_text)).
+    #[inline]
+    pub(crate) fn string_text_at(lit: &'a [u8]) -> Option<(Cow<'a, str>, usize)> {
+        let mut c = Cursor::new(lit, 0);
+        let text = c.string_text()?;
+        Some((text, c.pos()))
+    }
+
     /// Reads a string literal and returns its text: borrowed when it holds no escape,
     /// decoded otherwise (`None` for an escape serde_json would reject).
     pub(crate) fn string_text(&mut self) -> Option<Cow<'a, str>> {
