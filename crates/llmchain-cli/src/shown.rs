@@ -38,7 +38,7 @@ pub(crate) fn block(text: &str) -> String {
 fn push(out: &mut String, c: char, keep_lines: bool) {
     if keep_lines && (c == '\n' || c == '\t') {
         out.push(c);
-    } else if c.is_control() {
+    } else if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
         out.extend(c.escape_unicode());
     } else {
         out.push(c);

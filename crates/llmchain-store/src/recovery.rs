@@ -83,7 +83,11 @@ pub fn plan(conversation: &Conversation, is_idempotent: &dyn Fn(&str) -> bool) -
         let status =
             ExecutionStatus::parse(call.execution_status()).unwrap_or(ExecutionStatus::Executing);
         match status {
-            ExecutionStatus::Identified => out.pending.push(call.clone()),
+            // Denied or rejected calls never started: nothing of them can have run, so
+            // they are reviewed again like a call just seen.
+            s if s == ExecutionStatus::Identified || s.never_ran() => {
+                out.pending.push(call.clone())
+            }
             _ if is_idempotent(name) => {
                 out.rerun.push(
                     call.clone()

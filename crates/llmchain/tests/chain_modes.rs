@@ -402,7 +402,8 @@ async fn review_decisions_approve_edit_deny() {
     ];
     let reviewed = Arc::new(Mutex::new(Vec::new()));
     let r2 = reviewed.clone();
-    let mut chain = LLMChain::new(Arc::new(review_chain(turns)))
+    let model = Arc::new(review_chain(turns));
+    let mut chain = LLMChain::new(model.clone())
         .with_tool(calc_tool())
         .with_review(|call: &ToolCall| match call.call_id.as_deref() {
             Some("c1") => ReviewDecision::Approve,
@@ -430,6 +431,22 @@ async fn review_decisions_approve_edit_deny() {
     assert!(!results[2].is_error());
     assert_eq!(chain.current_failure_count(), 0);
     assert_eq!(reviewed.lock().unwrap().len(), 3);
+    // What is stored is what ran: the edited call carries the arguments that ran (the
+    // model's kept in its metadata), and the denied one is not `completed`.
+    let calls = &chain.messages()[1].tool_calls;
+    assert_eq!(calls[0].execution_status(), "completed");
+    assert_eq!(calls[1].arguments_as_map()["a"], 20);
+    assert!(calls[1].was_edited());
+    assert_eq!(calls[1].original_arguments().unwrap()["a"], 2);
+    assert_eq!(calls[1].execution_status(), "completed");
+    assert_eq!(calls[2].execution_status(), "denied");
+    assert!(!calls[0].was_edited());
+    // The model's next request carries the edited call, not the one it sent.
+    let requests = model.requests();
+    let body: serde_json::Value = serde_json::from_slice(requests.last().unwrap()).unwrap();
+    let sent = &body["messages"][1]["tool_calls"][1]["function"]["arguments"];
+    let sent: serde_json::Value = serde_json::from_str(sent.as_str().unwrap()).unwrap();
+    assert_eq!(sent, json!({"a": 20, "b": 20}));
 }
 
 #[tokio::test]
@@ -509,6 +526,13 @@ async fn review_interrupt_pauses_serialises_and_resumes_in_another_chain() {
         results[2].content_text(),
         "Tool call 'calculator' was rejected by a human reviewer."
     );
+    let statuses: Vec<&str> = resumed.messages()[1]
+        .tool_calls
+        .iter()
+        .map(|c| c.execution_status())
+        .collect();
+    assert_eq!(statuses, ["completed", "completed", "rejected", "denied"]);
+    assert!(resumed.messages()[1].tool_calls[1].was_edited());
     assert!(!results[3].is_error());
     assert_eq!(results[3].content_text(), "No.");
     assert_eq!(

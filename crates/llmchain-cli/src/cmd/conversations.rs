@@ -203,7 +203,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                         s.message_count,
                         messages_word(s.message_count),
                         mark.map(|m| format!("[{m}] ")).unwrap_or_default(),
-                        s.title.as_deref().unwrap_or("")
+                        crate::shown::inline(s.title.as_deref().unwrap_or(""), 200)
                     ));
                 }
             }
@@ -482,7 +482,7 @@ fn show(out: &mut String, stored: &StoredConversation) {
         s.id,
         s.title
             .as_deref()
-            .map(|t| format!(" — {t}"))
+            .map(|t| format!(" — {}", crate::shown::inline(t, 200)))
             .unwrap_or_default(),
         time::format_ms(s.created_at),
         time::format_ms(s.updated_at),
@@ -493,7 +493,11 @@ fn show(out: &mut String, stored: &StoredConversation) {
         out.push_str(&format!("system: {system}\n"));
     }
     if !c.tools.is_empty() {
-        let names: Vec<&str> = c.tools.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<String> = c
+            .tools
+            .iter()
+            .map(|t| crate::shown::inline(&t.name, 200))
+            .collect();
         out.push_str(&format!("tools: {}\n", names.join(", ")));
     }
     for (seq, m) in c.messages.iter().enumerate() {
@@ -513,18 +517,23 @@ fn show_message(out: &mut String, seq: usize, m: &Message) {
         parts_shown(&m.content)
     ));
     for call in &m.tool_calls {
+        // Names and ids come from the model: one line each, whatever they hold.
         out.push_str(&format!(
-            "    -> {} {}({}) [{}]\n",
-            call.call_id.as_deref().unwrap_or("?"),
-            call.name.as_deref().unwrap_or("?"),
+            "    -> {} {}({}) [{}]{}\n",
+            crate::shown::inline(call.call_id.as_deref().unwrap_or("?"), 200),
+            crate::shown::inline(call.name.as_deref().unwrap_or("?"), 200),
             serde_json::Value::Object(call.arguments_as_map()),
-            call.execution_status()
+            call.execution_status(),
+            match call.original_arguments() {
+                Some(original) => format!(" [edited at review; the model sent {original}]"),
+                None => String::new(),
+            }
         ));
     }
     for r in &m.tool_results {
         out.push_str(&format!(
             "    <- {}{}: {}\n",
-            r.tool_call_id,
+            crate::shown::inline(&r.tool_call_id, 200),
             if r.is_error() { " (error)" } else { "" },
             parts_shown(&r.content)
         ));

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 enum Plan {
     /// Run it (arguments possibly edited).
     Run(ToolCall),
-    /// Answered without running.
-    Answer(ToolResult),
+    /// Answered without running, with the status that says how.
+    Answer(ToolResult, ExecutionStatus),
 }
 
 /// Persists status transitions and fires `on_tool_pre_execution` as bodies start.
@@ -257,7 +257,10 @@ impl LLMChain {
                 )
             );
             let plan = if let Some(why) = &over_cap {
-                Plan::Answer(ToolResult::refusal(&id, why.clone()).with_name(&name))
+                Plan::Answer(
+                    ToolResult::refusal(&id, why.clone()).with_name(&name),
+                    ExecutionStatus::Rejected,
+                )
             } else if !call.is_complete() {
                 // The executor answers incomplete calls with a refusal.
                 Plan::Run(call.clone())
@@ -272,18 +275,20 @@ impl LLMChain {
                         ),
                     )
                     .with_name(&name),
+                    ExecutionStatus::Failed,
                 )
             } else {
                 match decision {
                     ReviewDecision::Approve | ReviewDecision::Interrupt => Plan::Run(call.clone()),
                     ReviewDecision::Edit { arguments } => {
                         let mut edited = call.clone();
-                        edited.arguments = Some(Arguments::Object(arguments));
+                        edited.record_edit(arguments);
                         Plan::Run(edited)
                     }
-                    ReviewDecision::Reject { reason } => {
-                        Plan::Answer(ToolResult::refusal(&id, reason).with_name(&name))
-                    }
+                    ReviewDecision::Reject { reason } => Plan::Answer(
+                        ToolResult::refusal(&id, reason).with_name(&name),
+                        ExecutionStatus::Rejected,
+                    ),
                     ReviewDecision::Deny { reason } => Plan::Answer(
                         ToolResult::text(
                             &id,
@@ -294,11 +299,34 @@ impl LLMChain {
                             },
                         )
                         .with_name(&name),
+                        ExecutionStatus::Denied,
                     ),
                 }
             };
             plans.push(plan);
         }
+
+        // What is stored is what runs: edited arguments (the model's kept in the call's
+        // metadata) are written into the stored assistant message before any body
+        // starts, so the conversation, an export and the model's next request all carry
+        // the call as it ran, whatever happens next.
+        let edits: Vec<(usize, &ToolCall)> = plans
+            .iter()
+            .zip(&targets)
+            .filter_map(|(p, &i)| match p {
+                Plan::Run(c) if c.was_edited() && message.tool_calls[i] != *c => Some((i, c)),
+                _ => None,
+            })
+            .collect();
+        if !edits.is_empty() {
+            let mut edited = self.messages()[position].clone();
+            for (i, call) in edits {
+                edited.tool_calls[i].arguments = call.arguments.clone();
+                edited.tool_calls[i].metadata = call.metadata.clone();
+            }
+            self.replace_message(position, edited).await?;
+        }
+        let message = self.messages()[position].clone();
 
         for plan in &plans {
             if let Plan::Run(call) = plan
@@ -312,7 +340,7 @@ impl LLMChain {
             .iter()
             .filter_map(|p| match p {
                 Plan::Run(c) => Some(c.clone()),
-                Plan::Answer(_) => None,
+                Plan::Answer(..) => None,
             })
             .collect();
         let observer = Arc::new(ChainObserver {
@@ -376,12 +404,7 @@ impl LLMChain {
         for (plan, &i) in plans.into_iter().zip(&targets) {
             let call = &mut updated.tool_calls[i];
             let result = match plan {
-                Plan::Answer(r) => {
-                    let status = if r.is_error() {
-                        ExecutionStatus::Failed
-                    } else {
-                        ExecutionStatus::Completed
-                    };
+                Plan::Answer(r, status) => {
                     call.set_execution_status(status);
                     if let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref()) {
                         sink.set_tool_status(id, status)
@@ -392,6 +415,7 @@ impl LLMChain {
                 }
                 Plan::Run(_) => match ran.next() {
                     Some((ran_call, r)) => {
+                        call.arguments = ran_call.arguments;
                         call.metadata = ran_call.metadata;
                         r
                     }

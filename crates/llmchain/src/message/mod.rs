@@ -21,8 +21,8 @@ pub use delta::{
 pub use error::{FieldError, MergeError, ValidationErrors};
 pub use expansion::{KeepContent, MessageExpansion};
 pub use tool_call::{
-    Arguments, EXECUTION_STATUS_KEY, ExecutionStatus, INVALID_JSON, NOT_AN_OBJECT, ToolCall,
-    ToolCallAttrs, ToolCallStatus, ToolType,
+    Arguments, EXECUTION_STATUS_KEY, ExecutionStatus, INVALID_JSON, NOT_AN_OBJECT, REVIEW_KEY,
+    ToolCall, ToolCallAttrs, ToolCallStatus, ToolType,
 };
 pub use tool_result::{ResultKind, ToolException, ToolResult};
 pub use usage::TokenUsage;

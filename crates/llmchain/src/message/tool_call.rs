@@ -159,9 +159,21 @@ impl<'de> Deserialize<'de> for Arguments {
 
 /// The execution progress of a call, kept in `metadata["execution_status"]`.
 ///
-/// The chain moves every call `Identified → Executing → Completed | Failed` and
+/// The seed's four values are `identified`, `executing`, `completed` and `failed`: the
+/// chain moves every call it runs `Identified → Executing → Completed | Failed` and
 /// persists each step, so a restored conversation knows which calls may have run.
+///
+/// Two more say that a call was answered **without running**, so that what is stored is
+/// what happened (an auditor never reads `completed` for a call that did not run):
+/// - `denied`: a reviewer (a person, or a policy such as `--approve never`) said no; the
+///   model was told so with a result that is not an error;
+/// - `rejected`: refused as wrong before it ran (a reviewer's rejection, or the runtime
+///   refusing a turn over its caps); the model got an error + refusal result.
+///
+/// Both are terminal, like `completed` and `failed`. Readers of the storage format that
+/// know only the seed's four should treat an unknown value as "did not complete".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ExecutionStatus {
     /// Seen in a model response, not started.
     Identified,
@@ -171,6 +183,11 @@ pub enum ExecutionStatus {
     Completed,
     /// Finished with an error result.
     Failed,
+    /// Not run: a reviewer or a policy denied it (the result says so, not as an error).
+    Denied,
+    /// Not run: refused as wrong (by a reviewer, or the runtime's caps), with an error
+    /// + refusal result.
+    Rejected,
 }
 
 impl ExecutionStatus {
@@ -181,6 +198,8 @@ impl ExecutionStatus {
             ExecutionStatus::Executing => "executing",
             ExecutionStatus::Completed => "completed",
             ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Denied => "denied",
+            ExecutionStatus::Rejected => "rejected",
         }
     }
 
@@ -191,13 +210,23 @@ impl ExecutionStatus {
             "executing" => ExecutionStatus::Executing,
             "completed" => ExecutionStatus::Completed,
             "failed" => ExecutionStatus::Failed,
+            "denied" => ExecutionStatus::Denied,
+            "rejected" => ExecutionStatus::Rejected,
             _ => return None,
         })
     }
 
-    /// True for `Completed` and `Failed`.
+    /// True for `Completed`, `Failed`, `Denied` and `Rejected`: the call is answered.
     pub fn is_terminal(self) -> bool {
-        matches!(self, ExecutionStatus::Completed | ExecutionStatus::Failed)
+        !matches!(
+            self,
+            ExecutionStatus::Identified | ExecutionStatus::Executing
+        )
+    }
+
+    /// True for `Denied` and `Rejected`: answered without its body ever starting.
+    pub fn never_ran(self) -> bool {
+        matches!(self, ExecutionStatus::Denied | ExecutionStatus::Rejected)
     }
 }
 
@@ -215,6 +244,10 @@ impl fmt::Display for ExecutionStatus {
 
 /// The metadata key of the execution status.
 pub const EXECUTION_STATUS_KEY: &str = "execution_status";
+
+/// The metadata key of what a reviewer did to a call before it ran
+/// ([`ToolCall::record_edit`]).
+pub const REVIEW_KEY: &str = "review";
 
 /// Represents an LLM's request to use a tool: which tool to execute and the arguments
 /// to give it.
@@ -492,6 +525,58 @@ impl ToolCall {
     pub fn with_execution_status(mut self, status: impl AsRef<str>) -> ToolCall {
         self.set_execution_status(status);
         self
+    }
+
+    /// Replaces the arguments with ones a reviewer edited, keeping the model's own in
+    /// `metadata.review` (`{"edited": true, "original_arguments": …}`), so that the call
+    /// as stored (and as sent back to the model) is the call that ran, and the fact of
+    /// the edit and what the model asked for are kept. Editing twice keeps the first
+    /// original.
+    ///
+    /// ```
+    /// use llmchain::message::ToolCall;
+    /// use serde_json::json;
+    /// let mut call = ToolCall::function("c1", "write_file", r#"{"content":"original"}"#).unwrap();
+    /// call.record_edit(json!({"content": "edited"}).as_object().unwrap().clone());
+    /// assert_eq!(call.arguments_as_map()["content"], "edited");
+    /// assert!(call.was_edited());
+    /// assert_eq!(call.original_arguments().unwrap()["content"], "original");
+    /// ```
+    pub fn record_edit(&mut self, arguments: Map<String, Value>) {
+        if !self.was_edited() {
+            let original = match &self.arguments {
+                Some(Arguments::Object(m)) => Value::Object(m.clone()),
+                Some(Arguments::Raw(r)) => serde_json::from_str::<Value>(r)
+                    .ok()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| Value::String(r.clone())),
+                None => Value::Null,
+            };
+            let mut review = Map::new();
+            review.insert("edited".into(), Value::Bool(true));
+            review.insert("original_arguments".into(), original);
+            self.metadata
+                .insert(REVIEW_KEY.to_owned(), Value::Object(review));
+        }
+        self.arguments = Some(Arguments::Object(arguments));
+    }
+
+    /// Whether a reviewer edited the arguments before the call ran
+    /// ([`record_edit`](Self::record_edit)).
+    pub fn was_edited(&self) -> bool {
+        self.metadata
+            .get(REVIEW_KEY)
+            .and_then(|r| r.get("edited"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// The arguments the model sent, when a reviewer edited them.
+    pub fn original_arguments(&self) -> Option<&Value> {
+        self.metadata
+            .get(REVIEW_KEY)
+            .filter(|_| self.was_edited())
+            .and_then(|r| r.get("original_arguments"))
     }
 
     /// Merges a streamed fragment (`part`) into the call being accumulated (`primary`).
