@@ -1,32 +1,53 @@
-//! The config file: defaults for `llmchain run` (provider, model, base URL, approve
-//! policy, MCP servers), in `$XDG_CONFIG_HOME/llmchain/config.toml` (else
-//! `~/.config/llmchain/config.toml`); `llmchain config path` prints where.
+//! The config file: the operator's **profiles**, the one authority for what a run may
+//! execute (provider, model, base URL, MCP servers, trust, approve policy, tools, root).
+//! It is `$LLMCHAIN_CONFIG`, else `$XDG_CONFIG_HOME/llmchain/config.toml` (else
+//! `~/.config/llmchain/config.toml`); `llmchain config path` prints where, and
+//! `llmchain config profiles` what it defines.
 //!
 //! ```toml
+//! # The top-level keys are the profile "default".
 //! provider = "anthropic"
 //! model = "claude-sonnet-4-5"
 //! approve = "ask"
 //! mcp = ["npx -y @modelcontextprotocol/server-filesystem /home/me/notes"]
-//! mcp_http = []
 //! trust = ["server-filesystem"]
+//!
+//! # More profiles, by name (`llmchain run --profile notes`, `--enqueue --profile notes`).
+//! [profiles.notes]
+//! provider = "openai"
+//! base_url = "http://127.0.0.1:8080/v1"
+//! mcp = ["npx -y @modelcontextprotocol/server-filesystem /srv/notes"]
+//! approve = "ask"
+//! tools = ["write_file", "read_text_file"]
+//! root = "/srv/notes"
 //! ```
 //!
-//! Flags and `LLMCHAIN_PROVIDER`/`LLMCHAIN_MODEL` win over it; a continued conversation's
-//! own settings too. Keys are checked: a misspelt one is an error naming the file.
+//! An interactive `run` takes its profile's settings, and its flags win over them. A
+//! queued run names a profile and nothing else that could start a command or reach a
+//! URL: the worker that claims it runs it with its own configuration's definition of
+//! that profile. Keys are checked: a misspelt one is an error naming the file.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::CliError;
 
 /// The most a config file may hold.
 const MAX_BYTES: u64 = 1 << 20;
 
-/// The defaults a config file sets.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+/// The environment variable naming the config file.
+pub(crate) const CONFIG_ENV: &str = "LLMCHAIN_CONFIG";
+
+/// The profile of the top-level keys, and of runs that name none.
+pub(crate) const DEFAULT_PROFILE: &str = "default";
+
+/// What a run under a profile may do; unset fields take the defaults (`openai`, its
+/// current model, `auto`, the built-in tools, the working directory).
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Config {
+pub(crate) struct Profile {
     /// `--provider`.
     pub provider: Option<String>,
     /// `--model`.
@@ -44,10 +65,67 @@ pub(crate) struct Config {
     /// `--trust` server names.
     #[serde(default)]
     pub trust: Vec<String>,
+    /// `--tools`: only these tools.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// `--no-builtin-tools`.
+    #[serde(default)]
+    pub no_builtin_tools: bool,
+    /// `--root`: the directory `read_file` reads.
+    pub root: Option<String>,
+    /// `--mcp-prefix`.
+    #[serde(default)]
+    pub mcp_prefix: bool,
+    /// `--mcp-start-timeout`, in seconds.
+    pub mcp_start_timeout: Option<u64>,
+    /// `--mcp-timeout`, in seconds.
+    pub mcp_timeout: Option<u64>,
+}
+
+/// The profiles a config file defines (always one named `default`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Config {
+    /// Where it was read from (`None`: there was no file).
+    pub path: Option<PathBuf>,
+    /// By name.
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            path: None,
+            profiles: BTreeMap::from([(DEFAULT_PROFILE.to_owned(), Profile::default())]),
+        }
+    }
+}
+
+impl Config {
+    /// The profile `name`, or an error listing the ones there are.
+    pub(crate) fn profile(&self, name: &str) -> Result<&Profile, CliError> {
+        self.profiles.get(name).ok_or_else(|| {
+            CliError::Usage(format!(
+                "no profile {name:?} in {}; the profiles are: {}",
+                self.path.as_ref().map_or_else(
+                    || "the configuration (there is no config file)".to_owned(),
+                    |p| p.display().to_string()
+                ),
+                self.names().join(", ")
+            ))
+        })
+    }
+
+    /// The profile names.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.profiles.keys().cloned().collect()
+    }
 }
 
 /// Where the config file is (whether or not it exists).
 pub(crate) fn path() -> Result<PathBuf, CliError> {
+    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
     let dir = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -58,13 +136,20 @@ pub(crate) fn path() -> Result<PathBuf, CliError> {
     Ok(dir.join("llmchain").join("config.toml"))
 }
 
-/// The config file's settings; the defaults when there is none.
-pub(crate) fn load() -> Result<Config, CliError> {
-    let Ok(path) = path() else {
-        return Ok(Config::default());
+/// The config file's profiles: `file` when given (it must exist), else the standard
+/// place (none there: the default profile only).
+pub(crate) fn load_from(file: Option<&std::path::Path>) -> Result<Config, CliError> {
+    let path = match file {
+        Some(f) => f.to_path_buf(),
+        None => match path() {
+            Ok(p) => p,
+            Err(_) => return Ok(Config::default()),
+        },
     };
     let text = match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && file.is_none() => {
+            return Ok(Config::default());
+        }
         Ok(m) if m.len() > MAX_BYTES => {
             return Err(CliError::Usage(format!(
                 "{} is larger than {} KiB; is it the right file?",
@@ -75,14 +160,56 @@ pub(crate) fn load() -> Result<Config, CliError> {
         _ => std::fs::read_to_string(&path)
             .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?,
     };
-    parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))
+    let mut config =
+        parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+    config.path = Some(path);
+    Ok(config)
+}
+
+/// The config file's profiles from the standard place.
+pub(crate) fn load() -> Result<Config, CliError> {
+    load_from(None)
 }
 
 fn parse(text: &str) -> Result<Config, String> {
-    toml::from_str(text).map_err(|e| crate::job::one_line(&e.to_string()))
+    let one_line = |e: toml::de::Error| crate::job::one_line(&e.to_string());
+    let mut table: toml::Table = toml::from_str(text).map_err(one_line)?;
+    let named = match table.remove("profiles") {
+        None => toml::Table::new(),
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => return Err("`profiles` must be a table: [profiles.NAME]".into()),
+    };
+    let default: Profile = toml::Value::Table(table.clone())
+        .try_into()
+        .map_err(one_line)?;
+    let mut profiles = BTreeMap::new();
+    for (name, value) in named {
+        if name.is_empty() || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(format!(
+                "profile name {name:?}: use letters, digits, - and _"
+            ));
+        }
+        let profile: Profile = value
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("[profiles.{name}]: {}", one_line(e)))?;
+        profiles.insert(name, profile);
+    }
+    if profiles.contains_key(DEFAULT_PROFILE) && !table.is_empty() {
+        return Err(
+            "the profile \"default\" is defined twice: by the top-level keys and by [profiles.default]"
+                .into(),
+        );
+    }
+    profiles
+        .entry(DEFAULT_PROFILE.to_owned())
+        .or_insert(default);
+    Ok(Config {
+        path: None,
+        profiles,
+    })
 }
 
-/// `llmchain config path`.
+/// `llmchain config path | profiles`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConfigArgs {
     #[command(subcommand)]
@@ -93,6 +220,9 @@ pub(crate) struct ConfigArgs {
 enum ConfigCommand {
     /// Print where the config file is (or would be).
     Path,
+    /// List the profiles the config file defines, with what each may execute (URLs
+    /// without their credentials).
+    Profiles,
 }
 
 /// Runs `llmchain config`.
@@ -100,6 +230,46 @@ pub(crate) fn run(args: ConfigArgs) -> crate::error::CliResult {
     match args.command {
         ConfigCommand::Path => {
             crate::stdout::outln!("{}", path()?.display());
+            Ok(())
+        }
+        ConfigCommand::Profiles => {
+            let config = load()?;
+            for (name, p) in &config.profiles {
+                let mut parts = vec![format!(
+                    "provider {}",
+                    p.provider.as_deref().unwrap_or("openai")
+                )];
+                if let Some(m) = &p.model {
+                    parts.push(format!("model {m}"));
+                }
+                if let Some(u) = &p.base_url {
+                    parts.push(format!("base URL {}", llmchain::redact::url(u)));
+                }
+                parts.push(format!(
+                    "approve {}",
+                    p.approve.as_deref().unwrap_or("auto")
+                ));
+                for m in &p.mcp {
+                    parts.push(format!("mcp {m:?}"));
+                }
+                for u in &p.mcp_http {
+                    parts.push(format!("mcp-http {}", llmchain::redact::url(u)));
+                }
+                if !p.trust.is_empty() {
+                    parts.push(format!("trust {}", p.trust.join(",")));
+                }
+                if !p.tools.is_empty() {
+                    parts.push(format!("tools {}", p.tools.join(",")));
+                }
+                if let Some(r) = &p.root {
+                    parts.push(format!("root {r}"));
+                }
+                crate::stdout::outln!(
+                    "{}: {}",
+                    crate::shown::inline(name, 100),
+                    crate::shown::inline(&parts.join("; "), 2000)
+                );
+            }
             Ok(())
         }
     }
@@ -115,10 +285,33 @@ mod tests {
             "provider = \"anthropic\"\nmodel = \"m\"\nmcp = [\"python3 s.py\"]\napprove = \"ask\"\n",
         )
         .unwrap();
-        assert_eq!(c.provider.as_deref(), Some("anthropic"));
-        assert_eq!(c.mcp, ["python3 s.py"]);
+        let d = c.profile(DEFAULT_PROFILE).unwrap();
+        assert_eq!(d.provider.as_deref(), Some("anthropic"));
+        assert_eq!(d.mcp, ["python3 s.py"]);
         let e = parse("modle = \"x\"\n").unwrap_err();
         assert!(e.contains("unknown field `modle`"), "{e}");
         assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn named_profiles_beside_the_default() {
+        let c = parse(
+            "provider = \"anthropic\"\n[profiles.fs]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\nmcp = [\"srv\"]\napprove = \"ask\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.names(), ["default", "fs"]);
+        assert_eq!(c.profile("fs").unwrap().mcp, ["srv"]);
+        let e = c.profile("nope").unwrap_err().to_string();
+        assert!(
+            e.contains("no profile \"nope\"") && e.contains("default, fs"),
+            "{e}"
+        );
+        let e = parse("[profiles.fs]\nmcpp = []\n").unwrap_err();
+        assert!(e.contains("[profiles.fs]") && e.contains("mcpp"), "{e}");
+        let e = parse("model = \"m\"\n[profiles.default]\nmodel = \"n\"\n").unwrap_err();
+        assert!(e.contains("defined twice"), "{e}");
+        // Only [profiles.default]: that is the default.
+        let c = parse("[profiles.default]\nmodel = \"n\"\n").unwrap();
+        assert_eq!(c.profile("default").unwrap().model.as_deref(), Some("n"));
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use llmchain::chain::ChainState;
 use llmchain::tool::CancellationToken;
+use llmchain_store::review::new_reviews;
 use llmchain_store::sink::{StoreSink, keep_extra, run_state};
 use llmchain_store::{AnyStore, Heartbeat, Lease, Run, RunState, RunStatus, Store, StoreError};
 
@@ -60,7 +61,9 @@ impl HeldRun {
             .claim_conversation(conversation, &worker, LEASE, &state)
             .await
             .map_err(|e| match e {
-                StoreError::RunBusy { .. } => CliError::Runtime(e.to_string()),
+                StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
+                    CliError::Runtime(e.to_string())
+                }
                 other => crate::cmd::conversations::store_error(other),
             })?;
         let lease = run
@@ -100,21 +103,69 @@ impl HeldRun {
         ))
     }
 
-    /// Ends the hold with `status`, saving the chain's state.
-    pub(crate) async fn finish(mut self, status: RunStatus, chain: Option<&ChainState>) {
-        self.heartbeat.take();
+    /// The run state to save for `chain`.
+    fn state_of(&self, chain: Option<&ChainState>) -> RunState {
         let mut state = chain
             .map(|c| run_state(c, &self.mode))
             .unwrap_or_else(|| self.run.state.clone());
         keep_extra(&mut state, &self.run.state.extra);
+        state
+    }
+
+    /// Ends the hold with `status`, saving the chain's state.
+    pub(crate) async fn finish(mut self, status: RunStatus, chain: Option<&ChainState>) {
+        self.heartbeat.take();
+        let mut state = self.state_of(chain);
         state.status = status;
         if let Err(e) = self.store.complete_run(&self.lease, &state).await {
-            eprintln!(
-                "llmchain: warning: could not record the end of run {}: {e}",
-                self.run.id
-            );
+            warn_unrecorded(&self.run.id, &e);
         }
     }
+
+    /// Ends the hold as `failed`, keeping `error` as the run's last error (and the
+    /// chain's state, when there is one).
+    pub(crate) async fn fail(mut self, error: &str, chain: Option<&ChainState>) {
+        self.heartbeat.take();
+        if chain.is_some() {
+            let state = self.state_of(chain);
+            if let Err(e) = self.store.update_run(&self.lease, &state).await {
+                warn_unrecorded(&self.run.id, &e);
+            }
+        }
+        if let Err(e) = self.store.fail_run(&self.lease, error, false).await {
+            warn_unrecorded(&self.run.id, &e);
+        }
+    }
+
+    /// Ends the hold as `paused`: the calls of `chain`'s pending review wait in the
+    /// review inbox. Returns the review ids, in call order.
+    pub(crate) async fn pause(mut self, chain: &ChainState) -> Result<Vec<String>, CliError> {
+        self.heartbeat.take();
+        let state = self.state_of(Some(chain));
+        let reviews = chain
+            .pending_review
+            .as_ref()
+            .map(|p| new_reviews(p, &chain.conversation))
+            .unwrap_or_default();
+        self.store
+            .pause_run(&self.lease, &state, &reviews)
+            .await
+            .map_err(crate::cmd::conversations::store_error)?;
+        let stored = self
+            .store
+            .list_reviews(&llmchain_store::ReviewFilter {
+                run: Some(self.run.id.clone()),
+                status: Some(llmchain_store::ReviewStatus::Pending),
+                ..Default::default()
+            })
+            .await
+            .map_err(crate::cmd::conversations::store_error)?;
+        Ok(stored.into_iter().map(|r| r.id).collect())
+    }
+}
+
+fn warn_unrecorded(run: &str, e: &StoreError) {
+    eprintln!("llmchain: warning: could not record the end of run {run}: {e}");
 }
 
 /// A few random hex digits, so two processes with one pid (containers) differ.

@@ -1,6 +1,12 @@
-//! [`JobSpec`]: what a run needs to be run by any process — provider, model, tool
-//! servers, review policy — stored in the run's state, so that `llmchain run --enqueue`
-//! can queue a run and `llmchain worker` can execute it on another machine.
+//! [`JobSpec`]: what one run executes — provider, model, tool servers, review policy —
+//! resolved from the operator's configuration (a [`Profile`]) and, for an interactive
+//! run, the flags of the command that runs it.
+//!
+//! The trust boundary: the database holds data, not authority. A queued run stores the
+//! name of its profile and [`QueuedOptions`] (nothing that starts a command or reaches
+//! a URL); a worker builds its job from its own configuration's profile of that name.
+//! An interactive run stores its job as a record ([`JobSpec::record`], URLs without
+//! credentials) that `run -c` compares with the user's own configuration, never runs.
 
 use std::sync::Arc;
 
@@ -12,17 +18,24 @@ use llmchain_mcp::McpTool;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
+use crate::config::Profile;
 use crate::error::CliError;
 use crate::review::{ApprovalPolicy, TerminalReview, ToolMeta, approval_handler};
 use crate::tools;
 
-/// The key of the job in a run state's `extra`.
+/// The key of the job record in a run state's `extra`.
 pub(crate) const JOB_KEY: &str = "job";
+
+/// The key of a queued run's [`QueuedOptions`] in its state's `extra`.
+pub(crate) const OPTIONS_KEY: &str = "options";
 
 /// How to run a conversation. API keys are never part of it: each process reads its
 /// own from the environment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct JobSpec {
+    /// The profile it came from.
+    #[serde(default)]
+    pub profile: String,
     /// `--provider`.
     pub provider: String,
     /// `--model`, or the provider's default.
@@ -70,21 +83,151 @@ pub(crate) struct JobSpec {
     pub temperature: Option<f64>,
 }
 
+/// What a queued run says about itself: options that cannot start a command, reach a
+/// URL or widen what runs unasked. Everything else comes from the worker's profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueuedOptions {
+    /// The model, instead of the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `--max-tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// `--temperature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// `--tool-choice`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
+    /// `--approve`: a policy at least this strict (a run can ask for more review than
+    /// its profile gives, never for less).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<String>,
+}
+
+impl QueuedOptions {
+    /// The options stored in a run's state extra (none: the defaults).
+    pub(crate) fn from_extra(
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<QueuedOptions, String> {
+        match extra.get(OPTIONS_KEY) {
+            None => Ok(QueuedOptions::default()),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("the run's options cannot be read: {e}")),
+        }
+    }
+}
+
+/// How strict a policy is: `always` < `auto` < `ask` < `never`.
+fn strictness(p: ApprovalPolicy) -> u8 {
+    match p {
+        ApprovalPolicy::Always => 0,
+        ApprovalPolicy::Auto => 1,
+        ApprovalPolicy::Ask => 2,
+        ApprovalPolicy::Never => 3,
+    }
+}
+
+/// A policy's name.
+pub(crate) fn policy_name(p: ApprovalPolicy) -> String {
+    clap::ValueEnum::to_possible_value(&p)
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_else(|| "auto".into())
+}
+
+/// The policy of a name.
+pub(crate) fn parse_policy(name: &str) -> Result<ApprovalPolicy, CliError> {
+    <ApprovalPolicy as clap::ValueEnum>::from_str(name, true).map_err(|_| {
+        CliError::Usage(format!(
+            "unknown approve policy {name:?}: expected auto, always, never or ask"
+        ))
+    })
+}
+
 /// A chain for a job with its tools, and what the job's tools need to stay alive.
 pub(crate) struct Built {
     /// The chain: model, tools and review (no messages, no sink yet).
     pub chain: LLMChain,
-    /// The wire format of the provider.
-    pub format: Format,
     /// The MCP tools (their servers run while these live).
     pub mcp_tools: Vec<McpTool>,
 }
 
+/// The parts of a chain a job connects before any run is held: the model (its key
+/// checked), the tools (MCP servers started) and what the reviewer knows of them.
+pub(crate) struct Parts {
+    model: Arc<HttpModel>,
+    format: Format,
+    builtins: Vec<Tool>,
+    mcp_tools: Vec<McpTool>,
+    trust: Vec<String>,
+    policy: ApprovalPolicy,
+    tool_choice: Option<llmchain::conversation::ToolChoice>,
+}
+
+/// Who answers the calls a policy asks about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reviewer {
+    /// The terminal when stdin and stderr are one (questions name the run `run`);
+    /// otherwise the calls wait in the review inbox.
+    Terminal {
+        /// The run's id, for the question.
+        run: String,
+    },
+    /// Never a terminal (a worker): calls that need a person wait in the review inbox.
+    Inbox,
+}
+
 impl JobSpec {
+    /// The job of profile `name`: its settings, with the defaults for what it leaves out.
+    pub(crate) fn from_profile(name: &str, p: &Profile) -> Result<JobSpec, CliError> {
+        let provider = p.provider.clone().unwrap_or_else(|| "openai".into());
+        let format = parse_provider(&provider)?;
+        let approve = p.approve.clone().unwrap_or_else(|| "auto".into());
+        parse_policy(&approve)?;
+        Ok(JobSpec {
+            profile: name.to_owned(),
+            model: p
+                .model
+                .clone()
+                .unwrap_or_else(|| default_model(format).to_owned()),
+            provider,
+            base_url: p.base_url.clone(),
+            mcp: p.mcp.clone(),
+            mcp_http: p.mcp_http.clone(),
+            trust: p.trust.clone(),
+            approve,
+            mcp_start_timeout: p.mcp_start_timeout,
+            mcp_timeout: p.mcp_timeout,
+            tools: p.tools.clone(),
+            no_builtin_tools: p.no_builtin_tools,
+            root: p.root.clone(),
+            mcp_prefix: p.mcp_prefix,
+            ..JobSpec::default()
+        })
+    }
+
+    /// This job with a queued run's own options applied (the approve policy only ever
+    /// made stricter).
+    pub(crate) fn with_options(mut self, o: &QueuedOptions) -> Result<JobSpec, CliError> {
+        if let Some(m) = &o.model {
+            self.model = m.clone();
+        }
+        self.max_tokens = o.max_tokens.or(self.max_tokens);
+        self.temperature = o.temperature.or(self.temperature);
+        self.tool_choice = o.tool_choice.clone().or(self.tool_choice);
+        if let Some(asked) = &o.approve {
+            let asked = parse_policy(asked)?;
+            if strictness(asked) > strictness(self.policy()?) {
+                self.approve = policy_name(asked);
+            }
+        }
+        Ok(self)
+    }
+
     /// The review policy.
     pub(crate) fn policy(&self) -> Result<ApprovalPolicy, CliError> {
-        <ApprovalPolicy as clap::ValueEnum>::from_str(&self.approve, true)
-            .map_err(|e| CliError::Usage(format!("unknown approve policy {:?}: {e}", self.approve)))
+        parse_policy(&self.approve)
     }
 
     /// The servers, as `--mcp`/`--mcp-http` would give them.
@@ -99,12 +242,20 @@ impl JobSpec {
         }
     }
 
-    /// The job as stored in a run's state.
-    pub(crate) fn to_value(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
+    /// The job as recorded with an interactive run: every URL without its credentials
+    /// (a record for comparing and showing, never for running).
+    pub(crate) fn record(&self) -> serde_json::Value {
+        let mut shown = self.clone();
+        shown.base_url = shown.base_url.as_deref().map(llmchain::redact::url);
+        shown.mcp_http = shown
+            .mcp_http
+            .iter()
+            .map(|u| llmchain::redact::url(u))
+            .collect();
+        serde_json::to_value(shown).unwrap_or_default()
     }
 
-    /// The job stored in a run's state extra, if any.
+    /// The job recorded in a run state's extra, if any.
     pub(crate) fn from_extra(
         extra: &serde_json::Map<String, serde_json::Value>,
     ) -> Option<Result<JobSpec, CliError>> {
@@ -115,15 +266,12 @@ impl JobSpec {
         )
     }
 
-    /// Builds the model (keys from this process's environment), the built-in tools
-    /// (reading files under `cwd`), the MCP tools and the review handler, over `state`
-    /// (a stored conversation to go on with) or a new conversation.
-    pub(crate) async fn build(
-        &self,
-        cwd: std::path::PathBuf,
-        state: Option<ChainState>,
-    ) -> Result<Built, CliError> {
+    /// Connects what the job needs before a run is held: the model (keys from this
+    /// process's environment), the built-in tools (reading files under `cwd`, or the
+    /// job's root) and the MCP servers' tools.
+    pub(crate) async fn connect(&self, cwd: std::path::PathBuf) -> Result<Parts, CliError> {
         let format = parse_provider(&self.provider)?;
+        let policy = self.policy()?;
         let base_override = self.base_url.clone();
         let config = HttpModelConfig::from_lookup(format, self.model.clone(), |k| {
             if k == base_url_env_var(format) && base_override.is_some() {
@@ -131,7 +279,7 @@ impl JobSpec {
             }
             std::env::var(k).ok()
         })
-        .map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
+        .map_err(|e| CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string()))))?;
         let mut config = config;
         if let Some(n) = self.max_tokens {
             config = config.max_tokens(n);
@@ -139,8 +287,8 @@ impl JobSpec {
         if self.temperature.is_some() {
             config.temperature = self.temperature;
         }
-        let model =
-            HttpModel::new(config).map_err(|e| CliError::Runtime(one_line(&e.to_string())))?;
+        let model = HttpModel::new(config)
+            .map_err(|e| CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string()))))?;
         let builtins = if self.no_builtin_tools {
             Vec::new()
         } else {
@@ -149,69 +297,112 @@ impl JobSpec {
         let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
         let mut mcp_tools = connect_mcp_tools(&self.servers(), &reserved).await?;
         let mut builtins = builtins;
+        let known = |b: &[Tool], m: &[McpTool]| -> Vec<String> {
+            b.iter()
+                .map(|t| t.name().to_owned())
+                .chain(m.iter().map(|t| t.tool.name().to_owned()))
+                .collect()
+        };
         if !self.tools.is_empty() {
-            let known: Vec<&str> = builtins
-                .iter()
-                .map(Tool::name)
-                .chain(mcp_tools.iter().map(|t| t.tool.name()))
-                .collect();
-            if let Some(unknown) = self.tools.iter().find(|n| !known.contains(&n.as_str())) {
+            let names = known(&builtins, &mcp_tools);
+            if let Some(unknown) = self.tools.iter().find(|n| !names.contains(n)) {
                 return Err(CliError::Usage(format!(
                     "--tools names {unknown:?}, which no tool here is called; the tools are: {}",
-                    known.join(", ")
+                    names.join(", ")
                 )));
             }
             builtins.retain(|t| self.tools.iter().any(|n| n == t.name()));
             mcp_tools.retain(|t| self.tools.iter().any(|n| n == t.tool.name()));
         }
-        let reviewer: TerminalReview = approval_handler(
-            self.policy()?,
-            builtins
-                .iter()
-                .map(ToolMeta::of_tool)
-                .chain(mcp_tools.iter().map(|t| ToolMeta::of_mcp(t, &self.trust))),
-        );
-        let model = Arc::new(model);
-        let chain = match state {
-            Some(state) => LLMChain::from_state(model, state),
-            None => LLMChain::new(model),
+        let tool_choice = match self.tool_choice.as_deref() {
+            None => None,
+            Some(choice) => {
+                use llmchain::conversation::{ToolChoice, ToolChoiceMode};
+                Some(match choice {
+                    "auto" => ToolChoice::Mode(ToolChoiceMode::Auto),
+                    "none" => ToolChoice::Mode(ToolChoiceMode::None),
+                    "required" => ToolChoice::Mode(ToolChoiceMode::Required),
+                    name => {
+                        let names = known(&builtins, &mcp_tools);
+                        if !names.iter().any(|n| n == name) {
+                            return Err(CliError::Usage(format!(
+                                "--tool-choice {name:?} is not auto, none, required or a tool here ({})",
+                                names.join(", ")
+                            )));
+                        }
+                        ToolChoice::Tool {
+                            name: name.to_owned(),
+                        }
+                    }
+                })
+            }
         };
-        let mut chain = chain.with_review_handler(reviewer);
-        if let Some(choice) = &self.tool_choice {
-            use llmchain::conversation::{ToolChoice, ToolChoiceMode};
-            chain = chain.with_tool_choice(match choice.as_str() {
-                "auto" => ToolChoice::Mode(ToolChoiceMode::Auto),
-                "none" => ToolChoice::Mode(ToolChoiceMode::None),
-                "required" => ToolChoice::Mode(ToolChoiceMode::Required),
-                name => {
-                    let known: Vec<&str> = builtins
-                        .iter()
-                        .map(Tool::name)
-                        .chain(mcp_tools.iter().map(|t| t.tool.name()))
-                        .collect();
-                    if !known.contains(&name) {
-                        return Err(CliError::Usage(format!(
-                            "--tool-choice {name:?} is not auto, none, required or a tool here ({})",
-                            known.join(", ")
-                        )));
-                    }
-                    ToolChoice::Tool {
-                        name: name.to_owned(),
-                    }
-                }
-            });
+        Ok(Parts {
+            model: Arc::new(model),
+            format,
+            builtins,
+            mcp_tools,
+            trust: self.trust.clone(),
+            policy,
+            tool_choice,
+        })
+    }
+
+    /// [`connect`](Self::connect), then [`Parts::chain`].
+    pub(crate) async fn build(
+        &self,
+        cwd: std::path::PathBuf,
+        state: Option<ChainState>,
+        reviewer: Reviewer,
+    ) -> Result<Built, CliError> {
+        Ok(self.connect(cwd).await?.chain(state, reviewer))
+    }
+}
+
+impl Parts {
+    /// The wire format.
+    pub(crate) fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The review handler of the job's policy for these tools.
+    pub(crate) fn reviewer(&self, reviewer: &Reviewer) -> TerminalReview {
+        let handler = approval_handler(
+            self.policy,
+            self.builtins.iter().map(ToolMeta::of_tool).chain(
+                self.mcp_tools
+                    .iter()
+                    .map(|t| ToolMeta::of_mcp(t, &self.trust)),
+            ),
+        );
+        match reviewer {
+            Reviewer::Terminal { run } => handler.for_run(run),
+            Reviewer::Inbox => handler.interactive(false),
         }
-        for t in builtins
+    }
+
+    /// The chain over `state` (a stored conversation to go on with) or a new one.
+    pub(crate) fn chain(self, state: Option<ChainState>, reviewer: Reviewer) -> Built {
+        let review = self.reviewer(&reviewer);
+        let chain = match state {
+            Some(state) => LLMChain::from_state(self.model, state),
+            None => LLMChain::new(self.model),
+        };
+        let mut chain = chain.with_review_handler(review);
+        if let Some(choice) = self.tool_choice {
+            chain = chain.with_tool_choice(choice);
+        }
+        for t in self
+            .builtins
             .into_iter()
-            .chain(mcp_tools.iter().map(|t| t.tool.clone()))
+            .chain(self.mcp_tools.iter().map(|t| t.tool.clone()))
         {
             chain = chain.with_tool(t);
         }
-        Ok(Built {
+        Built {
             chain,
-            format,
-            mcp_tools,
-        })
+            mcp_tools: self.mcp_tools,
+        }
     }
 }
 
@@ -248,4 +439,53 @@ pub(crate) fn default_model(format: Format) -> &'static str {
 /// Whitespace folded to single spaces: one line for an error message.
 pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queued_run_can_ask_for_more_review_never_less() {
+        let p = Profile {
+            approve: Some("auto".into()),
+            ..Profile::default()
+        };
+        let job = JobSpec::from_profile("p", &p).unwrap();
+        let stricter = job
+            .clone()
+            .with_options(&QueuedOptions {
+                approve: Some("ask".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(stricter.approve, "ask");
+        let looser = job
+            .with_options(&QueuedOptions {
+                approve: Some("always".into()),
+                model: Some("m2".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(looser.approve, "auto");
+        assert_eq!(looser.model, "m2");
+        // Anything else in a row's options is refused, not ignored.
+        let mut extra = serde_json::Map::new();
+        extra.insert(
+            OPTIONS_KEY.into(),
+            serde_json::json!({"mcp": ["sh -c evil"]}),
+        );
+        assert!(QueuedOptions::from_extra(&extra).is_err());
+    }
+
+    #[test]
+    fn a_record_keeps_no_credential() {
+        let job = JobSpec {
+            base_url: Some("http://u:PW@host/v1?api-key=K".into()),
+            mcp_http: vec!["http://t:PW2@h/mcp".into()],
+            ..JobSpec::default()
+        };
+        let text = job.record().to_string();
+        assert!(!text.contains("PW") && !text.contains("=K"), "{text}");
+    }
 }

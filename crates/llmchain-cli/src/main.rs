@@ -45,13 +45,18 @@ enum Command {
     /// Run an agent against a provider over HTTP, with the built-in tools (or queue it
     /// for a worker with --enqueue).
     Run(Box<cmd::run::RunArgs>),
-    /// Queued runs: list, show, cancel, retry.
+    /// Runs, queued and interactive: list, show, cancel, retry.
     Runs(cmd::runs::RunsArgs),
-    /// Execute queued runs (`run --enqueue`) from the database, with leases, retries and
-    /// a heartbeat; several workers on several machines may share a PostgreSQL database.
+    /// The review inbox: tool calls waiting for a person (list, show, approve, deny,
+    /// reject, edit).
+    Reviews(cmd::reviews::ReviewsArgs),
+    /// Execute queued runs (`run --enqueue`) under the profiles of this machine's
+    /// configuration, with leases, retries and a heartbeat; several workers on several
+    /// machines may share a PostgreSQL database. A worker never asks at a terminal: a
+    /// call that needs a person pauses its run for `llmchain reviews`.
     Worker(cmd::worker::WorkerArgs),
-    /// The config file of defaults for `run` (provider, model, approve policy, MCP
-    /// servers): `llmchain config path` prints where it is.
+    /// The config file's profiles (provider, model, base URL, MCP servers, trust,
+    /// approve policy, tools, root): `llmchain config path | profiles`.
     Config(config::ConfigArgs),
 }
 
@@ -81,6 +86,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Run(args) => cmd::run::run(*args),
         Command::Runs(args) => cmd::runs::run(args),
+        Command::Reviews(args) => cmd::reviews::run(args),
         Command::Worker(args) => cmd::worker::run(args),
         Command::Config(args) => config::run(args),
     };

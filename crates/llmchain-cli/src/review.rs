@@ -10,14 +10,19 @@
 //! * `never` denies every call (the model is told the user allows no tool calls);
 //! * `ask` asks about every call, read-only ones included.
 //!
+//! With no terminal to ask at (a worker; `run` with stdin or stderr not a terminal),
+//! a call `ask` would ask about is paused for the review inbox
+//! ([`ReviewDecision::Interrupt`]: the run stops with its reviews stored, and
+//! `llmchain reviews` answers them), while `auto` denies what it would ask about.
+//!
 //! Each question shows the tool, its display text, its hints (`read-only`,
 //! `destructive`, ...) and the arguments pretty-printed, and takes one answer:
 //!   `a`pprove, `e`dit (in `$EDITOR` on a temp file, or JSON typed in when `$EDITOR`
 //!   is unset), `r`eject (an error + refusal: the call was wrong, the model may correct
 //!   it) or `d`eny (not an error: the user said no).
 //!
-//! Questions are serialised (one at a time) and read from stdin in a blocking thread.
-//! End of input counts as deny.
+//! Questions are serialised (one at a time, each naming its run and call) and read from
+//! stdin in a blocking thread. End of input counts as deny.
 
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
@@ -155,6 +160,7 @@ pub(crate) struct TerminalReview {
     io: Arc<Mutex<Io>>,
     editor: Option<String>,
     interactive: bool,
+    run: Option<String>,
 }
 
 /// Builds the handler for `policy`, knowing these tools (a call to a tool it does not
@@ -201,7 +207,23 @@ impl TerminalReview {
             io: Arc::new(Mutex::new((input, output))),
             editor,
             interactive: true,
+            run: None,
         }
+    }
+
+    /// The same handler asking about every call it is given (`ask`): for calls a person
+    /// must decide whatever the policy (those left undecided in the review inbox).
+    #[must_use]
+    pub(crate) fn asking(mut self) -> Self {
+        self.policy = ApprovalPolicy::Ask;
+        self
+    }
+
+    /// Questions name this run.
+    #[must_use]
+    pub(crate) fn for_run(mut self, run: &str) -> Self {
+        self.run = Some(run.to_owned());
+        self
     }
 
     /// Whether there is someone to ask (`auto` denies what it would ask about otherwise).
@@ -228,6 +250,8 @@ impl TerminalReview {
                 ),
             },
             ApprovalPolicy::Auto if meta.believed_read_only() => ReviewDecision::Approve,
+            // No one to ask here: the call waits in the review inbox.
+            ApprovalPolicy::Ask if !self.interactive => ReviewDecision::Interrupt,
             ApprovalPolicy::Auto if !self.interactive => ReviewDecision::Deny {
                 reason: format!(
                     "{name} was not run: {} and there is no terminal to ask the user \
@@ -272,7 +296,12 @@ impl TerminalReview {
         writeln!(out)?;
         writeln!(
             out,
-            "── tool call: {} — {}{}",
+            "── {}call {}: {} — {}{}",
+            self.run
+                .as_deref()
+                .map(|r| format!("run {}, ", crate::shown::inline(r, 60)))
+                .unwrap_or_default(),
+            crate::shown::inline(call.call_id.as_deref().unwrap_or("?"), 100),
             crate::shown::inline(name, 200),
             crate::shown::inline(&meta.display_text, 200),
             meta.shown_hints()
@@ -544,7 +573,7 @@ mod tests {
         );
         let shown = text(&out);
         assert!(
-            shown.contains("tool call: rm — Remove a file [destructive, open-world]"),
+            shown.contains("call c1: rm — Remove a file [destructive, open-world]"),
             "{shown}"
         );
         assert!(shown.contains("\"path\": \"x\""), "{shown}");
@@ -557,7 +586,7 @@ mod tests {
             h.decide(&call("ls", json!({}))),
             ReviewDecision::Deny { .. }
         ));
-        assert!(text(&out).contains("tool call: ls — List files [read-only, idempotent]"));
+        assert!(text(&out).contains("call c1: ls — List files [read-only, idempotent]"));
     }
 
     #[test]

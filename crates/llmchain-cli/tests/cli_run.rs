@@ -89,8 +89,9 @@ fn a_rate_limited_call_says_it_waits_then_answers() {
 }
 
 /// `run -c` continues the latest conversation and `--conversation PREFIX` a chosen one:
-/// the model sees the earlier messages, and the provider, model and base URL the
-/// conversation ran with are used again without being repeated.
+/// the model sees the earlier messages, and the provider and model the conversation ran
+/// with are used again without being repeated. The base URL is the user's to give (a
+/// recorded one is compared, never used: `cli_queue.rs`).
 #[test]
 fn run_continues_a_conversation_with_its_recorded_provider_and_model() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,13 +121,29 @@ fn run_continues_a_conversation_with_its_recorded_provider_and_model() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = common::saved_id(&String::from_utf8_lossy(&out.stderr));
-    let out = llmchain(&["run", "-c", "How many people live there?"], dir.path());
+    let out = llmchain(
+        &[
+            "run",
+            "-c",
+            "--base-url",
+            &base,
+            "How many people live there?",
+        ],
+        dir.path(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("About 2.1 million."));
     assert_eq!(common::saved_id(&stderr), id, "the same conversation");
     let out = llmchain(
-        &["run", "--conversation", &id[..8], "And its river?"],
+        &[
+            "run",
+            "--conversation",
+            &id[..8],
+            "--base-url",
+            &base,
+            "And its river?",
+        ],
         dir.path(),
     );
     assert!(
@@ -266,7 +283,10 @@ fn run_without_a_prompt_finishes_a_waiting_conversation() {
         seen.lock().unwrap()[0].1["messages"][0]["content"],
         "Hello?"
     );
-    let out = llmchain(&["run", "--conversation", &id], dir.path());
+    let out = llmchain(
+        &["run", "--conversation", &id, "--base-url", &base],
+        dir.path(),
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr)

@@ -11,12 +11,30 @@ use llmchain_store::{NewConversation, SqliteStore, Store, Writer};
 use serde_json::json;
 
 fn llmchain(args: &[&str], env_db: Option<&str>) -> Output {
+    llmchain_env(args, env_db, &[])
+}
+
+fn llmchain_env(args: &[&str], env_db: Option<&str>, env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_llmchain"));
-    cmd.args(args).env_remove("LLMCHAIN_DATABASE_URL");
+    cmd.args(args)
+        .env_remove("LLMCHAIN_DATABASE_URL")
+        .env_remove("OPENAI_BASE_URL")
+        .env("LLMCHAIN_CONFIG", "/nonexistent/llmchain-test-config.toml");
     if let Some(url) = env_db {
         cmd.env("LLMCHAIN_DATABASE_URL", url);
     }
+    cmd.envs(env.iter().copied());
     cmd.output().unwrap()
+}
+
+/// An interactive run of conversation `id` whose process died (its lease ran out),
+/// with `state`: what `run` leaves when it is killed.
+async fn dead_run(store: &SqliteStore, id: &str, state: &llmchain_store::RunState) {
+    store
+        .claim_conversation(id, "cli-dead", std::time::Duration::from_millis(1), state)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
 }
 
 fn stdout(o: &Output) -> String {
@@ -57,7 +75,7 @@ async fn populate(path: &Path) -> (String, Conversation) {
         .set_tool_status(Writer::from(&id), "call_2", ExecutionStatus::Executing)
         .await
         .unwrap();
-    store.create_run(&id, &Default::default()).await.unwrap();
+    dead_run(&store, &id, &Default::default()).await;
     store.pool().close().await;
     conv.messages[1].tool_calls[0].set_execution_status("completed");
     conv.messages[1].tool_calls[1].set_execution_status("executing");
@@ -167,17 +185,35 @@ fn bad_input_exits_2_with_one_line() {
     assert_eq!(stdout(&out), "");
 }
 
+/// The default database is in the data directory; a command that only reads (`list`,
+/// `runs list`, `reviews list`) never creates it.
 #[test]
 fn default_database_is_in_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
-        .args(["conversations", "list"])
-        .env_remove("LLMCHAIN_DATABASE_URL")
-        .env("XDG_DATA_HOME", dir.path())
-        .output()
-        .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_llmchain"))
+            .args(args)
+            .env_remove("LLMCHAIN_DATABASE_URL")
+            .env("XDG_DATA_HOME", dir.path())
+            .output()
+            .unwrap()
+    };
+    let db = dir.path().join("llmchain").join("llmchain.db");
+    for args in [
+        &["conversations", "list"][..],
+        &["runs", "list"],
+        &["reviews", "list"],
+    ] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(!db.exists(), "{args:?} created the database");
+    }
+    let out = run(&["conversations", "show", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!db.exists());
+    let out = run(&["demo"]);
     assert!(out.status.success(), "{out:?}");
-    assert!(dir.path().join("llmchain").join("llmchain.db").exists());
+    assert!(db.exists());
 }
 
 /// A new database `name` in `dir` holding a conversation whose last message asks for
@@ -201,7 +237,7 @@ async fn outstanding_call(dir: &Path, name: &str) -> (String, String) {
         .create_conversation(NewConversation::from_conversation(conv))
         .await
         .unwrap();
-    store.create_run(&id, &Default::default()).await.unwrap();
+    dead_run(&store, &id, &Default::default()).await;
     store.pool().close().await;
     (format!("sqlite://{}", path.display()), id)
 }
@@ -335,8 +371,9 @@ async fn show_prints_thinking_images_and_cut_off_messages() {
     );
 }
 
-/// `resume` runs the outstanding call, then asks the model with the provider, model and
-/// base URL the conversation ran with (recorded with its run), and prints the answer.
+/// `resume` runs the outstanding call, then asks the model with the provider and model
+/// the conversation ran with (recorded with its run) at the address the user's own
+/// configuration gives, and prints the answer.
 #[tokio::test(flavor = "current_thread")]
 async fn resume_runs_the_outstanding_call_then_asks_the_model() {
     use llmchain::provider::Format;
@@ -362,10 +399,16 @@ async fn resume_runs_the_outstanding_call_then_asks_the_model() {
         "job".into(),
         json!({"provider": "openai", "model": "recorded-model", "base_url": base, "approve": "auto"}),
     );
-    store.create_run(&id, &state).await.unwrap();
+    dead_run(&store, &id, &state).await;
     store.pool().close().await;
     let url = format!("sqlite://{}", path.display());
-    let out = llmchain(&["conversations", "--db", &url, "resume", &id], None);
+    // The user's own configuration points at the same server (a recorded base URL is
+    // compared, never used).
+    let out = llmchain_env(
+        &["conversations", "--db", &url, "resume", &id],
+        None,
+        &[("OPENAI_BASE_URL", &base)],
+    );
     let text = stdout(&out);
     assert!(out.status.success(), "{out:?}");
     assert!(text.contains("ran call_1"), "{text}");

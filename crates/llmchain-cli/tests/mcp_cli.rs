@@ -156,7 +156,7 @@ fn approve_ask_in_a_real_terminal_edit_then_approve() {
     // `ask` asks about read-only tools too; the hints are shown.
     assert!(
         screen.contains(
-            "tool call: calculator — Calculate [server llmchain says: read-only, idempotent; not verified"
+            "call cli_1: calculator — Calculate [server llmchain says: read-only, idempotent; not verified"
         ),
         "{screen}"
     );

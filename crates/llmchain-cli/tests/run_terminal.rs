@@ -63,7 +63,8 @@ fn approve_auto_asks_about_a_destructive_tool_in_a_terminal() {
     let t = Session::start("llmchain-run-auto", &cmd);
     let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
     assert!(
-        screen.contains("tool call: work — Work [server bad_server says: destructive, open-world]"),
+        screen
+            .contains("call call_1: work — Work [server bad_server says: destructive, open-world]"),
         "{screen}"
     );
     assert!(screen.contains(r#""job": "cleanup""#), "{screen}");
@@ -101,7 +102,7 @@ fn approve_ask_denies_with_a_reason_in_a_terminal() {
     let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
     assert!(
         screen.contains(
-            "tool call: llmchain__calculator — Calculate [server llmchain says: read-only, idempotent; not verified"
+            "call call_1: llmchain__calculator — Calculate [server llmchain says: read-only, idempotent; not verified"
         ),
         "{screen}"
     );
@@ -122,6 +123,15 @@ fn approve_ask_denies_with_a_reason_in_a_terminal() {
             .any(|m| m["role"] == "tool" && m["content"].to_string().contains("not now")),
         "{msgs:?}"
     );
+    // Stored as what happened: denied, never completed.
+    let id = common::saved_id(&screen);
+    let conv = common::export(&db_url(dir.path()), &id, dir.path());
+    assert_eq!(conv.messages[1].tool_calls[0].execution_status(), "denied");
+    let shown = common::llmchain(
+        &["conversations", "--db", &db_url(dir.path()), "show", &id],
+        dir.path(),
+    );
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("[denied]"));
 }
 
 #[test]
@@ -174,8 +184,22 @@ fn ctrl_c_mid_tool_shows_progress_then_cancels_and_resumes() {
         conv.messages[1].tool_calls[0].execution_status(),
         "executing"
     );
-    // Resuming answers the unfinished call "outcome unknown" (not idempotent).
-    let out = common::llmchain(&["conversations", "--db", &db, "resume", &id], dir.path());
+    // Resuming answers the unfinished call "outcome unknown" (not idempotent). The
+    // server is the user's to name again (a recorded address is never used alone).
+    let out = common::llmchain(
+        &[
+            "conversations",
+            "--db",
+            &db,
+            "resume",
+            &id,
+            "--base-url",
+            &base,
+            "--mcp",
+            &mcp,
+        ],
+        dir.path(),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -234,4 +258,130 @@ fn ctrl_c_mid_stream_keeps_the_partial_message() {
     assert!(text.contains("The answer"), "{partial:?}");
     let out = common::llmchain(&["conversations", "--db", &db, "show", &id], dir.path());
     assert!(out.status.success());
+}
+
+/// Reproduction 1: at the prompt, `e` then the new arguments then `a`: the tool runs
+/// with them, and the conversation (`show`, `export`) and the model's next request all
+/// carry the call as it ran, the model's own arguments kept with the fact of the edit.
+/// The prompt names the run and the call.
+#[test]
+fn an_edit_at_the_prompt_is_stored_as_it_ran() {
+    let test = "an_edit_at_the_prompt_is_stored_as_it_ran";
+    if !have_tmux(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let Some(files) = common::files_server_cmd(test, &root, 0) else {
+        return;
+    };
+    let db = db_url(dir.path());
+    let (base, seen) = serve(vec![
+        sse(&ResponseScript::tool_call(
+            "call_1",
+            "write_file",
+            r#"{"path":"a.txt","content":"original"}"#,
+        )),
+        sse(&ResponseScript::text("Written.")),
+    ]);
+    let cmd = run_line(
+        dir.path(),
+        &base,
+        &db,
+        &format!("--approve ask --no-builtin-tools --mcp '{files}' 'write it'"),
+    );
+    let t = Session::start("llmchain-run-edit", &cmd);
+    let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
+    assert!(screen.contains("── run "), "{screen}");
+    assert!(screen.contains(", call call_1: write_file"), "{screen}");
+    t.keys(&["e", "Enter"]);
+    t.wait_for("new arguments as JSON on one line >");
+    t.type_text(r#"{"path":"a.txt","content":"edited"}"#);
+    t.keys(&["Enter"]);
+    t.wait_for("new arguments:");
+    t.keys(&["a", "Enter"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "edited"
+    );
+    assert_eq!(common::files_calls(&root).len(), 1);
+    let id = common::saved_id(&screen);
+    let conv = common::export(&db, &id, dir.path());
+    let call = &conv.messages[1].tool_calls[0];
+    assert_eq!(call.arguments_as_map()["content"], "edited");
+    assert_eq!(call.execution_status(), "completed");
+    assert!(call.was_edited());
+    assert_eq!(call.original_arguments().unwrap()["content"], "original");
+    let shown = common::llmchain(&["conversations", "--db", &db, "show", &id], dir.path());
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(r#"write_file({"path":"a.txt","content":"edited"}) [completed] [edited at review; the model sent {"path":"a.txt","content":"original"}]"#),
+        "{shown}"
+    );
+    let seen = seen.lock().unwrap();
+    let sent = seen[1].1["messages"][1]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        sent.contains("edited") && !sent.contains("original"),
+        "{sent}"
+    );
+}
+
+/// Reproductions 2 and 3: a denial at the prompt is stored `denied`; and a worker
+/// started in a terminal never reads it: its queued runs pause for the review inbox,
+/// so a keystroke in the worker's terminal answers nothing.
+#[test]
+fn a_worker_in_a_terminal_never_asks() {
+    let test = "a_worker_in_a_terminal_never_asks";
+    if !have_tmux(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let Some(files) = common::files_server_cmd(test, &root, 0) else {
+        return;
+    };
+    let db = db_url(dir.path());
+    let write = |id: &str, path: &str| {
+        sse(&ResponseScript::tool_call(
+            id,
+            "write_file",
+            format!(r#"{{"path":"{path}","content":"x"}}"#),
+        ))
+    };
+    let (base, _seen) = serve(vec![
+        write("c4", "q4.txt"),
+        write("c5", "q5.txt"),
+        write("c6", "q6.txt"),
+    ]);
+    common::write_config(
+        dir.path(),
+        &format!("base_url = \"{base}\"\nmodel = \"m\"\napprove = \"ask\"\nmcp = [\"{files}\"]\n"),
+    );
+    for q in ["q4", "q5", "q6"] {
+        let out = common::llmchain(&["run", "--enqueue", "--db", &db, q], dir.path());
+        assert!(out.status.success(), "{}", common::text(&out));
+    }
+    let cmd = format!(
+        "cd {} && XDG_CONFIG_HOME={} {BIN} worker --db {db} --drain --poll-ms 20 --concurrency 3; echo EXIT=$?; sleep 60",
+        dir.path().display(),
+        dir.path().display()
+    );
+    let t = Session::start("llmchain-worker-tty", &cmd);
+    // Keystrokes typed while it works answer nothing.
+    t.keys(&["a", "Enter"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(!screen.contains("[a]pprove"), "{screen}");
+    assert_eq!(screen.matches("wait for review").count(), 3, "{screen}");
+    assert!(common::files_calls(&root).is_empty());
+    assert!(!root.join("q4.txt").exists() && !root.join("q5.txt").exists());
+    let list = common::llmchain(&["reviews", "--db", &db, "list"], dir.path());
+    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 3);
 }

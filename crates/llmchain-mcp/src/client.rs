@@ -278,7 +278,7 @@ impl McpClient {
         let (_, peer, watch) = self.peer().await?;
         let fail = |reason: String| McpError::ListTools {
             server: self.spec.label(),
-            reason,
+            reason: llmchain::redact::urls_in(&reason),
         };
         // Page by page (not rmcp's `list_all_tools`), so a server that never stops
         // paging is cut off, and under one deadline, so one that never answers is too.
@@ -391,14 +391,14 @@ impl McpClient {
                          the tool may have done its work. Ask for less (a smaller range, a filter, a page). \
                          The server will be restarted on the next call.",
                         self.spec.label(),
-                        self.connection_failure(&e, &watch)
+                        llmchain::redact::urls_in(&self.connection_failure(&e, &watch))
                     ));
                 }
                 ToolOutput::error(format!(
                     "MCP server `{}` failed during the call to {remote_name} ({}); \
                      the outcome is unknown. The server will be restarted on the next call.",
                     self.spec.label(),
-                    self.connection_failure(&e, &watch)
+                    llmchain::redact::urls_in(&self.connection_failure(&e, &watch))
                 ))
             }
         }
@@ -445,7 +445,7 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), Mc
     let label = spec.label();
     let handshake = |reason: String| McpError::Handshake {
         server: label.clone(),
-        reason,
+        reason: llmchain::redact::urls_in(&reason),
     };
     let no_answer = || format!("no answer within {:?}", opts.handshake_timeout);
     match spec {

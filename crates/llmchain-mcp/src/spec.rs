@@ -78,7 +78,8 @@ impl ServerSpec {
         self
     }
 
-    /// The command line or URL, for messages.
+    /// The command line or URL, for messages (a URL without its credentials:
+    /// [`llmchain::redact::url`]).
     pub fn label(&self) -> String {
         match self {
             ServerSpec::Stdio { program, args, .. } => {
@@ -89,7 +90,7 @@ impl ServerSpec {
                 }
                 s
             }
-            ServerSpec::Http { url } => url.clone(),
+            ServerSpec::Http { url } => llmchain::redact::url(url),
         }
     }
 }

@@ -8,13 +8,15 @@ use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
+    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState, RunStatus,
     StoredConversation, Writer,
 };
 use crate::postgres::PostgresStore;
 use crate::recovery::Recovery;
+use crate::review::{Decided, NewReview, Review, ReviewFilter};
 use crate::sqlite::{Durability, SqliteStore};
 use crate::store::Store;
+use llmchain::chain::HumanDecision;
 
 /// Either backend, chosen by [`AnyStore::open`].
 #[derive(Debug, Clone)]
@@ -141,14 +143,47 @@ impl Store for AnyStore {
     async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
         delegate!(self, s => s.list_runs(conversation_id))
     }
-    async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
-        delegate!(self, s => s.list_all_runs(status, limit))
+    async fn list_all_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        delegate!(self, s => s.list_all_runs(filter))
+    }
+    async fn queued_counts(
+        &self,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<HashMap<RunStatus, i64>> {
+        delegate!(self, s => s.queued_counts(profiles))
+    }
+    async fn pause_run(
+        &self,
+        lease: &Lease,
+        state: &RunState,
+        reviews: &[NewReview],
+    ) -> StoreResult<RunStatus> {
+        delegate!(self, s => s.pause_run(lease, state, reviews))
+    }
+    async fn list_reviews(&self, filter: &ReviewFilter) -> StoreResult<Vec<Review>> {
+        delegate!(self, s => s.list_reviews(filter))
+    }
+    async fn get_review(&self, id: &str) -> StoreResult<Option<Review>> {
+        delegate!(self, s => s.get_review(id))
+    }
+    async fn decide_review(
+        &self,
+        id: &str,
+        decision: &HumanDecision,
+        decided_by: &str,
+    ) -> StoreResult<Decided> {
+        delegate!(self, s => s.decide_review(id, decision, decided_by))
     }
     async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
         delegate!(self, s => s.run_counts())
     }
-    async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
-        delegate!(self, s => s.claim_run(worker_id, lease))
+    async fn claim_run_of(
+        &self,
+        worker_id: &str,
+        lease: Duration,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<Option<Run>> {
+        delegate!(self, s => s.claim_run_of(worker_id, lease, profiles))
     }
     async fn wait_for_runs(&self, timeout: Duration) {
         match self {

@@ -7,7 +7,7 @@ use llmchain::message::{ExecutionStatus, Message};
 use serde_json::{Map, Value};
 
 use crate::error::{StoreError, StoreResult, ser};
-use crate::model::{Run, RunState, RunStatus};
+use crate::model::{Run, RunKind, RunState, RunStatus};
 
 /// The header JSON: the conversation without its messages.
 pub(crate) fn header_json(conversation: &Conversation) -> StoreResult<String> {
@@ -105,6 +105,8 @@ pub(crate) type RunRow = (
     i64,
     i32,
     Option<String>,
+    String,
+    Option<String>,
 );
 
 pub(crate) fn run(row: RunRow) -> StoreResult<Run> {
@@ -123,6 +125,8 @@ pub(crate) fn run(row: RunRow) -> StoreResult<Run> {
         run_at,
         priority,
         last_error,
+        kind,
+        profile,
     ) = row;
     let corrupt = |message: String| StoreError::Corrupt {
         conversation: conversation_id.clone(),
@@ -132,9 +136,13 @@ pub(crate) fn run(row: RunRow) -> StoreResult<Run> {
     let mut state: RunState = serde_json::from_str(&state).map_err(|e| corrupt(e.to_string()))?;
     state.status = RunStatus::parse(&status)
         .ok_or_else(|| corrupt(format!("unknown run status {status:?}")))?;
+    let kind =
+        RunKind::parse(&kind).ok_or_else(|| corrupt(format!("unknown run kind {kind:?}")))?;
     Ok(Run {
         id,
         conversation_id,
+        kind,
+        profile,
         state,
         lease_owner,
         lease_expires_at,

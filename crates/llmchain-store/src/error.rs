@@ -74,6 +74,38 @@ pub enum StoreError {
         /// How long the lease still runs, in milliseconds.
         remaining_ms: i64,
     },
+    /// The conversation's open run was queued for a worker: an interactive process
+    /// (`run -c`, `resume`) does not take it over.
+    #[error(
+        "conversation {conversation:?} has a queued run {run:?} ({status}) that a worker runs; wait for it{}, or cancel it with `llmchain runs cancel {run}`",
+        if status == "paused" { " (it waits for review: `llmchain reviews list`)" } else { "" }
+    )]
+    QueuedRunOpen {
+        /// The conversation.
+        conversation: String,
+        /// The queued run.
+        run: String,
+        /// Its status.
+        status: String,
+    },
+    /// No review with this id.
+    #[error("no review with id {0:?}")]
+    ReviewNotFound(String),
+    /// The review was already decided (or its run cancelled): a decision is taken once,
+    /// for a call that is still waiting.
+    #[error(
+        "review {review:?} (call {call_id} of conversation {conversation}) is {status}, not pending: it cannot be decided again"
+    )]
+    ReviewNotPending {
+        /// The review.
+        review: String,
+        /// Its call.
+        call_id: String,
+        /// Its conversation.
+        conversation: String,
+        /// Its status.
+        status: String,
+    },
     /// The run is not in a state that allows this (e.g. retrying a run that is pending).
     #[error("run {run:?} is {status}: {action} is not possible")]
     RunState {

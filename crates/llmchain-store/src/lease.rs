@@ -2,7 +2,7 @@
 //! current one, and where a run goes after a failed attempt.
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{Lease, RunStatus};
+use crate::model::{Lease, RunKind, RunStatus};
 
 /// What a fenced write reads of its run (inside the write's transaction, with the row
 /// locked): conversation, status, lease owner, lease expiry, epoch.
@@ -33,15 +33,19 @@ pub(crate) fn verdict(row: Option<LeaseRow>, lease: &Lease, now: i64) -> StoreRe
     }
 }
 
-/// Where a run goes after a failed attempt: back to `pending` at `run_at` while it has
-/// attempts left and the failure may pass, `discarded` otherwise.
+/// Where a run goes after a failed attempt: a queued run back to `pending` at `run_at`
+/// while it has attempts left and the failure may pass, `discarded` otherwise; an
+/// interactive run (its process is not retried) `failed`.
 pub(crate) fn after_failure(
+    kind: RunKind,
     attempt: i32,
     max_attempts: i32,
     retryable: bool,
     now: i64,
 ) -> (RunStatus, i64) {
-    if retryable && attempt < max_attempts {
+    if kind == RunKind::Interactive {
+        (RunStatus::Failed, now)
+    } else if retryable && attempt < max_attempts {
         let wait = crate::model::duration_ms(crate::model::backoff(attempt));
         (RunStatus::Pending, now.saturating_add(wait))
     } else {
@@ -99,12 +103,12 @@ mod tests {
 
     #[test]
     fn failures_back_off_then_discard() {
-        let (s, at) = after_failure(1, 3, true, 1_000);
+        let (s, at) = after_failure(RunKind::Queued, 1, 3, true, 1_000);
         assert_eq!(s, RunStatus::Pending);
         assert!((2_000..=2_250).contains(&at), "{at}");
-        let (s, at) = after_failure(3, 3, true, 1_000);
+        let (s, at) = after_failure(RunKind::Queued, 3, 3, true, 1_000);
         assert_eq!((s, at), (RunStatus::Discarded, 1_000));
-        let (s, _) = after_failure(1, 3, false, 1_000);
+        let (s, _) = after_failure(RunKind::Queued, 1, 3, false, 1_000);
         assert_eq!(s, RunStatus::Discarded);
         // Back-off doubles and is capped.
         let b = |a| crate::model::backoff(a).as_millis();

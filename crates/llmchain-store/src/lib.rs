@@ -67,7 +67,7 @@
 macro_rules! run_columns {
     () => {
         "id, conversation_id, status, state, lease_owner, lease_expires_at, created_at, \
-         updated_at, epoch, attempt, max_attempts, run_at, priority, last_error"
+         updated_at, epoch, attempt, max_attempts, run_at, priority, last_error, kind, profile"
     };
 }
 
@@ -76,11 +76,13 @@ mod assemble;
 mod error;
 mod group_commit;
 pub mod heartbeat;
+mod inbox;
 mod lease;
 mod model;
 pub mod postgres;
 mod read;
 pub mod recovery;
+pub mod review;
 pub mod schema;
 pub mod sink;
 pub mod sqlite;
@@ -91,11 +93,12 @@ pub use any::AnyStore;
 pub use error::{MAX_MESSAGE_BYTES, StoreError, StoreResult};
 pub use heartbeat::{Heartbeat, HeartbeatStop};
 pub use model::{
-    ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Run, RunOptions, RunState,
-    RunStatus, StoredConversation, Writer, backoff,
+    ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Run, RunFilter, RunKind,
+    RunOptions, RunState, RunStatus, StoredConversation, Writer, backoff,
 };
 pub use postgres::PostgresStore;
 pub use recovery::Recovery;
+pub use review::{Decided, NewReview, Review, ReviewFilter, ReviewStatus};
 pub use sqlite::{Durability, SqliteStore, default_sqlite_path};
 pub use store::Store;
-pub use worker::{ChainFactory, Worker, WorkerStats};
+pub use worker::{ChainFactory, Worker, WorkerEvent, WorkerStats};

@@ -173,6 +173,62 @@ pub struct RunState {
     pub extra: Map<String, Value>,
 }
 
+/// Who a run belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunKind {
+    /// Queued ([`Store::enqueue_run`](crate::Store::enqueue_run)) for a worker, under a
+    /// profile of the worker's own configuration ([`Run::profile`]). Only queued runs are
+    /// claimed by workers.
+    #[default]
+    Queued,
+    /// Held by an interactive process ([`Store::claim_conversation`](crate::Store::claim_conversation):
+    /// the CLI's `run`, `chat`, `resume`), which runs it itself. Never claimed by a
+    /// worker; when its process dies, the expired run is marked `failed`.
+    Interactive,
+}
+
+impl RunKind {
+    /// The stored string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Queued => "queued",
+            RunKind::Interactive => "interactive",
+        }
+    }
+
+    /// Parses a stored string.
+    pub fn parse(s: &str) -> Option<RunKind> {
+        match s {
+            "queued" => Some(RunKind::Queued),
+            "interactive" => Some(RunKind::Interactive),
+            _ => None,
+        }
+    }
+}
+
+/// Which runs [`Store::list_all_runs`](crate::Store::list_all_runs) lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs of this status.
+    pub status: Option<RunStatus>,
+    /// Only runs of this kind.
+    pub kind: Option<RunKind>,
+    /// At most this many, newest first.
+    pub limit: i64,
+}
+
+impl Default for RunFilter {
+    fn default() -> Self {
+        RunFilter {
+            status: None,
+            kind: None,
+            limit: 50,
+        }
+    }
+}
+
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
@@ -180,6 +236,12 @@ pub struct Run {
     pub id: String,
     /// The conversation it advances.
     pub conversation_id: String,
+    /// Queued for workers, or held by an interactive process.
+    pub kind: RunKind,
+    /// The name of the operator's profile a queued run runs under (provider, model, tool
+    /// servers, review policy…), defined in the configuration of the worker that runs
+    /// it, never in the database: a worker claims only runs of its own profiles.
+    pub profile: Option<String>,
     /// The chain's state.
     pub state: RunState,
     /// The worker holding the lease, if any.
@@ -279,6 +341,9 @@ impl<'a> From<&'a Lease> for Writer<'a> {
 /// How a run is queued: [`Store::enqueue_run`](crate::Store::enqueue_run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOptions {
+    /// The profile it runs under (a name the workers' configuration defines); a worker
+    /// serving a set of profiles claims only runs naming one of them.
+    pub profile: Option<String>,
     /// Attempts before the run is discarded (at least 1; default 5).
     pub max_attempts: i32,
     /// Not before this time, milliseconds since the Unix epoch; `None` is now.
@@ -290,6 +355,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
+            profile: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             run_at: None,
             priority: 0,

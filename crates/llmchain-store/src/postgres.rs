@@ -21,15 +21,18 @@ use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, message_body, ser};
+use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
-    StoredConversation, Writer, duration_ms, new_id, now_ms,
+    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions, RunState,
+    RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
+use crate::review::{Decided, NewReview, Review, ReviewFilter};
 use crate::schema;
 use crate::store::Store;
+use llmchain::chain::HumanDecision;
 
 /// Conversations in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -508,9 +511,9 @@ impl Store for PostgresStore {
         let now = now_ms();
         let row: Result<assemble::RunRow, sqlx::Error> = sqlx::query_as(concat!(
             "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, \
-             max_attempts, run_at, priority) VALUES ($1, $2, $3, $4, $5, $5, $6, COALESCE($7, ",
+             max_attempts, run_at, priority, kind, profile) VALUES ($1, $2, $3, $4, $5, $5, $6, COALESCE($7, ",
             db_now!(),
-            "), $8) RETURNING ",
+            "), $8, 'queued', $9) RETURNING ",
             run_columns!()
         ))
         .bind(&id)
@@ -521,6 +524,7 @@ impl Store for PostgresStore {
         .bind(options.max_attempts.max(1))
         .bind(options.run_at)
         .bind(options.priority)
+        .bind(options.profile.as_deref())
         .fetch_one(&self.pool)
         .await;
         match row {
@@ -540,24 +544,37 @@ impl Store for PostgresStore {
         read::runs_of::<sqlx::Postgres>(&mut *self.pool.acquire().await?, conversation_id).await
     }
 
-    async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
-        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE $1::text IS NULL OR status = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
-        ))
-        .bind(status.map(RunStatus::as_str))
-        .bind(limit)
+    async fn list_all_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        read::runs_where::<sqlx::Postgres>(&mut *self.pool.acquire().await?, filter).await
+    }
+
+    async fn queued_counts(
+        &self,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<HashMap<RunStatus, i64>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*) FROM runs WHERE kind = 'queued' \
+             AND ($1::text[] IS NULL OR profile = ANY($1)) GROUP BY status",
+        )
+        .bind(profiles)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter().map(assemble::run).collect()
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+            .collect())
     }
 
     async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
         read::run_counts::<sqlx::Postgres>(&mut *self.pool.acquire().await?).await
     }
 
-    async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+    async fn claim_run_of(
+        &self,
+        worker_id: &str,
+        lease: Duration,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<Option<Run>> {
         use std::sync::atomic::Ordering;
         let now = now_ms();
         let last = self.wake.last_rescue.load(Ordering::Relaxed);
@@ -570,14 +587,14 @@ impl Store for PostgresStore {
         {
             self.rescue_expired().await?;
         }
-        let claimed = self.claim_pending(worker_id, lease).await?;
+        let claimed = self.claim_pending(worker_id, lease, profiles).await?;
         if claimed.is_some() {
             return Ok(claimed);
         }
         // Nothing pending: a run whose worker died may be waiting for its rescue.
         if self.rescue_expired().await? > 0 {
             self.wake.last_rescue.store(now_ms(), Ordering::Relaxed);
-            return self.claim_pending(worker_id, lease).await;
+            return self.claim_pending(worker_id, lease, profiles).await;
         }
         Ok(None)
     }
@@ -594,12 +611,15 @@ impl Store for PostgresStore {
     async fn rescue_expired(&self) -> StoreResult<u64> {
         let done = sqlx::query(concat!(
             "UPDATE runs SET \
-                status = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'pending' END, \
+                status = CASE WHEN kind = 'interactive' THEN 'failed' \
+                    WHEN attempt >= max_attempts THEN 'discarded' ELSE 'pending' END, \
                 lease_owner = NULL, lease_expires_at = NULL, run_at = ",
             db_now!(),
             ", updated_at = ",
             db_now!(),
-            ", last_error = 'the lease of ' || coalesce(lease_owner, '?') || ' expired' \
+            ", last_error = CASE WHEN kind = 'interactive' \
+                    THEN 'the process ' || coalesce(lease_owner, '?') || ' holding it stopped (its lease expired)' \
+                    ELSE 'the lease of ' || coalesce(lease_owner, '?') || ' expired' END \
              WHERE id IN (SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= ",
             db_now_once!(),
             " ORDER BY lease_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED)"
@@ -635,6 +655,9 @@ impl Store for PostgresStore {
         .await?;
         let now = exists.ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
         let row: assemble::RunRow = match open_run_in(&mut tx, conversation_id).await? {
+            Some(run) if run.kind == RunKind::Queued => {
+                return Err(crate::sqlite::queued_open(conversation_id, run));
+            }
             Some(run)
                 if run.state.status == RunStatus::Running
                     && run.lease_expires_at.is_some_and(|e| e > now) =>
@@ -662,8 +685,8 @@ impl Store for PostgresStore {
             None => {
                 sqlx::query_as(concat!(
                     "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
-                     created_at, updated_at, epoch, attempt, run_at) \
-                     VALUES ($1, $2, 'running', $3, $4, $5 + $6, $5, $5, 1, 1, $5) RETURNING ",
+                     created_at, updated_at, epoch, attempt, run_at, kind) \
+                     VALUES ($1, $2, 'running', $3, $4, $5 + $6, $5, $5, 1, 1, $5, 'interactive') RETURNING ",
                     run_columns!()
                 ))
                 .bind(new_id())
@@ -730,6 +753,84 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn pause_run(
+        &self,
+        lease: &Lease,
+        state: &RunState,
+        reviews: &[NewReview],
+    ) -> StoreResult<RunStatus> {
+        let mut tx = self.pool.begin().await?;
+        // Locks the run's row first, as deciding a review does: pausing and deciding
+        // are serialised per run.
+        let conversation = check_lease(&mut tx, lease).await?;
+        let (kind, now): (String, i64) = sqlx::query_as(concat!(
+            "SELECT kind, ",
+            db_now!(),
+            " FROM runs WHERE id = $1"
+        ))
+        .bind(&lease.run_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let pending =
+            inbox::open::<sqlx::Postgres>(&mut tx, &conversation, &lease.run_id, reviews, now)
+                .await?;
+        let status = inbox::paused_status(
+            RunKind::parse(&kind).unwrap_or(RunKind::Interactive),
+            pending,
+        );
+        let mut state = state.clone();
+        state.status = status;
+        sqlx::query(
+            "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, \
+             updated_at = $3, run_at = $3 WHERE id = $4",
+        )
+        .bind(status.as_str())
+        .bind(ser("run state", &state)?)
+        .bind(now)
+        .bind(&lease.run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::debug!(run = %lease.run_id, pending, status = status.as_str(), "paused run for review");
+        Ok(status)
+    }
+
+    async fn list_reviews(&self, filter: &ReviewFilter) -> StoreResult<Vec<Review>> {
+        inbox::list::<sqlx::Postgres>(&mut *self.pool.acquire().await?, filter).await
+    }
+
+    async fn get_review(&self, id: &str) -> StoreResult<Option<Review>> {
+        inbox::get::<sqlx::Postgres>(&mut *self.pool.acquire().await?, id).await
+    }
+
+    async fn decide_review(
+        &self,
+        id: &str,
+        decision: &HumanDecision,
+        decided_by: &str,
+    ) -> StoreResult<Decided> {
+        let mut tx = self.pool.begin().await?;
+        // The review's run first, then the review: concurrent decisions about one run's
+        // reviews are serialised, so the last of them sees none pending and requeues it.
+        let now: i64 = sqlx::query_scalar(concat!(
+            "SELECT ",
+            db_now!(),
+            " FROM runs WHERE id = (SELECT run_id FROM reviews WHERE id = $1) FOR UPDATE"
+        ))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .unwrap_or_else(now_ms);
+        sqlx::query("SELECT id FROM reviews WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let decided =
+            inbox::decide::<sqlx::Postgres>(&mut tx, id, decision, decided_by, now).await?;
+        tx.commit().await?;
+        Ok(decided)
+    }
+
     async fn fail_run(
         &self,
         lease: &Lease,
@@ -738,15 +839,16 @@ impl Store for PostgresStore {
     ) -> StoreResult<RunStatus> {
         let mut tx = self.pool.begin().await?;
         check_lease(&mut tx, lease).await?;
-        let (attempt, max, now): (i32, i32, i64) = sqlx::query_as(concat!(
-            "SELECT attempt, max_attempts, ",
+        let (attempt, max, kind, now): (i32, i32, String, i64) = sqlx::query_as(concat!(
+            "SELECT attempt, max_attempts, kind, ",
             db_now!(),
             " FROM runs WHERE id = $1"
         ))
         .bind(&lease.run_id)
         .fetch_one(&mut *tx)
         .await?;
-        let (status, run_at) = lease::after_failure(attempt, max, retryable, now);
+        let kind = RunKind::parse(&kind).unwrap_or(RunKind::Queued);
+        let (status, run_at) = lease::after_failure(kind, attempt, max, retryable, now);
         sqlx::query(
             "UPDATE runs SET status = $1, run_at = $2, last_error = $3, lease_owner = NULL, \
              lease_expires_at = NULL, updated_at = $4 WHERE id = $5",
@@ -802,6 +904,7 @@ impl Store for PostgresStore {
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
+        inbox::cancel_of::<sqlx::Postgres>(&mut tx, run_id, now_ms()).await?;
         let run = read::run::<sqlx::Postgres>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
@@ -858,7 +961,12 @@ impl Store for PostgresStore {
 
 impl PostgresStore {
     /// Claims the first pending run whose time has come.
-    async fn claim_pending(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+    async fn claim_pending(
+        &self,
+        worker_id: &str,
+        lease: Duration,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<Option<Run>> {
         // Pending runs only, in `runs_pending`'s order: the scan stops at the first
         // unlocked row whose time has come, whatever the backlog.
         let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
@@ -867,13 +975,15 @@ impl PostgresStore {
             " + $2, updated_at = ",
             db_now!(),
             ", epoch = epoch + 1, attempt = attempt + 1 \
-             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND run_at <= ",
+             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND kind = 'queued' \
+                AND ($3::text[] IS NULL OR profile = ANY($3)) AND run_at <= ",
             db_now_once!(),
             " ORDER BY priority DESC, run_at, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
             run_columns!()
         ))
         .bind(worker_id)
         .bind(duration_ms(lease))
+        .bind(profiles)
         .fetch_optional(&self.pool)
         .await?;
         let run = row.map(assemble::run).transpose()?;

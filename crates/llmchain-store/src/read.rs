@@ -9,7 +9,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArgumen
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult};
-use crate::model::{ConversationSummary, Run, RunStatus, StoredConversation};
+use crate::model::{ConversationSummary, Run, RunFilter, RunKind, RunStatus, StoredConversation};
 
 /// Every recorded execution status of conversation `id`, by call id.
 pub(crate) async fn statuses<DB>(
@@ -143,6 +143,34 @@ where
         " FROM runs WHERE conversation_id = $1 ORDER BY created_at, id"
     ))
     .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter().map(assemble::run).collect()
+}
+
+/// The runs `filter` selects, newest first.
+pub(crate) async fn runs_where<DB>(
+    conn: &mut DB::Connection,
+    filter: &RunFilter,
+) -> StoreResult<Vec<Run>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
+{
+    let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) \
+           AND (CAST($2 AS TEXT) IS NULL OR kind = $2) \
+         ORDER BY created_at DESC, id DESC LIMIT $3"
+    ))
+    .bind(filter.status.map(RunStatus::as_str))
+    .bind(filter.kind.map(RunKind::as_str))
+    .bind(filter.limit.max(0))
     .fetch_all(&mut *conn)
     .await?;
     rows.into_iter().map(assemble::run).collect()

@@ -7,18 +7,26 @@
 //! gives [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew).
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// SQLite migrations: (version, SQL).
 pub(crate) const SQLITE: &[(i64, &str)] = &[
     (1, include_str!("../migrations/sqlite/0001_init.sql")),
     (2, include_str!("../migrations/sqlite/0002_run_queue.sql")),
+    (
+        3,
+        include_str!("../migrations/sqlite/0003_reviews_and_profiles.sql"),
+    ),
 ];
 
 /// PostgreSQL migrations: (version, SQL).
 pub(crate) const POSTGRES: &[(i64, &str)] = &[
     (1, include_str!("../migrations/postgres/0001_init.sql")),
     (2, include_str!("../migrations/postgres/0002_run_queue.sql")),
+    (
+        3,
+        include_str!("../migrations/postgres/0003_reviews_and_profiles.sql"),
+    ),
 ];
 
 pub(crate) const CREATE_VERSION_TABLE: &str =

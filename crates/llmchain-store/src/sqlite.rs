@@ -41,15 +41,18 @@ use sqlx::{Connection, Row};
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::group_commit::{self, GroupCommitter, Write};
+use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
-    StoredConversation, Writer, duration_ms, new_id, now_ms,
+    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions, RunState,
+    RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
+use crate::review::{Decided, NewReview, Review, ReviewFilter};
 use crate::schema;
 use crate::store::Store;
+use llmchain::chain::HumanDecision;
 
 /// How hard SQLite syncs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,6 +107,47 @@ fn private_file(path: &Path) -> StoreResult<()> {
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         options.open(path).map_err(io(path))?;
     }
+    tighten(path)?;
+    Ok(())
+}
+
+/// A database file that already existed, and its `-wal` and `-shm` files, made private
+/// to their owner (0600) when others could read or write them: a conversation holds
+/// what tools read. When that is not possible (another owner), the open fails saying
+/// how to fix it, rather than going on with a readable file.
+fn tighten(path: &Path) -> StoreResult<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mut files = vec![path.to_path_buf()];
+        for suffix in ["-wal", "-shm"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            files.push(PathBuf::from(p));
+        }
+        for file in files {
+            let Ok(meta) = std::fs::metadata(&file) else {
+                continue;
+            };
+            // Not a regular file (a device such as /dev/null): not ours to change.
+            if !meta.is_file() || meta.permissions().mode() & 0o077 == 0 {
+                continue;
+            }
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(
+                |source| StoreError::Io {
+                    context: format!(
+                        "{} can be read by other users (mode {:o}) and cannot be made private; fix it with `chmod 600 {}`",
+                        file.display(),
+                        meta.permissions().mode() & 0o777,
+                        file.display()
+                    ),
+                    source,
+                },
+            )?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
     Ok(())
 }
 
@@ -313,6 +357,19 @@ async fn open_run_in(conn: &mut SqliteConnection, conversation: &str) -> StoreRe
     row.map(assemble::run).transpose()
 }
 
+/// Profiles as a JSON array for `json_each`, or `None` for any.
+fn profiles_json(profiles: Option<&[String]>) -> StoreResult<Option<String>> {
+    profiles.map(|p| ser("profiles", p)).transpose()
+}
+
+pub(crate) fn queued_open(conversation: &str, run: Run) -> StoreError {
+    StoreError::QueuedRunOpen {
+        conversation: conversation.into(),
+        run: run.id,
+        status: run.state.status.as_str().into(),
+    }
+}
+
 fn already_open(conversation: &str, run: Run) -> StoreError {
     StoreError::RunAlreadyOpen {
         conversation: conversation.into(),
@@ -492,7 +549,8 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let row: Result<assemble::RunRow, sqlx::Error> = sqlx::query_as(concat!(
             "INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, \
-             max_attempts, run_at, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ",
+             max_attempts, run_at, priority, kind, profile) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING ",
             run_columns!()
         ))
         .bind(&id)
@@ -504,6 +562,7 @@ impl Store for SqliteStore {
         .bind(options.max_attempts.max(1))
         .bind(options.run_at.unwrap_or(now))
         .bind(options.priority)
+        .bind(options.profile.as_deref())
         .fetch_one(&mut *tx)
         .await;
         let row = match row {
@@ -532,31 +591,46 @@ impl Store for SqliteStore {
         read::runs_of::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, conversation_id).await
     }
 
-    async fn list_all_runs(&self, status: Option<RunStatus>, limit: i64) -> StoreResult<Vec<Run>> {
-        let rows: Vec<assemble::RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE ?1 IS NULL OR status = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
-        ))
-        .bind(status.map(RunStatus::as_str))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(assemble::run).collect()
+    async fn list_all_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        read::runs_where::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, filter).await
     }
 
     async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
         read::run_counts::<sqlx::Sqlite>(&mut *self.pool.acquire().await?).await
     }
 
-    async fn claim_run(&self, worker_id: &str, lease: Duration) -> StoreResult<Option<Run>> {
+    async fn queued_counts(
+        &self,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<HashMap<RunStatus, i64>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*) FROM runs WHERE kind = 'queued' \
+             AND (?1 IS NULL OR profile IN (SELECT value FROM json_each(?1))) GROUP BY status",
+        )
+        .bind(profiles_json(profiles)?)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+            .collect())
+    }
+
+    async fn claim_run_of(
+        &self,
+        worker_id: &str,
+        lease: Duration,
+        profiles: Option<&[String]>,
+    ) -> StoreResult<Option<Run>> {
         self.rescue_expired().await?;
         // SQLite has one writer at a time: the statement is atomic.
         let now = now_ms();
         let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2, \
              updated_at = ?3, epoch = epoch + 1, attempt = attempt + 1 \
-             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND run_at <= ?3 \
+             WHERE id = (SELECT id FROM runs WHERE status = 'pending' AND kind = 'queued' \
+                AND run_at <= ?3 \
+                AND (?4 IS NULL OR profile IN (SELECT value FROM json_each(?4))) \
                 ORDER BY priority DESC, run_at, created_at, id LIMIT 1) \
              RETURNING ",
             run_columns!()
@@ -564,6 +638,7 @@ impl Store for SqliteStore {
         .bind(worker_id)
         .bind(now.saturating_add(duration_ms(lease)))
         .bind(now)
+        .bind(profiles_json(profiles)?)
         .fetch_optional(&self.pool)
         .await?;
         row.map(assemble::run).transpose()
@@ -573,9 +648,12 @@ impl Store for SqliteStore {
         let now = now_ms();
         let done = sqlx::query(
             "UPDATE runs SET \
-                status = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'pending' END, \
+                status = CASE WHEN kind = 'interactive' THEN 'failed' \
+                    WHEN attempt >= max_attempts THEN 'discarded' ELSE 'pending' END, \
                 lease_owner = NULL, lease_expires_at = NULL, run_at = ?1, updated_at = ?1, \
-                last_error = 'the lease of ' || coalesce(lease_owner, '?') || ' expired' \
+                last_error = CASE WHEN kind = 'interactive' \
+                    THEN 'the process ' || coalesce(lease_owner, '?') || ' holding it stopped (its lease expired)' \
+                    ELSE 'the lease of ' || coalesce(lease_owner, '?') || ' expired' END \
              WHERE status = 'running' AND lease_expires_at <= ?1",
         )
         .bind(now)
@@ -595,6 +673,9 @@ impl Store for SqliteStore {
         let now = now_ms();
         let expires = now.saturating_add(duration_ms(lease));
         let row: assemble::RunRow = match open_run_in(&mut tx, conversation_id).await? {
+            Some(run) if run.kind == RunKind::Queued => {
+                return Err(queued_open(conversation_id, run));
+            }
             Some(run)
                 if run.state.status == RunStatus::Running
                     && run.lease_expires_at.is_some_and(|e| e > now) =>
@@ -621,8 +702,8 @@ impl Store for SqliteStore {
             }
             None => sqlx::query_as(concat!(
                 "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
-                 created_at, updated_at, epoch, attempt, run_at) \
-                 SELECT ?, id, 'running', ?, ?, ?, ?, ?, 1, 1, ? FROM conversations WHERE id = ? RETURNING ",
+                 created_at, updated_at, epoch, attempt, run_at, kind) \
+                 SELECT ?, id, 'running', ?, ?, ?, ?, ?, 1, 1, ?, 'interactive' FROM conversations WHERE id = ? RETURNING ",
                 run_columns!()
             ))
             .bind(new_id())
@@ -687,6 +768,65 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn pause_run(
+        &self,
+        lease: &Lease,
+        state: &RunState,
+        reviews: &[NewReview],
+    ) -> StoreResult<RunStatus> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let conversation = check_lease(&mut tx, lease).await?;
+        let now = now_ms();
+        let pending =
+            inbox::open::<sqlx::Sqlite>(&mut tx, &conversation, &lease.run_id, reviews, now)
+                .await?;
+        let kind: String = sqlx::query_scalar("SELECT kind FROM runs WHERE id = ?")
+            .bind(&lease.run_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let status = inbox::paused_status(
+            RunKind::parse(&kind).unwrap_or(RunKind::Interactive),
+            pending,
+        );
+        let mut state = state.clone();
+        state.status = status;
+        sqlx::query(
+            "UPDATE runs SET status = ?, state = ?, lease_owner = NULL, lease_expires_at = NULL, \
+             updated_at = ?, run_at = ? WHERE id = ?",
+        )
+        .bind(status.as_str())
+        .bind(ser("run state", &state)?)
+        .bind(now)
+        .bind(now)
+        .bind(&lease.run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(status)
+    }
+
+    async fn list_reviews(&self, filter: &ReviewFilter) -> StoreResult<Vec<Review>> {
+        inbox::list::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, filter).await
+    }
+
+    async fn get_review(&self, id: &str) -> StoreResult<Option<Review>> {
+        inbox::get::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, id).await
+    }
+
+    async fn decide_review(
+        &self,
+        id: &str,
+        decision: &HumanDecision,
+        decided_by: &str,
+    ) -> StoreResult<Decided> {
+        // One writer at a time (BEGIN IMMEDIATE): the check and both updates are atomic.
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let decided =
+            inbox::decide::<sqlx::Sqlite>(&mut tx, id, decision, decided_by, now_ms()).await?;
+        tx.commit().await?;
+        Ok(decided)
+    }
+
     async fn fail_run(
         &self,
         lease: &Lease,
@@ -695,13 +835,14 @@ impl Store for SqliteStore {
     ) -> StoreResult<RunStatus> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         check_lease(&mut tx, lease).await?;
-        let (attempt, max): (i32, i32) =
-            sqlx::query_as("SELECT attempt, max_attempts FROM runs WHERE id = ?")
+        let (attempt, max, kind): (i32, i32, String) =
+            sqlx::query_as("SELECT attempt, max_attempts, kind FROM runs WHERE id = ?")
                 .bind(&lease.run_id)
                 .fetch_one(&mut *tx)
                 .await?;
         let now = now_ms();
-        let (status, run_at) = lease::after_failure(attempt, max, retryable, now);
+        let kind = RunKind::parse(&kind).unwrap_or(RunKind::Queued);
+        let (status, run_at) = lease::after_failure(kind, attempt, max, retryable, now);
         sqlx::query(
             "UPDATE runs SET status = ?, run_at = ?, last_error = ?, lease_owner = NULL, \
              lease_expires_at = NULL, updated_at = ? WHERE id = ?",
@@ -752,6 +893,7 @@ impl Store for SqliteStore {
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
+        inbox::cancel_of::<sqlx::Sqlite>(&mut tx, run_id, now_ms()).await?;
         let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;

@@ -9,10 +9,12 @@ use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::StoreResult;
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunOptions, RunState, RunStatus,
+    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState, RunStatus,
     StoredConversation, Writer,
 };
 use crate::recovery::Recovery;
+use crate::review::{Decided, NewReview, Review, ReviewFilter};
+use llmchain::chain::HumanDecision;
 
 /// Durable conversations, runs and tool-call statuses.
 ///
@@ -134,27 +136,46 @@ pub trait Store: Send + Sync {
         conversation_id: &str,
     ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
-    /// The newest runs first, all of them or those of one status.
+    /// The newest runs first, those `filter` selects.
     fn list_all_runs(
         &self,
-        status: Option<RunStatus>,
-        limit: i64,
+        filter: &RunFilter,
     ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
     /// How many runs there are of each status (one consistent read).
     fn run_counts(&self) -> impl Future<Output = StoreResult<HashMap<RunStatus, i64>>> + Send;
 
-    /// Claims the first claimable run for `worker_id` for `lease`: the highest priority,
-    /// then the earliest `run_at`, among `pending` runs whose `run_at` has come. Raises
-    /// the run's epoch and attempt. Exactly one worker gets each claim. Runs whose lease
+    /// How many queued runs there are of each status, among those naming one of
+    /// `profiles` (all queued runs when `None`): what a worker serving those profiles
+    /// could still be asked to run.
+    fn queued_counts(
+        &self,
+        profiles: Option<&[String]>,
+    ) -> impl Future<Output = StoreResult<HashMap<RunStatus, i64>>> + Send;
+
+    /// Claims the first claimable queued run for `worker_id` for `lease`: the highest
+    /// priority, then the earliest `run_at`, among `pending` queued runs whose `run_at`
+    /// has come and whose profile is one of `profiles` (any, when `None`). Raises the
+    /// run's epoch and attempt. Exactly one worker gets each claim. Runs whose lease
     /// expired are first put back to `pending` (or `discarded`, with their attempts used
-    /// up) by [`rescue_expired`](Self::rescue_expired), so a crashed worker's run is
-    /// claimed again.
+    /// up; an interactive run is marked `failed`) by
+    /// [`rescue_expired`](Self::rescue_expired), so a crashed worker's run is claimed
+    /// again. Interactive runs are never claimed here.
+    fn claim_run_of(
+        &self,
+        worker_id: &str,
+        lease: Duration,
+        profiles: Option<&[String]>,
+    ) -> impl Future<Output = StoreResult<Option<Run>>> + Send;
+
+    /// [`claim_run_of`](Self::claim_run_of) any profile.
     fn claim_run(
         &self,
         worker_id: &str,
         lease: Duration,
-    ) -> impl Future<Output = StoreResult<Option<Run>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<Run>>> + Send {
+        self.claim_run_of(worker_id, lease, None)
+    }
 
     /// Waits until a run may have become claimable, or `timeout` passed: on PostgreSQL a
     /// `LISTEN` on `llmchain_runs` wakes it as soon as a run becomes pending; elsewhere
@@ -168,10 +189,13 @@ pub trait Store: Send + Sync {
     fn rescue_expired(&self) -> impl Future<Output = StoreResult<u64>> + Send;
 
     /// Takes the lease on a conversation's run for an interactive process (the CLI's
-    /// `run` and `resume`): claims its open run if it is pending, paused or its lease
-    /// expired, or creates a running one with `state`. Fails with
+    /// `run` and `resume`): claims its open interactive run if it is pending, paused or
+    /// its lease expired, or creates a running [`RunKind::Interactive`](crate::RunKind)
+    /// one with `state`. Fails with
     /// [`StoreError::RunBusy`](crate::StoreError::RunBusy) while another process holds a
-    /// live lease, so two processes never both run a conversation.
+    /// live lease, so two processes never both run a conversation, and with
+    /// [`StoreError::QueuedRunOpen`](crate::StoreError::QueuedRunOpen) while a queued run
+    /// of the conversation is open (a worker's to run).
     fn claim_conversation(
         &self,
         conversation_id: &str,
@@ -206,6 +230,41 @@ pub trait Store: Send + Sync {
         state: &RunState,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
+    /// Pauses the run for people: saves `state` (status `paused`), ends the lease and
+    /// opens one [`Review`] per call in `reviews`, all in one fenced transaction. A call
+    /// whose review already exists keeps it (a run paused again after a crash); one
+    /// whose review was cancelled gets it reopened. When none of the run's reviews is
+    /// pending after that (every one was already decided), a queued run goes straight
+    /// back to `pending`. Returns the run's new status.
+    fn pause_run(
+        &self,
+        lease: &Lease,
+        state: &RunState,
+        reviews: &[NewReview],
+    ) -> impl Future<Output = StoreResult<RunStatus>> + Send;
+
+    /// The reviews `filter` selects, oldest first.
+    fn list_reviews(
+        &self,
+        filter: &ReviewFilter,
+    ) -> impl Future<Output = StoreResult<Vec<Review>>> + Send;
+
+    /// A review by id.
+    fn get_review(&self, id: &str) -> impl Future<Output = StoreResult<Option<Review>>> + Send;
+
+    /// Decides a pending review, recording who decided (`decided_by`) and when. Refused
+    /// with [`StoreError::ReviewNotPending`](crate::StoreError::ReviewNotPending) when it
+    /// is not pending (decided already, or its run cancelled). When it was the last
+    /// pending review of a paused queued run, the run goes back to `pending` in the same
+    /// transaction (a worker resumes it with the stored decisions); an interactive run
+    /// stays `paused` for its process (`llmchain conversations resume`).
+    fn decide_review(
+        &self,
+        id: &str,
+        decision: &HumanDecision,
+        decided_by: &str,
+    ) -> impl Future<Output = StoreResult<Decided>> + Send;
+
     /// Ends the lease after a failed attempt: with attempts left and `retryable`, the
     /// run goes back to `pending` after [`backoff`](crate::backoff); otherwise it is
     /// `discarded`. `error` is kept in `last_error`. Returns the new status. Fenced.
@@ -224,7 +283,8 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Cancels an open run. A pending or paused run is never claimed again; a running
-    /// one's worker gets `RunCancelled` at its next heartbeat or write. Returns the run.
+    /// one's worker gets `RunCancelled` at its next heartbeat or write; its pending
+    /// reviews are cancelled (no one can decide them any more). Returns the run.
     fn cancel_run(&self, run_id: &str) -> impl Future<Output = StoreResult<Run>> + Send;
 
     /// Queues a finished (`failed`, `discarded` or `cancelled`) run again, with fresh

@@ -9,7 +9,21 @@
 //! At-most-once, by construction: every write of a run is fenced by its lease
 //! ([`StoreSink::with_lease`]); a tool body starts only after its `executing` status was
 //! stored under that lease; a worker whose lease is lost stops (its chain is cancelled
-//! by the [`Heartbeat`]) and writes nothing more.
+//! by the [`Heartbeat`]) and writes nothing more. The heartbeat starts at the claim, so
+//! loading the conversation and building the chain (starting MCP servers) keep the
+//! lease too.
+//!
+//! What a run may execute has one authority, the worker's own configuration: a run
+//! names a profile ([`Run::profile`]); a worker serving some profiles
+//! ([`Worker::profiles`]) claims only runs naming one of them, and its
+//! [`ChainFactory`] builds the chain from its own definition of that profile.
+//!
+//! A worker never asks a person: a call that needs one (its review handler answers
+//! [`ReviewDecision::Interrupt`](llmchain::chain::ReviewDecision::Interrupt)) pauses
+//! the run with its reviews stored ([`Store::pause_run`], the review inbox in
+//! [`crate::review`]); when the last of them is decided
+//! ([`Store::decide_review`], from any process), the run is queued again and a worker
+//! resumes it with exactly the stored decisions.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,12 +31,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, RunOutcome};
+use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, PendingReview, RunOutcome};
 use llmchain::tool::CancellationToken;
 use tokio::sync::Semaphore;
 
 use crate::heartbeat::Heartbeat;
 use crate::model::{Lease, Run, RunStatus};
+use crate::review::{decisions_for, new_reviews};
 use crate::sink::{StoreSink, keep_extra, load_chain_state, run_state};
 use crate::store::Store;
 
@@ -93,6 +108,59 @@ impl WorkerStats {
     }
 }
 
+/// What happened to a run in a worker, one event per step (for a log line each).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WorkerEvent {
+    /// The worker claimed the run.
+    Claimed {
+        /// The run.
+        run: String,
+        /// Its profile.
+        profile: Option<String>,
+        /// Which attempt this is (1-based).
+        attempt: i32,
+    },
+    /// The run finished (`done`).
+    Done {
+        /// The run.
+        run: String,
+    },
+    /// The run paused for people: `reviews` calls wait in the review inbox (or a tool
+    /// interrupted it, with no review).
+    Paused {
+        /// The run.
+        run: String,
+        /// Calls waiting for a decision.
+        reviews: usize,
+    },
+    /// The attempt failed and the run goes back to the queue after a back-off.
+    Retried {
+        /// The run.
+        run: String,
+        /// Why the attempt failed.
+        error: String,
+    },
+    /// The run was given up (attempts used up, or a failure that cannot pass).
+    Discarded {
+        /// The run.
+        run: String,
+        /// Why.
+        error: String,
+    },
+    /// The worker lost the run (its lease expired or was taken over, or the run was
+    /// cancelled): it wrote nothing more.
+    Lost {
+        /// The run.
+        run: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A callback for [`WorkerEvent`]s.
+pub type EventHandler = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
+
 /// Claims runs from a store and runs them, up to `concurrency` at once.
 pub struct Worker<S> {
     store: Arc<S>,
@@ -102,6 +170,8 @@ pub struct Worker<S> {
     lease: Duration,
     poll: Duration,
     stats: Arc<WorkerStats>,
+    profiles: Option<Arc<[String]>>,
+    on_event: Option<EventHandler>,
 }
 
 impl<S> std::fmt::Debug for Worker<S> {
@@ -128,7 +198,25 @@ impl<S: Store + 'static> Worker<S> {
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(500),
             stats: Arc::new(WorkerStats::default()),
+            profiles: None,
+            on_event: None,
         }
+    }
+
+    /// Claims only runs naming one of these profiles (the ones this worker's
+    /// configuration defines); by default, any queued run.
+    #[must_use]
+    pub fn profiles<I: IntoIterator<Item = impl Into<String>>>(mut self, profiles: I) -> Self {
+        self.profiles = Some(profiles.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Calls `f` at each step of each run (claimed, done, paused, retried, discarded,
+    /// lost): one log line each, in the CLI.
+    #[must_use]
+    pub fn on_event(mut self, f: impl Fn(&WorkerEvent) + Send + Sync + 'static) -> Self {
+        self.on_event = Some(Arc::new(f));
+        self
     }
 
     /// Runs at most `n` runs at once (at least 1).
@@ -172,7 +260,7 @@ impl<S: Store + 'static> Worker<S> {
             };
             let claimed = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                c = self.store.claim_run(&self.name, self.lease) => c,
+                c = self.store.claim_run_of(&self.name, self.lease, self.profiles.as_deref()) => c,
             };
             match claimed {
                 Ok(Some(run)) => {
@@ -184,7 +272,13 @@ impl<S: Store + 'static> Worker<S> {
                         factory: self.factory.clone(),
                         lease_len: self.lease,
                         stats: self.stats.clone(),
+                        on_event: self.on_event.clone(),
                     };
+                    job.emit(WorkerEvent::Claimed {
+                        run: run.id.clone(),
+                        profile: run.profile.clone(),
+                        attempt: run.attempt,
+                    });
                     let span = tracing::info_span!(
                         "llmchain.run",
                         run.id = %run.id,
@@ -223,20 +317,22 @@ impl<S: Store + 'static> Worker<S> {
         while tasks.join_next().await.is_some() {}
     }
 
-    /// Runs the queue until it is empty (nothing pending, nothing running), then
-    /// returns: for tests, batch jobs and benchmarks.
+    /// Runs the queue until it is empty (nothing pending, nothing running among the
+    /// queued runs of this worker's profiles), then returns: for tests, batch jobs and
+    /// benchmarks. Paused runs wait for people and do not keep it going.
     pub async fn drain(&self) {
         let shutdown = CancellationToken::new();
         let watcher = {
             let store = self.store.clone();
             let shutdown = shutdown.clone();
             let poll = self.poll.max(Duration::from_millis(10));
+            let profiles = self.profiles.clone();
             async move {
                 loop {
                     tokio::time::sleep(poll).await;
                     // One consistent read: a run moving from running back to pending
                     // is seen in one of the two.
-                    let open = store.run_counts().await.map(|c| {
+                    let open = store.queued_counts(profiles.as_deref()).await.map(|c| {
                         [RunStatus::Pending, RunStatus::Running]
                             .iter()
                             .any(|s| c.get(s).is_some_and(|&n| n > 0))
@@ -258,26 +354,72 @@ struct RunJob<S> {
     factory: Arc<dyn ChainFactory>,
     lease_len: Duration,
     stats: Arc<WorkerStats>,
+    on_event: Option<EventHandler>,
 }
 
 /// What ended a run, for the store.
 enum Ending {
     Status(RunStatus, Option<ChainState>),
-    Failed { error: String, retryable: bool },
+    /// Calls wait for people: the run pauses with their reviews.
+    Review(ChainState, PendingReview),
+    Failed {
+        error: String,
+        retryable: bool,
+    },
     Lost(String),
 }
 
 impl<S: Store + 'static> RunJob<S> {
+    fn emit(&self, event: WorkerEvent) {
+        if let Some(f) = &self.on_event {
+            f(&event);
+        }
+    }
+
     async fn run(&self, run: Run) {
         let Some(lease) = run.lease() else {
             return;
         };
-        let ending = self.attempt(&run, &lease).await;
+        // The lease is renewed from the claim on: loading the conversation and building
+        // the chain (MCP servers starting) may take longer than a lease.
+        let stop = CancellationToken::new();
+        let heartbeat = Heartbeat::spawn(
+            self.store.clone(),
+            lease.clone(),
+            self.lease_len,
+            stop.clone(),
+        );
+        let ending = self.attempt(&run, &lease, &stop).await;
+        let stopped = heartbeat.stopped();
+        drop(heartbeat);
+        let ending = match stopped {
+            Some(why) => Ending::Lost(format!("{why:?}")),
+            None => ending,
+        };
+        let id = run.id.clone();
         let result = match ending {
             Ending::Lost(why) => {
                 WorkerStats::bump(&self.stats.lease_lost);
                 tracing::warn!(run = %run.id, reason = %why, "run lost its lease; nothing more written");
+                self.emit(WorkerEvent::Lost {
+                    run: id,
+                    reason: why,
+                });
                 return;
+            }
+            Ending::Review(state, pending) => {
+                let reviews = new_reviews(&pending, &state.conversation);
+                let mut saved = run_state(&state, &run.state.mode);
+                keep_extra(&mut saved, &run.state.extra);
+                WorkerStats::bump(&self.stats.completed);
+                let r = self.store.pause_run(&lease, &saved, &reviews).await;
+                if r.is_ok() {
+                    self.emit(WorkerEvent::Paused {
+                        run: id,
+                        reviews: reviews.len(),
+                    });
+                }
+                r
             }
             Ending::Status(status, state) => {
                 let mut saved = state
@@ -286,16 +428,39 @@ impl<S: Store + 'static> RunJob<S> {
                 keep_extra(&mut saved, &run.state.extra);
                 saved.status = status;
                 WorkerStats::bump(&self.stats.completed);
-                self.store
+                let r = self
+                    .store
                     .complete_run(&lease, &saved)
                     .await
-                    .map(|_| status)
+                    .map(|_| status);
+                if r.is_ok() {
+                    self.emit(match status {
+                        RunStatus::Paused => WorkerEvent::Paused {
+                            run: id,
+                            reviews: 0,
+                        },
+                        _ => WorkerEvent::Done { run: id },
+                    });
+                }
+                r
             }
             Ending::Failed { error, retryable } => {
                 let r = self.store.fail_run(&lease, &error, retryable).await;
                 match &r {
-                    Ok(RunStatus::Pending) => WorkerStats::bump(&self.stats.retried),
-                    Ok(_) => WorkerStats::bump(&self.stats.discarded),
+                    Ok(RunStatus::Pending) => {
+                        WorkerStats::bump(&self.stats.retried);
+                        self.emit(WorkerEvent::Retried {
+                            run: id,
+                            error: error.clone(),
+                        });
+                    }
+                    Ok(_) => {
+                        WorkerStats::bump(&self.stats.discarded);
+                        self.emit(WorkerEvent::Discarded {
+                            run: id,
+                            error: error.clone(),
+                        });
+                    }
                     Err(_) => {}
                 }
                 tracing::info!(run = %run.id, error = %error, retryable, outcome = ?r.as_ref().ok(), "run attempt failed");
@@ -305,32 +470,42 @@ impl<S: Store + 'static> RunJob<S> {
         if let Err(e) = result {
             if e.must_stop() {
                 WorkerStats::bump(&self.stats.lease_lost);
+                self.emit(WorkerEvent::Lost {
+                    run: run.id.clone(),
+                    reason: e.to_string(),
+                });
             }
             // The lease runs out and the run is rescued; its recorded state resumes it.
             tracing::warn!(run = %run.id, error = %e, "could not record the end of the run");
         }
     }
 
-    async fn attempt(&self, run: &Run, lease: &Lease) -> Ending {
-        let state =
-            match load_chain_state(self.store.as_ref(), &run.conversation_id, Some(&run.state))
-                .await
-            {
-                Ok(Some(s)) => s,
-                Ok(None) => {
-                    return Ending::Failed {
-                        error: format!("conversation {} does not exist", run.conversation_id),
-                        retryable: false,
-                    };
-                }
-                Err(e) => {
-                    return Ending::Failed {
-                        retryable: e.is_transient(),
-                        error: format!("cannot load the conversation: {e}"),
-                    };
-                }
-            };
-        let (chain, mode) = match self.factory.build(run, state).await {
+    async fn attempt(&self, run: &Run, lease: &Lease, stop: &CancellationToken) -> Ending {
+        let lost = || Ending::Lost("the lease was lost while the run was starting".into());
+        let loaded = tokio::select! {
+            _ = stop.cancelled() => return lost(),
+            s = load_chain_state(self.store.as_ref(), &run.conversation_id, Some(&run.state)) => s,
+        };
+        let state = match loaded {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                return Ending::Failed {
+                    error: format!("conversation {} does not exist", run.conversation_id),
+                    retryable: false,
+                };
+            }
+            Err(e) => {
+                return Ending::Failed {
+                    retryable: e.is_transient(),
+                    error: format!("cannot load the conversation: {e}"),
+                };
+            }
+        };
+        let built = tokio::select! {
+            _ = stop.cancelled() => return lost(),
+            b = self.factory.build(run, state) => b,
+        };
+        let (chain, mode) = match built {
             Ok(c) => c,
             Err(e) => {
                 return Ending::Failed {
@@ -343,23 +518,44 @@ impl<S: Store + 'static> RunJob<S> {
             .with_lease(lease.clone(), mode.name())
             .keeping(&run.state.extra);
         let mut chain = chain.with_sink(Arc::new(sink));
-        let heartbeat = Heartbeat::spawn(
-            self.store.clone(),
-            lease.clone(),
-            self.lease_len,
-            chain.cancellation_token(),
-        );
-        let outcome = chain.run(mode).await;
-        let stopped = heartbeat.stopped();
-        drop(heartbeat);
-        if let Some(why) = stopped {
-            return Ending::Lost(format!("{why:?}"));
+        // A lost lease (the heartbeat) stops the chain.
+        let chain_token = chain.cancellation_token();
+        let forward = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                stop.cancelled().await;
+                chain_token.cancel();
+            })
+        };
+        let outcome = match chain.pending_review().cloned() {
+            // A run paused for people, queued again: the store's decisions answer it.
+            Some(pending) => {
+                match decisions_for(self.store.as_ref(), &run.id, &run.conversation_id, &pending)
+                    .await
+                {
+                    Ok((decided, undecided)) if undecided.is_empty() => {
+                        chain.resume(decided, mode).await
+                    }
+                    Ok(_) => Ok(RunOutcome::ReviewRequired(pending)),
+                    Err(e) => Err(ChainError::Persist(crate::sink::sink_error(e))),
+                }
+            }
+            None => chain.run(mode).await,
+        };
+        forward.abort();
+        if stop.is_cancelled() {
+            return lost();
         }
         match outcome {
             Ok(RunOutcome::Done | RunOutcome::ToolUsed(_)) => {
                 Ending::Status(RunStatus::Done, Some(chain.state().clone()))
             }
-            Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
+            Ok(RunOutcome::ReviewRequired(pending)) => {
+                Ending::Review(chain.state().clone(), pending)
+            }
+            // A tool's own interrupt: the application answers it
+            // (`LLMChain::replace_tool_result`) and resumes the run (`Store::resume_run`).
+            Ok(RunOutcome::Interrupted(_)) => {
                 Ending::Status(RunStatus::Paused, Some(chain.state().clone()))
             }
             Ok(RunOutcome::Paused) => {

@@ -161,8 +161,9 @@ async fn postgres_newer_schema_is_a_clear_error() {
 }
 
 /// A version-1 database with two open runs on one conversation (allowed then) upgrades
-/// to version 2: the newer run stays open, the older is cancelled with a reason, and the
-/// one-open-run rule holds from then on.
+/// to version 2 (the newer run stays open, the older is cancelled with a reason), then
+/// to version 3, which cancels the runs left open (they name no profile, so no worker
+/// would claim them) saying how to queue them again; the one-open-run rule holds.
 #[tokio::test]
 async fn sqlite_version_1_upgrades_keeping_the_newest_open_run() {
     use sqlx::Connection;
@@ -193,10 +194,9 @@ async fn sqlite_version_1_upgrades_keeping_the_newest_open_run() {
         let store = store.clone();
         async move { store.get_run(id).await.unwrap().unwrap() }
     };
-    assert_eq!(
-        status("new").await.state.status,
-        llmchain_store::RunStatus::Pending
-    );
+    let new = status("new").await;
+    assert_eq!(new.state.status, llmchain_store::RunStatus::Cancelled);
+    assert!(new.last_error.unwrap().contains("--profile NAME"));
     let old = status("old").await;
     assert_eq!(old.state.status, llmchain_store::RunStatus::Cancelled);
     assert!(old.last_error.unwrap().contains("newer open run"));
@@ -204,15 +204,20 @@ async fn sqlite_version_1_upgrades_keeping_the_newest_open_run() {
         status("done").await.state.status,
         llmchain_store::RunStatus::Done
     );
+    store.create_run("c", &Default::default()).await.unwrap();
     assert!(matches!(
         store.create_run("c", &Default::default()).await,
         Err(StoreError::RunAlreadyOpen { .. })
     ));
     // Deleting the conversation takes its runs with it; pruning removes finished runs.
-    assert_eq!(store.prune_runs(i64::MAX).await.unwrap(), 2, "old and done");
+    assert_eq!(
+        store.prune_runs(i64::MAX).await.unwrap(),
+        3,
+        "old, new and done"
+    );
     assert!(store.delete_conversation("c").await.unwrap());
     assert!(!store.delete_conversation("c").await.unwrap());
-    assert!(store.get_run("new").await.unwrap().is_none());
+    assert!(store.list_runs("c").await.unwrap().is_empty());
 }
 
 /// A new database and its directory are private to the user (0600 / 0700), and so are
@@ -234,6 +239,34 @@ async fn a_new_database_is_private() {
     for suffix in ["", "-wal", "-shm"] {
         let file = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
         assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+}
+
+/// A database file that existed with others allowed to read it (0666, and its `-wal`)
+/// is made private when it is opened.
+#[cfg(unix)]
+#[tokio::test]
+async fn an_existing_open_database_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    drop(store);
+    let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+    for f in [&path, &wal] {
+        if f.exists() {
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        }
+    }
+    let _store = SqliteStore::open(&path).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    if wal.exists() {
+        assert_eq!(mode(&wal), 0o600);
     }
 }
 

@@ -62,6 +62,7 @@ pub mod message;
 #[cfg(feature = "model")]
 pub mod model;
 pub mod provider;
+pub mod redact;
 pub mod storage_format;
 #[cfg(feature = "runtime")]
 pub mod tool;

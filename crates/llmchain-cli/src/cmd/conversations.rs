@@ -5,15 +5,14 @@
 //! URLs: `sqlite://PATH`, `sqlite::memory:`, `postgres://USER:PASS@HOST/DB`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use llmchain::chain::{ReviewDecision, ReviewFuture, ReviewHandler};
-use llmchain::message::{ContentType, Message, ToolCall};
+use llmchain::message::{ContentType, Message};
 use llmchain_store::{AnyStore, Store, StoreError, StoredConversation};
 
 use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
 use crate::error::{CliError, CliResult};
-use crate::review::{ApprovalPolicy, TerminalReview, ToolMeta, approval_handler};
+use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
 
 /// The environment variable naming the database.
 pub(crate) const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
@@ -63,6 +62,10 @@ pub(crate) enum Action {
         /// never.
         #[arg(long, value_enum, default_value = "auto")]
         approve: ApprovalPolicy,
+        /// The server to ask the model at afterwards, when the conversation waits for
+        /// it (as `run --base-url`; a recorded address is never used without it).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
     },
     /// Write a conversation as a storage-format conversation file (JSON).
     Export {
@@ -85,11 +88,12 @@ pub(crate) fn run(args: ConversationsArgs) -> CliResult {
     drop(runtime);
     // A resumed conversation that now waits for the model gets its answer, as it ran.
     match next {
-        Some((id, servers, approve)) => crate::cmd::run::run(crate::cmd::run::RunArgs {
+        Some((id, servers, approve, base_url)) => crate::cmd::run::run(crate::cmd::run::RunArgs {
             conversation: Some(id),
             db,
             servers,
             approve: Some(approve),
+            base_url,
             ..Default::default()
         }),
         None => Ok(()),
@@ -98,7 +102,7 @@ pub(crate) fn run(args: ConversationsArgs) -> CliResult {
 
 /// What `resume` leaves to do: ask the model about this conversation, with these servers
 /// and this policy.
-type AskTheModel = Option<(String, ServerArgs, ApprovalPolicy)>;
+type AskTheModel = Option<(String, ServerArgs, ApprovalPolicy, Option<String>)>;
 
 pub(crate) fn store_error(e: StoreError) -> CliError {
     match e {
@@ -125,23 +129,33 @@ pub(crate) async fn open_store(flag: Option<String>) -> Result<(AnyStore, String
     }
 }
 
-/// A database URL without its password, for messages.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &url[..scheme + 3],
-                    &creds[..colon],
-                    &url[at..]
-                ),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
+/// Opens the store for a command that only reads it: `None` when it is a SQLite file
+/// that does not exist (nothing was ever stored there), which is then not created.
+pub(crate) async fn open_existing(
+    flag: Option<String>,
+) -> Result<Option<(AnyStore, String)>, CliError> {
+    let file = match database_url(flag.clone()) {
+        Some(url) => sqlite_file(&url),
+        None => Some(llmchain_store::default_sqlite_path().map_err(store_error)?),
+    };
+    if file.is_some_and(|f| !f.exists()) {
+        return Ok(None);
     }
+    open_store(flag).await.map(Some)
+}
+
+/// The file of a `sqlite:` URL (not of an in-memory one).
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+}
+
+/// A database URL without its credentials, for messages.
+fn redact_url(url: &str) -> String {
+    llmchain::redact::url(url)
 }
 
 /// How `list` marks a conversation whose last run did not finish.
@@ -172,7 +186,27 @@ fn database_url(flag: Option<String>) -> Option<String> {
 }
 
 async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
-    let (store, _) = open_store(args.db).await?;
+    // Reading never creates the database.
+    let store = match &args.action {
+        Action::Resume { .. } => open_store(args.db).await?.0,
+        Action::List { .. } => match open_existing(args.db).await? {
+            Some((store, _)) => store,
+            None => {
+                eprintln!("no conversations");
+                return Ok(None);
+            }
+        },
+        Action::Show { id } | Action::Export { id, .. } => {
+            match open_existing(args.db.clone()).await? {
+                Some((store, _)) => store,
+                None => {
+                    return Err(CliError::Usage(format!(
+                        "no conversation with id {id:?} (nothing is stored yet)"
+                    )));
+                }
+            }
+        }
+    };
     let mut out = String::new();
     // Everything but an export (data, written as it is stored) shows stored text from
     // models and tools: their control characters are shown escaped.
@@ -231,10 +265,11 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             id,
             servers,
             approve,
+            base_url,
         } => {
             let id = resolve_id(&store, &id).await?;
             if resume(store, &id, &servers, approve, &mut out).await? {
-                ask = Some((id, servers, approve));
+                ask = Some((id, servers, approve, base_url));
             }
         }
         Action::Export { id, output } => {
@@ -309,14 +344,10 @@ async fn resume(
                 .map(|t| ToolMeta::of_mcp(t, &servers.trust)),
         ),
     );
-    let denied = Arc::new(Mutex::new(Vec::new()));
     // Only tools run here; this model is never called (it has no turns).
     let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
         .with_sink(Arc::new(held.sink()))
-        .with_review_handler(Recorded {
-            inner: reviewer,
-            denied: denied.clone(),
-        });
+        .with_review_handler(reviewer.clone().for_run(&held.run().id));
     for t in builtins
         .into_iter()
         .chain(mcp_tools.iter().map(|t| t.tool.clone()))
@@ -329,35 +360,58 @@ async fn resume(
         stop.cancelled().await;
         chain_token.cancel();
     });
-    let status = match Steps::execute_tools(&mut chain).await {
+    // Calls paused for review: the decisions stored in the review inbox answer them
+    // (asked here, one at a time, for those still undecided when there is a terminal).
+    let run_id = held.run().id.clone();
+    let executed = match chain.pending_review().cloned() {
+        Some(pending) => {
+            let asking = reviewer.asking().for_run(&run_id);
+            match crate::cmd::run::stored_decisions(&store, &run_id, id, &pending, &asking, &chain)
+                .await
+            {
+                Ok(decisions) => chain.execute_tool_calls_with(decisions).await,
+                Err(e) => {
+                    held.finish(RunStatus::Paused, Some(chain.state())).await;
+                    return Err(e);
+                }
+            }
+        }
+        None => Steps::execute_tools(&mut chain).await,
+    };
+    match executed {
         Err(e) => {
             let lost = held.lost();
-            held.finish(RunStatus::Failed, Some(chain.state())).await;
-            return Err(CliError::Runtime(
-                lost.unwrap_or_else(|| format!("resume failed: {e}")),
+            let text = lost.unwrap_or_else(|| format!("resume failed: {e}"));
+            held.fail(&text, Some(chain.state())).await;
+            return Err(CliError::Runtime(text));
+        }
+        Ok(std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(_))) => {
+            let ids = held.pause(chain.state()).await?;
+            out.push_str(&format!(
+                "run {run_id} paused: {} call(s) wait for review ({}); decide with `llmchain reviews approve|deny|edit ID`, then resume again\n",
+                ids.len(),
+                ids.join(", ")
             ));
+            return Ok(false);
         }
-        Ok(std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(p))) => {
-            let ids: Vec<&str> = p.awaiting().map(|c| c.call_id.as_str()).collect();
-            out.push_str(&format!("waiting for review of: {}\n", ids.join(", ")));
-            RunStatus::Paused
-        }
-        Ok(_) => RunStatus::Done,
-    };
-    held.finish(status, Some(chain.state())).await;
-    let denied = denied.lock().map(|d| d.clone()).unwrap_or_default();
+        Ok(_) => held.finish(RunStatus::Done, Some(chain.state())).await,
+    }
     for m in &chain.messages()[before..] {
         for r in &m.tool_results {
+            let status = chain
+                .messages()
+                .iter()
+                .flat_map(|m| m.tool_calls.iter())
+                .find(|c| c.call_id.as_deref() == Some(r.tool_call_id.as_str()))
+                .and_then(|c| c.typed_execution_status());
             out.push_str(&format!(
                 "{} {}: {}\n",
-                if denied.contains(&r.tool_call_id) {
-                    "denied"
-                } else if r.is_error() {
-                    "failed"
-                } else {
-                    "ran"
+                match status {
+                    Some(s) if s.never_ran() => s.as_str(),
+                    _ if r.is_error() => "failed",
+                    _ => "ran",
                 },
-                r.tool_call_id,
+                crate::shown::inline(&r.tool_call_id, 200),
                 r.content_text().lines().next().unwrap_or("")
             ));
         }
@@ -385,28 +439,6 @@ async fn resume(
         }
     ));
     Ok(ask)
-}
-
-/// The terminal review, remembering the calls it denied (a denial is answered with a
-/// plain result, so the summary could not tell it from a call that ran).
-struct Recorded {
-    inner: TerminalReview,
-    denied: Arc<Mutex<Vec<String>>>,
-}
-
-impl ReviewHandler for Recorded {
-    fn review<'a>(&'a self, call: &'a ToolCall) -> ReviewFuture<'a> {
-        Box::pin(async move {
-            let decision = self.inner.review(call).await;
-            if matches!(decision, ReviewDecision::Deny { .. })
-                && let Some(id) = &call.call_id
-                && let Ok(mut d) = self.denied.lock()
-            {
-                d.push(id.clone());
-            }
-            decision
-        })
-    }
 }
 
 fn runtime(e: impl std::fmt::Display) -> CliError {
@@ -571,13 +603,15 @@ fn parts_shown(parts: &[llmchain::message::ContentPart]) -> String {
     shown.join("\n")
 }
 
+pub(crate) use time::format_ms;
+
 /// Times for humans, in UTC.
 mod time {
     /// `YYYY-MM-DD HH:MM:SS UTC` from milliseconds since the Unix epoch.
     ///
     /// Hand-written (days → civil date, H. Hinnant's algorithm) to avoid a date-time
     /// dependency for one line of output.
-    pub(super) fn format_ms(ms: i64) -> String {
+    pub(crate) fn format_ms(ms: i64) -> String {
         let secs = ms.div_euclid(1000);
         let days = secs.div_euclid(86_400);
         let rem = secs.rem_euclid(86_400);

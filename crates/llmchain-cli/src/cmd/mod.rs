@@ -6,6 +6,7 @@ pub(crate) mod demo;
 pub(crate) mod encode;
 mod input;
 pub(crate) mod mcp;
+pub(crate) mod reviews;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod worker;

@@ -14,19 +14,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision, RunOutcome};
+use llmchain::chain::{
+    Callbacks, ChainError, HumanDecision, Mode, ModelError, ReviewDecision, RunOutcome,
+};
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::http::{base_url_env_var, key_env_vars};
 use llmchain::provider::{Format, StreamEvent};
+use llmchain_store::review::decisions_for;
 use llmchain_store::sink::load_chain_state;
-use llmchain_store::{AnyStore, NewConversation, RunOptions, RunState, RunStatus, Store};
+use llmchain_store::{
+    AnyStore, NewConversation, ReviewFilter, ReviewStatus, RunOptions, RunState, RunStatus, Store,
+};
 
 use crate::cmd::conversations::{open_store, resolve_id, store_error};
 use crate::cmd::mcp::ServerArgs;
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_PROFILE};
 use crate::error::{CliError, CliResult};
 use crate::held_run::HeldRun;
-use crate::job::{Built, JOB_KEY, JobSpec, default_model, one_line, parse_provider};
+use crate::job::{
+    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, default_model, one_line,
+    parse_provider, policy_name,
+};
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
 use crate::stdout::{out, outln};
@@ -44,15 +52,21 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
                   to resume it (llmchain conversations resume ID)."
 )]
 pub(crate) struct RunArgs {
+    /// The profile of the config file to run under (`llmchain config profiles`): its
+    /// provider, model, base URL, MCP servers, trust, approve policy, tools and root;
+    /// the flags below win over it. With --enqueue, the worker's own definition of the
+    /// profile is used [default: the continued conversation's, else "default"].
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// Provider: openai (Chat Completions, also any compatible server),
-    /// openai_responses, anthropic, gemini or ollama [default: openai, or the one the
-    /// continued conversation used].
-    #[arg(long, env = "LLMCHAIN_PROVIDER")]
+    /// openai_responses, anthropic, gemini or ollama [default: $LLMCHAIN_PROVIDER, the
+    /// continued conversation's, the profile's, else openai].
+    #[arg(long)]
     pub provider: Option<String>,
-    /// Model id [default: the continued conversation's, else the provider's current
-    /// model: openai gpt-4.1, openai_responses gpt-5, anthropic claude-sonnet-4-5,
-    /// gemini gemini-2.5-flash, ollama llama3.2].
-    #[arg(long, env = "LLMCHAIN_MODEL")]
+    /// Model id [default: $LLMCHAIN_MODEL, the continued conversation's, the profile's,
+    /// else the provider's current model: openai gpt-4.1, openai_responses gpt-5,
+    /// anthropic claude-sonnet-4-5, gemini gemini-2.5-flash, ollama llama3.2].
+    #[arg(long)]
     pub model: Option<String>,
     /// Base URL (overrides OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GEMINI_BASE_URL, OLLAMA_HOST).
     #[arg(long)]
@@ -112,9 +126,11 @@ pub(crate) struct RunArgs {
     /// $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's data directory).
     #[arg(long, value_name = "URL")]
     pub db: Option<String>,
-    /// Do not run here: store the conversation and a pending run (with its provider,
-    /// model, tool servers and approve policy), print the run's id and exit. An
-    /// `llmchain worker --db URL` runs it.
+    /// Do not run here: store the conversation and a pending run under --profile, print
+    /// the run's id and exit. An `llmchain worker --db URL` that has the profile runs
+    /// it, with its own configuration's provider, servers and policy (the flags that
+    /// would start a command or reach a URL are refused here); --model, --max-tokens,
+    /// --temperature, --tool-choice and a stricter --approve are kept with the run.
     #[arg(long)]
     pub enqueue: bool,
     /// With --enqueue: attempts before the run is discarded.
@@ -178,117 +194,198 @@ fn prompt(arg: Option<&str>, continuing: bool) -> Result<Option<String>, CliErro
 /// The longest prompt read from stdin.
 const MAX_PROMPT_BYTES: u64 = 16 << 20;
 
-/// The job of this run: the flags, and for what they leave out, the continued
-/// conversation's recorded job, then the defaults.
-fn job_of(args: &RunArgs, recorded: Option<JobSpec>, config: &Config) -> Result<JobSpec, CliError> {
-    // A continued conversation goes on as it ran; a new one takes the config file's
-    // defaults. Flags (and LLMCHAIN_PROVIDER/LLMCHAIN_MODEL) win over both.
-    let recorded = recorded.or_else(|| config_job(config));
+/// The job of an interactive run: its profile (`--profile`, the continued
+/// conversation's when the user's configuration has it, else `default`), the flags over
+/// it, and for a continued conversation its recorded provider, model and options (data:
+/// they cannot start a command or reach a URL of the record's choosing). The recorded
+/// servers and base URL are compared with the result, never used: see
+/// [`check_recorded`].
+fn job_of(
+    args: &RunArgs,
+    recorded: Option<&JobSpec>,
+    config: &Config,
+    conversation: Option<&str>,
+) -> Result<JobSpec, CliError> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let name = match (&args.profile, recorded) {
+        (Some(p), _) => p.clone(),
+        (None, Some(r)) if config.profiles.contains_key(&r.profile) => r.profile.clone(),
+        _ => DEFAULT_PROFILE.to_owned(),
+    };
+    let base = JobSpec::from_profile(&name, config.profile(&name)?)?;
     let provider = args
         .provider
         .clone()
-        .or_else(|| recorded.as_ref().map(|j| j.provider.clone()))
-        .unwrap_or_else(|| "openai".to_owned());
+        .or_else(|| env("LLMCHAIN_PROVIDER"))
+        .or_else(|| {
+            recorded
+                .map(|r| r.provider.clone())
+                .filter(|p| !p.is_empty())
+        })
+        .unwrap_or_else(|| base.provider.clone());
     let format = parse_provider(&provider)?;
-    // The recorded model and base URL belong to the recorded provider.
-    let same = recorded.as_ref().filter(|j| j.provider == provider);
+    // The profile's model and base URL belong to the profile's provider, the recorded
+    // model to the recorded provider.
+    let same_provider = provider == base.provider;
+    let recorded_same = recorded.filter(|r| r.provider == provider);
     let servers_given = !args.servers.mcp.is_empty() || !args.servers.mcp_http.is_empty();
-    let servers = match (&recorded, servers_given) {
-        (Some(j), false) => j.servers(),
-        _ => args.servers.clone(),
+    let (mcp, mcp_http) = if servers_given {
+        (args.servers.mcp.clone(), args.servers.mcp_http.clone())
+    } else {
+        (base.mcp.clone(), base.mcp_http.clone())
     };
-    let approve = match (args.approve, &recorded) {
-        (Some(a), _) => clap::ValueEnum::to_possible_value(&a)
-            .map(|v| v.get_name().to_owned())
-            .unwrap_or_else(|| "auto".into()),
-        (None, Some(j)) => j.approve.clone(),
-        (None, None) => "auto".into(),
-    };
-    Ok(JobSpec {
+    let job = JobSpec {
+        profile: name,
         model: args
             .model
             .clone()
-            .or_else(|| same.map(|j| j.model.clone()))
+            .or_else(|| env("LLMCHAIN_MODEL"))
+            .or_else(|| {
+                recorded_same
+                    .map(|r| r.model.clone())
+                    .filter(|m| !m.is_empty())
+            })
+            .or_else(|| same_provider.then(|| base.model.clone()))
             .unwrap_or_else(|| default_model(format).to_owned()),
         base_url: args
             .base_url
             .clone()
-            .or_else(|| same.and_then(|j| j.base_url.clone())),
+            .or_else(|| base.base_url.clone().filter(|_| same_provider)),
         provider,
+        mcp,
+        mcp_http,
         trust: if args.servers.trust.is_empty() {
-            servers.trust.clone()
+            base.trust.clone()
         } else {
             args.servers.trust.clone()
         },
-        mcp: servers.mcp,
-        mcp_http: servers.mcp_http,
-        mcp_start_timeout: args.servers.start_timeout.or(servers.start_timeout),
-        mcp_timeout: args.servers.call_timeout.or(servers.call_timeout),
-        approve,
-        mcp_prefix: args.servers.prefix || servers.prefix,
-        tool_choice: args
-            .tool_choice
-            .clone()
-            .or_else(|| recorded.as_ref().and_then(|j| j.tool_choice.clone())),
-        max_tokens: args
-            .max_tokens
-            .or_else(|| recorded.as_ref().and_then(|j| j.max_tokens)),
-        temperature: args
-            .temperature
-            .or_else(|| recorded.as_ref().and_then(|j| j.temperature)),
+        approve: args
+            .approve
+            .map(policy_name)
+            .unwrap_or(base.approve.clone()),
+        mcp_start_timeout: args.servers.start_timeout.or(base.mcp_start_timeout),
+        mcp_timeout: args.servers.call_timeout.or(base.mcp_timeout),
         tools: if args.tools.is_empty() {
-            recorded
-                .as_ref()
-                .map(|j| j.tools.clone())
-                .unwrap_or_default()
+            base.tools.clone()
         } else {
             args.tools.clone()
         },
-        no_builtin_tools: args.no_builtin_tools
-            || recorded.as_ref().is_some_and(|j| j.no_builtin_tools),
+        no_builtin_tools: args.no_builtin_tools || base.no_builtin_tools,
         root: match &args.root {
-            // Absolute, so a worker or a later `--continue` elsewhere reads the same place.
+            // Absolute, so a later `--continue` elsewhere reads the same place.
             Some(r) => Some(
                 std::fs::canonicalize(r)
                     .map_err(|e| CliError::Usage(format!("--root {}: {e}", r.display())))?
                     .display()
                     .to_string(),
             ),
-            None => recorded.as_ref().and_then(|j| j.root.clone()),
+            None => base.root.clone(),
         },
-    })
-}
-
-/// The config file's defaults as a job, when it sets anything.
-fn config_job(config: &Config) -> Option<JobSpec> {
-    if *config == Config::default() {
-        return None;
+        mcp_prefix: args.servers.prefix || base.mcp_prefix,
+        tool_choice: args
+            .tool_choice
+            .clone()
+            .or_else(|| recorded.and_then(|j| j.tool_choice.clone())),
+        max_tokens: args
+            .max_tokens
+            .or_else(|| recorded.and_then(|j| j.max_tokens)),
+        temperature: args
+            .temperature
+            .or_else(|| recorded.and_then(|j| j.temperature)),
+    };
+    if let (Some(r), Some(id)) = (recorded, conversation) {
+        check_recorded(r, &job, args, id)?;
     }
-    let provider = config.provider.clone().unwrap_or_else(|| "openai".into());
-    let model = config.model.clone().unwrap_or_else(|| {
-        parse_provider(&provider)
-            .map(|f| default_model(f).to_owned())
-            .unwrap_or_default()
-    });
-    Some(JobSpec {
-        provider,
-        model,
-        base_url: config.base_url.clone(),
-        mcp: config.mcp.clone(),
-        mcp_http: config.mcp_http.clone(),
-        trust: config.trust.clone(),
-        approve: config.approve.clone().unwrap_or_else(|| "auto".into()),
-        ..JobSpec::default()
-    })
+    Ok(job)
 }
 
-/// The job recorded with a conversation's most recent run that has one.
+/// Refuses to go on with a conversation whose record names an MCP server or a base
+/// URL that the user's own configuration (profile and flags) does not: whoever can
+/// write the database could otherwise make `run -c` start a command or send the user's
+/// key to a server of their choosing. Passing the server or URL again on the command
+/// line is the user's consent.
+fn check_recorded(
+    recorded: &JobSpec,
+    job: &JobSpec,
+    args: &RunArgs,
+    id: &str,
+) -> Result<(), CliError> {
+    use llmchain::redact;
+    let servers_given = !args.servers.mcp.is_empty() || !args.servers.mcp_http.is_empty();
+    if !servers_given {
+        let have_http: Vec<String> = job.mcp_http.iter().map(|u| redact::url(u)).collect();
+        let mut missing: Vec<String> = recorded
+            .mcp
+            .iter()
+            .filter(|c| !job.mcp.contains(c))
+            .map(|c| format!("--mcp {}", shell_words::quote(c)))
+            .collect();
+        missing.extend(
+            recorded
+                .mcp_http
+                .iter()
+                .map(|u| redact::url(u))
+                .filter(|u| !have_http.contains(u))
+                .map(|u| format!("--mcp-http {u}")),
+        );
+        if !missing.is_empty() {
+            return Err(CliError::Usage(format!(
+                "conversation {id} ran with MCP servers that your configuration (profile {}) does not have: {}. \
+                 llmchain starts only the servers you configure; pass them again on the command line to use them, \
+                 or name the servers to use with --mcp/--mcp-http",
+                job.profile,
+                crate::shown::inline(&missing.join(", "), 2000)
+            )));
+        }
+    }
+    // Where this user's configuration sends requests: the profile's or the flag's base
+    // URL, else the provider's environment variable.
+    let env_var = base_url_env_var(parse_provider(&job.provider).unwrap_or(Format::OpenAiChat));
+    let configured = job
+        .base_url
+        .clone()
+        .or_else(|| std::env::var(env_var).ok().filter(|v| !v.is_empty()));
+    if args.base_url.is_none()
+        && recorded.provider == job.provider
+        && let Some(url) = recorded.base_url.as_deref().map(redact::url)
+        && configured.as_deref().map(redact::url).as_deref() != Some(url.as_str())
+    {
+        return Err(CliError::Usage(format!(
+            "conversation {id} ran against {}, but your configuration (profile {}) sends {} requests to {}. \
+             llmchain sends your key only where you configure; pass --base-url to choose the server",
+            crate::shown::inline(&url, 500),
+            job.profile,
+            job.provider,
+            configured
+                .as_deref()
+                .map(redact::url)
+                .unwrap_or_else(|| format!("the provider's own address (or ${env_var})"))
+        )));
+    }
+    Ok(())
+}
+
+/// What a conversation's most recent run says of how it ran: the job an interactive
+/// run recorded, or the profile and options of a queued one. Data, never authority.
 pub(crate) async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, CliError> {
     let runs = store.list_runs(id).await.map_err(store_error)?;
-    runs.iter()
-        .rev()
-        .find_map(|r| JobSpec::from_extra(&r.state.extra))
-        .transpose()
+    for r in runs.iter().rev() {
+        if let Some(job) = JobSpec::from_extra(&r.state.extra) {
+            return job.map(Some);
+        }
+        if let Some(profile) = &r.profile {
+            let options = QueuedOptions::from_extra(&r.state.extra).unwrap_or_default();
+            return Ok(Some(JobSpec {
+                profile: profile.clone(),
+                model: options.model.unwrap_or_default(),
+                tool_choice: options.tool_choice,
+                max_tokens: options.max_tokens,
+                temperature: options.temperature,
+                ..JobSpec::default()
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// Runs `llmchain run`.
@@ -302,6 +399,11 @@ pub(crate) fn run(args: RunArgs) -> CliResult {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
     let result = rt.block_on(async {
+        let config = crate::config::load()?;
+        if args.enqueue {
+            let prompt = prompt.ok_or_else(|| CliError::Usage("give a prompt".into()))?;
+            return enqueue(args, prompt, &config).await;
+        }
         let (store, location) = open_store(args.db.clone()).await?;
         let continued = match (&args.conversation, args.continue_latest) {
             (Some(id), _) => Some(resolve_id(&store, id).await?),
@@ -312,12 +414,8 @@ pub(crate) fn run(args: RunArgs) -> CliResult {
             Some(id) => recorded_job(&store, id).await?,
             None => None,
         };
-        let job = job_of(&args, recorded, &crate::config::load()?)?;
+        let job = job_of(&args, recorded.as_ref(), &config, continued.as_deref())?;
         job.policy()?;
-        if args.enqueue {
-            let prompt = prompt.ok_or_else(|| CliError::Usage("give a prompt".into()))?;
-            return enqueue(job, args, prompt, store, location).await;
-        }
         agent(job, args, prompt, cwd, store, location, continued).await
     });
     // Do not wait for a review question still blocked on the terminal.
@@ -325,32 +423,73 @@ pub(crate) fn run(args: RunArgs) -> CliResult {
     result
 }
 
-/// `run --enqueue`: the conversation and a pending run carrying its job.
-async fn enqueue(
-    job: JobSpec,
-    args: RunArgs,
-    prompt: String,
-    store: AnyStore,
-    location: String,
-) -> CliResult {
+/// `run --enqueue`: the conversation and a pending run naming its profile.
+async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
+    let authority: Vec<&str> = [
+        (args.provider.is_some(), "--provider"),
+        (args.base_url.is_some(), "--base-url"),
+        (!args.servers.mcp.is_empty(), "--mcp"),
+        (!args.servers.mcp_http.is_empty(), "--mcp-http"),
+        (!args.servers.trust.is_empty(), "--trust"),
+        (args.servers.start_timeout.is_some(), "--mcp-start-timeout"),
+        (args.servers.call_timeout.is_some(), "--mcp-timeout"),
+        (args.servers.prefix, "--mcp-prefix"),
+        (!args.tools.is_empty(), "--tools"),
+        (args.no_builtin_tools, "--no-builtin-tools"),
+        (args.root.is_some(), "--root"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag)| given.then_some(flag))
+    .collect();
+    if !authority.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{} cannot be given with --enqueue: a queued run runs under a profile of the worker's \
+             configuration, which alone says what it may execute (never the database). Define \
+             them in a profile ([profiles.NAME] in {}) and pass --profile NAME",
+            authority.join(", "),
+            crate::config::path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "the config file".into())
+        )));
+    }
+    if let Some(choice) = &args.approve {
+        crate::job::parse_policy(&policy_name(*choice))?;
+    }
+    let profile = args
+        .profile
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
+    let (store, location) = open_store(args.db.clone()).await?;
     let mut conversation = llmchain::conversation::Conversation::new();
     conversation.system = args.system.clone();
     conversation.messages.push(Message::user(prompt.clone()));
-    let title: String = prompt.chars().take(60).collect();
     let id = store
-        .create_conversation(NewConversation::from_conversation(conversation).with_title(title))
+        .create_conversation(
+            NewConversation::from_conversation(conversation).with_title(title_of(&prompt)),
+        )
         .await
         .map_err(store_error)?;
+    let options = QueuedOptions {
+        model: args.model.clone(),
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        tool_choice: args.tool_choice.clone(),
+        approve: args.approve.map(policy_name),
+    };
     let mut state = RunState {
         mode: Mode::while_needs_response().name().to_owned(),
         ..Default::default()
     };
-    state.extra.insert(JOB_KEY.into(), job.to_value());
+    state.extra.insert(
+        OPTIONS_KEY.into(),
+        serde_json::to_value(&options).unwrap_or_default(),
+    );
     let run = store
         .enqueue_run(
             &id,
             &state,
             &RunOptions {
+                profile: Some(profile.clone()),
                 max_attempts: args.max_attempts.max(1),
                 priority: args.priority,
                 run_at: None,
@@ -363,16 +502,39 @@ async fn enqueue(
         Some(_) => format!(" --db {location}"),
         None => String::new(),
     };
+    let here = if config.profiles.contains_key(&profile) {
+        String::new()
+    } else {
+        " (this machine's configuration does not define it)".to_owned()
+    };
     eprintln!(
-        "queued run {} of conversation {id}; run it with `llmchain worker{db_flag}`, follow it with `llmchain runs{db_flag} show {}`",
+        "queued run {} of conversation {id} under profile {profile}{here}; a worker with that profile runs it \
+         (`llmchain worker{db_flag}`); follow it with `llmchain runs{db_flag} show {}`",
         run.id, run.id
     );
     Ok(())
 }
 
+/// A conversation's title: the prompt's first line, at most 60 characters.
+fn title_of(prompt: &str) -> String {
+    prompt
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .take(60)
+        .collect()
+}
+
 /// Runs the job here, holding the conversation's run lease: a new conversation, or
 /// `continued` with the prompt as its next user message (without one, a continued
 /// conversation that waits for the model gets its answer: an interrupted run finishes).
+///
+/// The model and the tools are set up before any run is held, so a failed start (no
+/// key, an MCP server that does not start) leaves nothing behind; once the run is held,
+/// every way out records how it ended (`done`, `failed` with its error, `paused`,
+/// `cancelled`).
 async fn agent(
     job: JobSpec,
     args: RunArgs,
@@ -382,31 +544,28 @@ async fn agent(
     location: String,
     continued: Option<String>,
 ) -> CliResult {
+    let parts = job.connect(cwd).await?;
+    let format = parts.format();
     let store = Arc::new(store);
     let conversation_id = match continued {
         Some(id) => id,
         None => {
             let mut conversation = llmchain::conversation::Conversation::new();
             conversation.system = args.system.clone();
-            let title: String = prompt
-                .as_deref()
-                .unwrap_or_default()
-                .chars()
-                .take(60)
-                .collect();
             store
                 .create_conversation(
-                    NewConversation::from_conversation(conversation).with_title(title),
+                    NewConversation::from_conversation(conversation)
+                        .with_title(title_of(prompt.as_deref().unwrap_or_default())),
                 )
                 .await
                 .map_err(store_error)?
         }
     };
     // This process holds the run: no other process can run the conversation meanwhile.
-    // The job is recorded with it, so `--continue` and `resume` can go on the same way.
+    // The job is recorded with it (without credentials), for `--continue` to compare.
     let stop = llmchain::tool::CancellationToken::new();
     let mut extra = serde_json::Map::new();
-    extra.insert(JOB_KEY.into(), job.to_value());
+    extra.insert(JOB_KEY.into(), job.record());
     let held = HeldRun::take_with(
         store.clone(),
         &conversation_id,
@@ -415,14 +574,39 @@ async fn agent(
         extra,
     )
     .await?;
-    let state = load_chain_state(store.as_ref(), &conversation_id, Some(&held.run().state))
-        .await
-        .map_err(store_error)?;
+    let run_id = held.run().id.clone();
+    let state =
+        match load_chain_state(store.as_ref(), &conversation_id, Some(&held.run().state)).await {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                held.fail("the conversation is gone", None).await;
+                return Err(CliError::Usage(format!(
+                    "no conversation with id {conversation_id:?}"
+                )));
+            }
+            Err(e) => {
+                let e = store_error(e);
+                held.fail(&e.to_string(), None).await;
+                return Err(e);
+            }
+        };
+    let before = state.conversation.messages.len();
+    // Asks, one at a time, about calls left undecided in the review inbox.
+    let asking = parts
+        .reviewer(&Reviewer::Terminal {
+            run: run_id.clone(),
+        })
+        .asking();
     let Built {
         chain,
-        format,
         mcp_tools: _mcp_tools,
-    } = job.build(cwd, state).await?;
+        ..
+    } = parts.chain(
+        Some(state),
+        Reviewer::Terminal {
+            run: run_id.clone(),
+        },
+    );
     // A lost lease (heartbeat) stops the chain.
     let chain_token = chain.cancellation_token();
     tokio::spawn(async move {
@@ -443,11 +627,32 @@ async fn agent(
         progress.clone(),
     )));
 
+    // Calls paused for review before: the stored decisions answer them (asking here,
+    // one at a time, for any still undecided when there is a terminal).
+    if let Some(pending) = chain.pending_review().cloned() {
+        let decisions =
+            match stored_decisions(&store, &run_id, &conversation_id, &pending, &asking, &chain)
+                .await
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    held.finish(RunStatus::Paused, Some(chain.state())).await;
+                    return Err(e);
+                }
+            };
+        if let Err(e) = chain.execute_tool_calls_with(decisions).await {
+            held.fail(&e.to_string(), Some(chain.state())).await;
+            return Err(CliError::Runtime(explain(&e, format)));
+        }
+    }
+
     match prompt {
-        Some(prompt) => chain
-            .add_message(Message::user(prompt))
-            .await
-            .map_err(|e| CliError::Runtime(e.to_string()))?,
+        Some(prompt) => {
+            if let Err(e) = chain.add_message(Message::user(prompt)).await {
+                held.fail(&e.to_string(), Some(chain.state())).await;
+                return Err(CliError::Runtime(e.to_string()));
+            }
+        }
         None if !chain.needs_response() => {
             held.finish(RunStatus::Done, None).await;
             let cut = chain
@@ -502,33 +707,52 @@ async fn agent(
             return Err(CliError::Interrupted(format!(
                 "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
                 resume_command(&db_flag, &conversation_id, &job.servers(), job.policy()?)
+                    + &job
+                        .base_url
+                        .as_deref()
+                        .map(|u| format!(
+                            " --base-url {}",
+                            shell_words::quote(&llmchain::redact::url(u))
+                        ))
+                        .unwrap_or_default()
             )));
         }
         Err(e) => {
-            held.finish(RunStatus::Failed, Some(chain.state())).await;
-            return Err(CliError::Runtime(explain(&e, format)));
+            let text = explain(&e, format);
+            held.fail(&text, Some(chain.state())).await;
+            return Err(CliError::Runtime(text));
         }
         Ok(outcome) => outcome,
     };
-    if outcome != RunOutcome::Done {
-        held.finish(RunStatus::Paused, Some(chain.state())).await;
-        return Err(CliError::Runtime(format!(
-            "the run ended early: {outcome:?}"
-        )));
+    match outcome {
+        RunOutcome::Done | RunOutcome::ToolUsed(_) => {}
+        RunOutcome::ReviewRequired(_) => {
+            let ids = held.pause(chain.state()).await?;
+            return Err(CliError::Runtime(format!(
+                "run {run_id} is paused: {} call(s) wait for review ({}). Decide with \
+                 `llmchain reviews{db_flag} approve|deny|edit ID`, then go on with \
+                 `llmchain conversations{db_flag} resume {conversation_id}`",
+                ids.len(),
+                ids.join(", ")
+            )));
+        }
+        other => {
+            held.finish(RunStatus::Paused, Some(chain.state())).await;
+            return Err(CliError::Runtime(format!("the run ended early: {other:?}")));
+        }
     }
     held.finish(RunStatus::Done, Some(chain.state())).await;
-    let calls = chain
-        .messages()
-        .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .count();
-    let usage = crate::usage::total(chain.messages());
+    // This invocation's model calls and usage, not the whole conversation's.
+    let new = &chain.messages()[before.min(chain.messages().len())..];
+    let calls = new.iter().filter(|m| m.role == Role::Assistant).count();
+    let usage = crate::usage::total(new);
     if args.json {
         let last = chain.last_message();
         outln!(
             "{}",
             serde_json::json!({
                 "conversation": conversation_id,
+                "run": run_id,
                 "text": last.and_then(Message::text).unwrap_or_default(),
                 "message": last,
                 "usage": usage_json(&usage, calls),
@@ -543,6 +767,73 @@ async fn agent(
         "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
     );
     Ok(())
+}
+
+/// The decisions for the calls of `pending`: those stored in the review inbox, and for
+/// the ones still undecided, asked here one at a time when there is a terminal (each
+/// answer recorded in the inbox first, so the store stays the authority). Without a
+/// terminal, undecided calls are an error saying how to decide them.
+pub(crate) async fn stored_decisions(
+    store: &Arc<AnyStore>,
+    run_id: &str,
+    conversation_id: &str,
+    pending: &llmchain::chain::PendingReview,
+    review: &crate::review::TerminalReview,
+    chain: &llmchain::chain::LLMChain,
+) -> Result<Vec<(String, HumanDecision)>, CliError> {
+    let (mut decided, undecided) = decisions_for(store.as_ref(), run_id, conversation_id, pending)
+        .await
+        .map_err(store_error)?;
+    if undecided.is_empty() {
+        return Ok(decided);
+    }
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let open = store
+        .list_reviews(&ReviewFilter {
+            conversation: Some(conversation_id.to_owned()),
+            status: Some(ReviewStatus::Pending),
+            ..Default::default()
+        })
+        .await
+        .map_err(store_error)?;
+    if !interactive {
+        let ids: Vec<String> = open.iter().map(|r| r.id.clone()).collect();
+        return Err(CliError::Runtime(format!(
+            "conversation {conversation_id} waits for review of {} call(s) ({}): decide with \
+             `llmchain reviews approve|deny|edit ID`, or run this in a terminal to be asked",
+            undecided.len(),
+            ids.join(", ")
+        )));
+    }
+    let calls = &chain.messages()[pending.message_position].tool_calls;
+    for call_id in undecided {
+        let Some(call) = calls
+            .iter()
+            .find(|c| c.call_id.as_deref() == Some(call_id.as_str()))
+        else {
+            continue;
+        };
+        let answer = llmchain::chain::ReviewHandler::review(review, call).await;
+        let decision = match answer {
+            ReviewDecision::Approve | ReviewDecision::Interrupt => HumanDecision::Approve,
+            ReviewDecision::Edit { arguments } => HumanDecision::Edit { arguments },
+            ReviewDecision::Deny { reason } => HumanDecision::Deny {
+                reason: Some(reason),
+            },
+            ReviewDecision::Reject { reason } => HumanDecision::Reject {
+                reason: Some(reason),
+            },
+        };
+        if let Some(r) = open.iter().find(|r| r.call_id == call_id) {
+            store
+                .decide_review(&r.id, &decision, &crate::cmd::reviews::who())
+                .await
+                .map_err(store_error)?;
+        }
+        decided.push((call_id, decision));
+    }
+    Ok(decided)
 }
 
 /// The usage as `run --json` prints it: the token figures, and `model_calls`.

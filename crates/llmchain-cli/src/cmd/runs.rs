@@ -1,11 +1,13 @@
-//! `llmchain runs list | show ID | cancel ID | retry ID`: the run queue.
+//! `llmchain runs list | show ID | cancel ID | retry ID`: runs, queued and interactive.
 
-use llmchain_store::{Run, RunStatus, Store};
-use serde_json::json;
+use std::collections::HashMap;
+
+use llmchain_store::{AnyStore, Run, RunFilter, RunKind, RunStatus, Store};
+use serde_json::{Value, json};
 
 use crate::cmd::conversations::{open_store, store_error};
 use crate::error::{CliError, CliResult};
-use crate::job::{JOB_KEY, one_line};
+use crate::job::{JOB_KEY, OPTIONS_KEY};
 use crate::stdout::out;
 
 /// Arguments of `llmchain runs`.
@@ -23,32 +25,43 @@ pub(crate) struct RunsArgs {
 /// The `runs` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum RunsAction {
-    /// List runs, newest first, with a count per status.
+    /// List runs, newest first, with a count per status: queued ones (`run --enqueue`,
+    /// run by workers) and interactive ones (`run`, `resume`), each with its prompt.
     List {
         /// Only runs of this status: pending, running, paused, done, failed, discarded
         /// or cancelled.
         #[arg(long)]
         status: Option<String>,
+        /// Only queued runs (those workers run).
+        #[arg(long, conflicts_with = "interactive")]
+        queued: bool,
+        /// Only interactive runs (those `run` and `resume` ran here).
+        #[arg(long)]
+        interactive: bool,
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: i64,
-        /// One JSON object per line instead of a table.
+        /// One JSON object per line, as `show --json` prints one.
         #[arg(long)]
         json: bool,
     },
-    /// Show a run: status, attempts, lease, schedule, last error and job.
+    /// Show a run: kind, profile, status, attempts, lease, schedule, last error.
     Show {
-        /// The run id.
+        /// The run id (or a unique prefix).
         id: String,
+        /// The run as one JSON object (the shape `list --json` prints).
+        #[arg(long)]
+        json: bool,
     },
-    /// Cancel an open run (a running one stops at its worker's next heartbeat).
+    /// Cancel an open run (a running one stops at its worker's next heartbeat; its
+    /// pending reviews are cancelled).
     Cancel {
-        /// The run id.
+        /// The run id (or a unique prefix).
         id: String,
     },
     /// Queue a failed, discarded or cancelled run again, with fresh attempts.
     Retry {
-        /// The run id.
+        /// The run id (or a unique prefix).
         id: String,
     },
 }
@@ -79,30 +92,99 @@ fn run_not_found(e: llmchain_store::StoreError) -> CliError {
     }
 }
 
+/// The run `given` names: its id, or a prefix of exactly one id (as git takes a commit).
+async fn resolve(store: &AnyStore, given: &str) -> Result<Run, CliError> {
+    if let Some(run) = store.get_run(given).await.map_err(store_error)? {
+        return Ok(run);
+    }
+    let all = store
+        .list_all_runs(&RunFilter {
+            limit: 100_000,
+            ..Default::default()
+        })
+        .await
+        .map_err(store_error)?;
+    let mut matching: Vec<Run> = all
+        .into_iter()
+        .filter(|r| !given.is_empty() && r.id.starts_with(given))
+        .collect();
+    match matching.len() {
+        1 => Ok(matching.remove(0)),
+        0 => Err(CliError::Usage(format!(
+            "no run with id {given:?} (or starting with it)"
+        ))),
+        n => Err(CliError::Usage(format!(
+            "{given:?} starts {n} run ids: give more of the id"
+        ))),
+    }
+}
+
+/// The prompts of conversations (their titles: a prompt's first line), by id.
+async fn prompts(store: &AnyStore) -> Result<HashMap<String, String>, CliError> {
+    Ok(store
+        .list_conversations(100_000)
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .filter_map(|s| Some((s.id, s.title?)))
+        .collect())
+}
+
 async fn runs(args: RunsArgs) -> CliResult {
-    let (store, _) = open_store(args.db).await?;
+    // Reading never creates the database.
+    let store = match &args.action {
+        RunsAction::List { .. } | RunsAction::Show { .. } => {
+            match crate::cmd::conversations::open_existing(args.db).await? {
+                Some((store, _)) => store,
+                None => {
+                    if let RunsAction::Show { id, .. } = &args.action {
+                        return Err(CliError::Usage(format!("no run with id {id:?}")));
+                    }
+                    eprintln!("no runs");
+                    return Ok(());
+                }
+            }
+        }
+        _ => open_store(args.db).await?.0,
+    };
     let mut out = String::new();
     match args.action {
         RunsAction::List {
             status,
+            queued,
+            interactive,
             limit,
             json,
         } => {
             let status = status.as_deref().map(parse_status).transpose()?;
+            let kind = match (queued, interactive) {
+                (true, _) => Some(RunKind::Queued),
+                (_, true) => Some(RunKind::Interactive),
+                _ => None,
+            };
             let list = store
-                .list_all_runs(status, limit)
+                .list_all_runs(&RunFilter {
+                    status,
+                    kind,
+                    limit,
+                })
                 .await
                 .map_err(store_error)?;
+            let prompts = prompts(&store).await?;
             for run in &list {
+                let prompt = prompts.get(&run.conversation_id).map(String::as_str);
                 if json {
-                    out.push_str(&serde_json::to_string(run).unwrap_or_default());
+                    out.push_str(&to_json(run, prompt).to_string());
                     out.push('\n');
                 } else {
-                    out.push_str(&line(run));
+                    out.push_str(&line(run, prompt));
                 }
             }
             if !json {
-                let counts = store.run_counts().await.map_err(store_error)?;
+                let mut counts: HashMap<RunStatus, i64> = HashMap::new();
+                for r in &list {
+                    *counts.entry(r.state.status).or_default() += 1;
+                }
                 let mut counts: Vec<(RunStatus, i64)> = counts.into_iter().collect();
                 counts.sort_by_key(|(s, _)| s.as_str());
                 let summary: Vec<String> = counts
@@ -116,27 +198,35 @@ async fn runs(args: RunsArgs) -> CliResult {
                 }
             }
         }
-        RunsAction::Show { id } => {
-            let run = store
-                .get_run(&id)
-                .await
-                .map_err(store_error)?
-                .ok_or_else(|| CliError::Usage(format!("no run with id {id:?}")))?;
-            out.push_str(&show(&run));
+        RunsAction::Show { id, json } => {
+            let run = resolve(&store, &id).await?;
+            let prompts = prompts(&store).await?;
+            let v = to_json(&run, prompts.get(&run.conversation_id).map(String::as_str));
+            if json {
+                out.push_str(&v.to_string());
+                out.push('\n');
+            } else {
+                out.push_str(&show(&v));
+            }
         }
         RunsAction::Cancel { id } => {
-            let run = store.cancel_run(&id).await.map_err(run_not_found)?;
+            let run = resolve(&store, &id).await?;
+            let run = store.cancel_run(&run.id).await.map_err(run_not_found)?;
             out.push_str(&format!(
                 "cancelled run {}{}\n",
                 run.id,
                 match &run.lease_owner {
-                    Some(w) => format!(" ({w} stops at its next heartbeat)"),
+                    Some(w) => format!(
+                        " ({} stops at its next heartbeat)",
+                        crate::shown::inline(w, 100)
+                    ),
                     None => String::new(),
                 }
             ));
         }
         RunsAction::Retry { id } => {
-            let run = store.retry_run(&id).await.map_err(run_not_found)?;
+            let run = resolve(&store, &id).await?;
+            let run = store.retry_run(&run.id).await.map_err(run_not_found)?;
             out.push_str(&format!("queued run {} again\n", run.id));
         }
     }
@@ -144,25 +234,15 @@ async fn runs(args: RunsArgs) -> CliResult {
     Ok(())
 }
 
-fn line(run: &Run) -> String {
-    format!(
-        "{}  {:<9}  attempt {}/{}  conversation {}{}\n",
-        run.id,
-        run.state.status.as_str(),
-        run.attempt,
-        run.max_attempts,
-        run.conversation_id,
-        run.last_error
-            .as_deref()
-            .map(|e| format!("  last error: {}", sanitize(e)))
-            .unwrap_or_default()
-    )
-}
-
-fn show(run: &Run) -> String {
+/// A run as JSON: the one shape `list --json` and `show --json` print. Times are
+/// milliseconds since the Unix epoch; URLs in a recorded job carry no credentials.
+fn to_json(run: &Run, prompt: Option<&str>) -> Value {
     let mut v = json!({
         "id": run.id,
+        "kind": run.kind.as_str(),
+        "profile": run.profile,
         "conversation_id": run.conversation_id,
+        "prompt": prompt,
         "status": run.state.status.as_str(),
         "attempt": run.attempt,
         "max_attempts": run.max_attempts,
@@ -171,25 +251,107 @@ fn show(run: &Run) -> String {
         "lease_owner": run.lease_owner,
         "lease_expires_at": run.lease_expires_at,
         "epoch": run.epoch,
-        "last_error": run.last_error,
+        "last_error": run.last_error.as_deref().map(llmchain::redact::urls_in),
         "mode": run.state.mode,
         "failure_count": run.state.failure_count,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     });
     if let Some(job) = run.state.extra.get(JOB_KEY) {
-        v["job"] = job.clone();
+        v["job"] = redact_job(job.clone());
     }
-    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
-    s.push('\n');
+    if let Some(options) = run.state.extra.get(OPTIONS_KEY) {
+        v["options"] = options.clone();
+    }
+    v
+}
+
+/// A recorded job with every URL in it redacted (records written before URLs were
+/// stored redacted, too).
+fn redact_job(mut job: Value) -> Value {
+    if let Some(u) = job.get("base_url").and_then(Value::as_str) {
+        job["base_url"] = llmchain::redact::url(u).into();
+    }
+    if let Some(list) = job.get_mut("mcp_http").and_then(Value::as_array_mut) {
+        for u in list {
+            if let Some(s) = u.as_str() {
+                *u = llmchain::redact::url(s).into();
+            }
+        }
+    }
+    job
+}
+
+fn line(run: &Run, prompt: Option<&str>) -> String {
+    format!(
+        "{}  {:<9}  {:<11}  {}  attempt {}/{}  {}{}{}\n",
+        run.id,
+        run.state.status.as_str(),
+        run.kind.as_str(),
+        format_ms(run.created_at),
+        run.attempt,
+        run.max_attempts,
+        run.profile
+            .as_deref()
+            .map(|p| format!("profile {}  ", crate::shown::inline(p, 40)))
+            .unwrap_or_default(),
+        crate::shown::inline(prompt.unwrap_or(&run.conversation_id), 60),
+        run.last_error
+            .as_deref()
+            .map(|e| format!(
+                "  last error: {}",
+                crate::shown::inline(&llmchain::redact::urls_in(e), 200)
+            ))
+            .unwrap_or_default()
+    )
+}
+
+fn show(v: &Value) -> String {
+    let mut s = String::new();
+    let field = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    let text = |x: Value| match x {
+        Value::String(s) => crate::shown::inline(&s, 2000),
+        Value::Null => "-".into(),
+        other => crate::shown::inline(&other.to_string(), 2000),
+    };
+    for (label, key) in [
+        ("run", "id"),
+        ("kind", "kind"),
+        ("profile", "profile"),
+        ("status", "status"),
+        ("conversation", "conversation_id"),
+        ("prompt", "prompt"),
+        ("mode", "mode"),
+        ("priority", "priority"),
+        ("lease owner", "lease_owner"),
+        ("epoch", "epoch"),
+        ("failures", "failure_count"),
+        ("last error", "last_error"),
+    ] {
+        s.push_str(&format!("{label}: {}\n", text(field(key))));
+    }
+    s.push_str(&format!(
+        "attempt: {}/{}\n",
+        text(field("attempt")),
+        text(field("max_attempts"))
+    ));
+    for (label, key) in [
+        ("created", "created_at"),
+        ("updated", "updated_at"),
+        ("runs at", "run_at"),
+        ("lease until", "lease_expires_at"),
+    ] {
+        if let Some(ms) = field(key).as_i64() {
+            s.push_str(&format!("{label}: {}\n", format_ms(ms)));
+        }
+    }
+    for key in ["options", "job"] {
+        if let Some(x) = v.get(key) {
+            s.push_str(&format!("{key}: {}\n", text(x.clone())));
+        }
+    }
     s
 }
 
-/// Control characters out of text from the database, so it cannot drive the terminal.
-fn sanitize(s: &str) -> String {
-    one_line(
-        &s.chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect::<String>(),
-    )
-}
+/// Times for humans, in UTC.
+pub(crate) use crate::cmd::conversations::format_ms;

@@ -303,3 +303,52 @@ pub(crate) fn third_party(name: &str, test: &str) -> Option<String> {
         }
     }
 }
+
+/// `--mcp` for the files test server (one destructive tool, `write_file`, writing under
+/// `root` and logging each execution in `root/.calls`), started after `delay_secs`; or
+/// `None` with a visible skip message when python3 is missing.
+pub(crate) fn files_server_cmd(
+    test: &str,
+    root: &std::path::Path,
+    delay_secs: u32,
+) -> Option<String> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED {test}: python3 is not installed");
+        return None;
+    }
+    Some(format!(
+        "python3 {}/tests/servers/files_server.py {} {delay_secs}",
+        env!("CARGO_MANIFEST_DIR"),
+        root.display()
+    ))
+}
+
+/// The executions the files test server logged under `root`: their arguments.
+pub(crate) fn files_calls(root: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(root.join(".calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Writes the config file the CLI reads when run by [`llmchain`] in `dir`
+/// (`XDG_CONFIG_HOME` is `dir`).
+pub(crate) fn write_config(dir: &std::path::Path, toml: &str) {
+    let path = dir.join("llmchain").join("config.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, toml).unwrap();
+}
+
+/// The output of a command, stdout then stderr, for assertion messages.
+pub(crate) fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

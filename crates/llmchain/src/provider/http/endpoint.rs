@@ -3,23 +3,20 @@
 //!
 //! A base URL may carry a password (`http://user:PASSWORD@host`) or a key in its query
 //! (`…/v1?key=…`). The endpoint's path is added to the base URL's path, keeping its
-//! query after it (not `…/v1?key=X/chat/completions`), and everything shown replaces
-//! the password and the query's values with `***` (only `alt` and `api-version`, which
-//! carry no secret, are shown as they are).
+//! query after it (not `…/v1?key=X/chat/completions`), and everything shown goes
+//! through [`crate::redact::url`] (no userinfo; query values other than harmless ones
+//! such as `alt` and `api-version` as `***`).
 
 use reqwest::Url;
 
 use crate::model::ModelError;
-
-/// Query parameters shown as they are.
-const PLAIN_QUERY: [&str; 2] = ["alt", "api-version"];
 
 /// The request URL and what may be shown of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Endpoint {
     /// Where requests go, with every credential the base URL holds.
     pub request_url: String,
-    /// The URL with its password and secret query values replaced by `***`.
+    /// The URL as [`crate::redact::url`] shows it.
     pub shown: String,
     /// The secret parts (password, query values), to redact from error texts.
     pub secrets: Vec<String>,
@@ -57,35 +54,27 @@ impl Endpoint {
                 q.append_pair(k, v);
             }
         }
+        // The secret parts, to take out of error texts that quote them without the URL.
         let mut secrets = Vec::new();
-        let mut shown = url.clone();
         if let Some(p) = url.password().filter(|p| !p.is_empty()) {
             secrets.push(p.to_owned());
             secrets.push(percent_decode(p));
-            let _ = shown.set_password(Some("***"));
         }
-        if url.query().is_some() {
-            let pairs: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-            let mut q = shown.query_pairs_mut();
-            q.clear();
-            for (k, v) in &pairs {
-                if PLAIN_QUERY.contains(&k.as_str()) || v.is_empty() {
-                    q.append_pair(k, v);
-                } else {
-                    secrets.push(v.clone());
-                    q.append_pair(k, "***");
-                }
-            }
+        // A user name as long as a token may be one (`http://TOKEN@host`).
+        if url.username().len() >= 8 {
+            secrets.push(url.username().to_owned());
         }
+        secrets.extend(
+            url.query_pairs()
+                .filter(|(k, v)| !v.is_empty() && crate::redact::is_secret_query(k))
+                .map(|(_, v)| v.into_owned()),
+        );
         secrets.retain(|s| s.len() >= 4);
         secrets.sort();
         secrets.dedup();
         Ok(Endpoint {
+            shown: crate::redact::url(url.as_str()),
             request_url: url.to_string(),
-            shown: shown.to_string().replace("%2A%2A%2A", "***"),
             secrets,
         })
     }
@@ -197,13 +186,16 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(e.shown, "http://user:***@127.0.0.1:9/v1/chat/completions");
+        assert_eq!(e.shown, "http://127.0.0.1:9/v1/chat/completions");
         let text = e.redact(format!(
             "error sending request for url ({}): PASSW@RD",
             e.request_url
         ));
         assert!(!text.contains("PASSW"), "{text}");
-        assert!(text.contains("user:***@127.0.0.1:9"), "{text}");
+        assert!(
+            text.contains("(http://127.0.0.1:9/v1/chat/completions)"),
+            "{text}"
+        );
     }
 
     #[test]

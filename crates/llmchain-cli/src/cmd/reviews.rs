@@ -1,0 +1,340 @@
+//! `llmchain reviews list | show ID | approve ID | deny ID | reject ID | edit ID JSON`:
+//! the review inbox.
+//!
+//! A run that needs a person where no one can be asked (a worker; `run` without a
+//! terminal) pauses with one review per call waiting. Any process answers them here;
+//! the store is the authority: a decision names one review (one call of one
+//! conversation), is refused when that review is not pending, and is recorded with who
+//! decided and when. When the last review of a queued run is decided, the run is queued
+//! again and a worker resumes it with exactly these decisions; an interactive run goes
+//! on with `llmchain conversations resume ID`.
+
+use llmchain::chain::HumanDecision;
+use llmchain_store::{AnyStore, Review, ReviewFilter, ReviewStatus, Store, StoreError};
+use serde_json::{Value, json};
+
+use crate::cmd::conversations::{open_store, store_error};
+use crate::cmd::runs::format_ms;
+use crate::error::{CliError, CliResult};
+use crate::stdout::out;
+
+/// Arguments of `llmchain reviews`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReviewsArgs {
+    /// Database URL (default: $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's
+    /// data directory).
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
+    /// Who decides, as recorded with the decision [default: $USER@HOST].
+    #[arg(long, global = true, value_name = "NAME")]
+    pub by: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ReviewsAction,
+}
+
+/// The `reviews` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ReviewsAction {
+    /// List the calls waiting for a decision, oldest first (--all: decided ones too).
+    List {
+        /// Decided and cancelled reviews too.
+        #[arg(long)]
+        all: bool,
+        /// Only this conversation's (its id or a unique prefix).
+        #[arg(long, value_name = "ID")]
+        conversation: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        /// One JSON object per line, as `show --json` prints one.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a review: the run, the conversation, the tool, the arguments the model sent,
+    /// and what was decided.
+    Show {
+        /// The review id (or a unique prefix).
+        id: String,
+        /// The review as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the call: it runs as the model sent it.
+    Approve {
+        /// The review id (or a unique prefix).
+        id: String,
+    },
+    /// Deny the call: it does not run, and the model is told (not as an error).
+    Deny {
+        /// The review id (or a unique prefix).
+        id: String,
+        /// What the model is told [default: that a reviewer denied it].
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Reject the call as wrong: it does not run, and the model gets an error it may
+    /// correct the call from.
+    Reject {
+        /// The review id (or a unique prefix).
+        id: String,
+        /// What the model is told [default: that a reviewer rejected it].
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Approve the call with other arguments (a JSON object): it runs with those, and
+    /// is stored so, the model's own kept beside them.
+    Edit {
+        /// The review id (or a unique prefix).
+        id: String,
+        /// The arguments to run it with, a JSON object.
+        arguments: String,
+    },
+}
+
+/// Runs `llmchain reviews`.
+pub(crate) fn run(args: ReviewsArgs) -> CliResult {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(reviews(args))
+}
+
+/// Who is deciding: `$USER@HOST`.
+pub(crate) fn who() -> String {
+    let user = ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{user}@{host}")
+}
+
+fn not_found(e: StoreError) -> CliError {
+    match e {
+        StoreError::ReviewNotFound(_) | StoreError::ReviewNotPending { .. } => {
+            CliError::Usage(e.to_string())
+        }
+        other => store_error(other),
+    }
+}
+
+/// The review `given` names: its id or a prefix of exactly one id.
+async fn resolve(store: &AnyStore, given: &str) -> Result<Review, CliError> {
+    if let Some(r) = store.get_review(given).await.map_err(store_error)? {
+        return Ok(r);
+    }
+    let all = store
+        .list_reviews(&ReviewFilter {
+            limit: 100_000,
+            ..Default::default()
+        })
+        .await
+        .map_err(store_error)?;
+    let mut matching: Vec<Review> = all
+        .into_iter()
+        .filter(|r| !given.is_empty() && r.id.starts_with(given))
+        .collect();
+    match matching.len() {
+        1 => Ok(matching.remove(0)),
+        0 => Err(CliError::Usage(format!(
+            "no review with id {given:?} (or starting with it); `llmchain reviews list` shows them"
+        ))),
+        n => Err(CliError::Usage(format!(
+            "{given:?} starts {n} review ids: give more of the id"
+        ))),
+    }
+}
+
+/// A review as JSON (the one shape `list --json` and `show --json` print).
+fn to_json(r: &Review) -> Value {
+    json!({
+        "id": r.id,
+        "status": r.status.as_str(),
+        "conversation_id": r.conversation_id,
+        "run_id": r.run_id,
+        "call_id": r.call_id,
+        "tool": r.tool,
+        "arguments": r.arguments,
+        "decision": r.decision,
+        "decided_by": r.decided_by,
+        "created_at": r.created_at,
+        "decided_at": r.decided_at,
+    })
+}
+
+fn line(r: &Review) -> String {
+    let args = crate::shown::inline(&r.arguments.to_string(), 120);
+    format!(
+        "{}  {:<9}  {}  {}({args})  call {} of conversation {}{}\n",
+        r.id,
+        r.status.as_str(),
+        format_ms(r.created_at),
+        crate::shown::inline(&r.tool, 100),
+        crate::shown::inline(&r.call_id, 100),
+        r.conversation_id,
+        r.decided_by
+            .as_deref()
+            .map(|b| format!("  decided by {}", crate::shown::inline(b, 100)))
+            .unwrap_or_default()
+    )
+}
+
+fn show(r: &Review) -> String {
+    let pretty = serde_json::to_string_pretty(&r.arguments).unwrap_or_default();
+    let mut s = format!(
+        "review {}: {}\nconversation {}, run {}, call {}\ntool {}\narguments the model sent:\n",
+        r.id,
+        r.status.as_str(),
+        r.conversation_id,
+        r.run_id.as_deref().unwrap_or("(pruned)"),
+        crate::shown::inline(&r.call_id, 200),
+        crate::shown::inline(&r.tool, 200),
+    );
+    for l in pretty.lines() {
+        s.push_str(&format!("  {}\n", crate::shown::inline(l, 2000)));
+    }
+    s.push_str(&format!("opened {}\n", format_ms(r.created_at)));
+    if let Some(d) = &r.decision {
+        s.push_str(&format!(
+            "decided {} by {}: {}\n",
+            r.decided_at.map(format_ms).unwrap_or_default(),
+            crate::shown::inline(r.decided_by.as_deref().unwrap_or("?"), 200),
+            crate::shown::inline(&serde_json::to_string(d).unwrap_or_default(), 2000)
+        ));
+    }
+    s
+}
+
+async fn reviews(args: ReviewsArgs) -> CliResult {
+    // Reading never creates the database.
+    let (store, location) = match &args.action {
+        ReviewsAction::List { .. } | ReviewsAction::Show { .. } => {
+            match crate::cmd::conversations::open_existing(args.db.clone()).await? {
+                Some(opened) => opened,
+                None => {
+                    if let ReviewsAction::Show { id, .. } = &args.action {
+                        return Err(CliError::Usage(format!("no review with id {id:?}")));
+                    }
+                    eprintln!("no call waits for review");
+                    return Ok(());
+                }
+            }
+        }
+        _ => open_store(args.db.clone()).await?,
+    };
+    let db_flag = match &args.db {
+        Some(_) => format!(" --db {location}"),
+        None => String::new(),
+    };
+    let by = args.by.clone().unwrap_or_else(who);
+    let mut out = String::new();
+    let decision = match args.action {
+        ReviewsAction::List {
+            all,
+            conversation,
+            limit,
+            json,
+        } => {
+            let conversation = match conversation {
+                Some(c) => Some(crate::cmd::conversations::resolve_id(&store, &c).await?),
+                None => None,
+            };
+            let list = store
+                .list_reviews(&ReviewFilter {
+                    status: (!all).then_some(ReviewStatus::Pending),
+                    conversation,
+                    run: None,
+                    limit,
+                })
+                .await
+                .map_err(store_error)?;
+            for r in &list {
+                if json {
+                    out.push_str(&to_json(r).to_string());
+                    out.push('\n');
+                } else {
+                    out.push_str(&line(r));
+                }
+            }
+            if list.is_empty() && !json {
+                eprintln!(
+                    "{}",
+                    if all {
+                        "no reviews"
+                    } else {
+                        "no call waits for review"
+                    }
+                );
+            }
+            None
+        }
+        ReviewsAction::Show { id, json } => {
+            let r = resolve(&store, &id).await?;
+            if json {
+                out.push_str(&to_json(&r).to_string());
+                out.push('\n');
+            } else {
+                out.push_str(&show(&r));
+            }
+            None
+        }
+        ReviewsAction::Approve { id } => Some((id, HumanDecision::Approve)),
+        ReviewsAction::Deny { id, reason } => Some((id, HumanDecision::Deny { reason })),
+        ReviewsAction::Reject { id, reason } => Some((id, HumanDecision::Reject { reason })),
+        ReviewsAction::Edit { id, arguments } => {
+            let arguments = match serde_json::from_str::<Value>(&arguments) {
+                Ok(Value::Object(m)) => m,
+                Ok(other) => {
+                    return Err(CliError::Usage(format!(
+                        "the arguments must be a JSON object, not {}",
+                        crate::shown::inline(&other.to_string(), 100)
+                    )));
+                }
+                Err(e) => {
+                    return Err(CliError::Usage(format!("the arguments are not JSON: {e}")));
+                }
+            };
+            Some((id, HumanDecision::Edit { arguments }))
+        }
+    };
+    if let Some((id, decision)) = decision {
+        let review = resolve(&store, &id).await?;
+        let decided = store
+            .decide_review(&review.id, &decision, &by)
+            .await
+            .map_err(not_found)?;
+        let r = &decided.review;
+        out.push_str(&format!(
+            "{} call {} ({}) of conversation {}",
+            r.status.as_str(),
+            crate::shown::inline(&r.call_id, 100),
+            crate::shown::inline(&r.tool, 100),
+            r.conversation_id
+        ));
+        let run = r.run_id.as_deref().unwrap_or("?");
+        if decided.still_pending > 0 {
+            out.push_str(&format!(
+                "; {} more call(s) of run {run} wait for review\n",
+                decided.still_pending
+            ));
+        } else if decided.requeued {
+            out.push_str(&format!(
+                "; run {run} is queued again: a worker resumes it (`llmchain runs{db_flag} show {run}`)\n"
+            ));
+        } else {
+            out.push_str(&format!(
+                "; go on with `llmchain conversations{db_flag} resume {}`\n",
+                r.conversation_id
+            ));
+        }
+    }
+    out!("{out}");
+    Ok(())
+}

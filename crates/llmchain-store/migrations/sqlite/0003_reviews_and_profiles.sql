@@ -1,0 +1,33 @@
+-- llmchain-store schema version 3 (SQLite): who a run belongs to (queued for workers, or
+-- held by an interactive process), the operator's profile a queued run runs under, and
+-- the review inbox.
+
+ALTER TABLE runs ADD COLUMN kind    TEXT NOT NULL DEFAULT 'queued';
+ALTER TABLE runs ADD COLUMN profile TEXT;
+
+-- Version 2 recorded what a queued run executes (MCP commands, base URLs) in the run
+-- itself; version 3 takes it only from the worker's configuration, by profile name.
+-- Open runs of version 2 name no profile: no worker would claim them, so say so.
+UPDATE runs SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
+       last_error = 'cancelled by the upgrade to schema version 3: a queued run now names a profile of the worker''s configuration (llmchain run --enqueue --profile NAME); queue it again'
+WHERE status IN ('pending', 'running', 'paused');
+
+DROP INDEX runs_pending;
+CREATE INDEX runs_pending ON runs (priority DESC, run_at, created_at, id) WHERE status = 'pending' AND kind = 'queued';
+
+CREATE TABLE reviews (
+    id              TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    run_id          TEXT REFERENCES runs (id) ON DELETE SET NULL,
+    call_id         TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    decision        TEXT,
+    decided_by      TEXT,
+    created_at      INTEGER NOT NULL,
+    decided_at      INTEGER,
+    UNIQUE (conversation_id, call_id)
+);
+CREATE INDEX reviews_pending ON reviews (created_at) WHERE status = 'pending';
+CREATE INDEX reviews_run ON reviews (run_id);

@@ -1,0 +1,316 @@
+//! The review inbox: tool calls waiting for a person, and what was decided about them.
+//!
+//! A run that needs a human (a call its review policy asks about, in a process with no
+//! terminal to ask at: a worker, a server) is **paused** with one [`Review`] per call
+//! waiting ([`Store::pause_run`](crate::Store::pause_run), in the same transaction that
+//! pauses the run, fenced by its lease). Any process answers them
+//! ([`Store::decide_review`](crate::Store::decide_review)): each decision names one
+//! review, and so one call of one conversation; a decision for a review that is not
+//! pending is refused ([`StoreError::ReviewNotPending`](crate::StoreError::ReviewNotPending)),
+//! so two reviewers cannot both decide, and nobody can decide about a call that already
+//! ran. When the last pending review of a queued run is decided, the run goes back to
+//! `pending` in the same transaction, and a worker resumes it with the stored decisions
+//! ([`decisions_for`]).
+//!
+//! The store is the one authority: a resumed run applies exactly the decisions stored
+//! here, and the rows stay as the audit trail (who decided what, when, and the
+//! arguments the model had sent).
+
+use llmchain::chain::{HumanDecision, PendingReview};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{StoreError, StoreResult};
+use crate::store::Store;
+
+/// Where a review is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ReviewStatus {
+    /// Waiting for a person.
+    Pending,
+    /// Approved: the call runs as the model sent it.
+    Approved,
+    /// Approved with other arguments: the call runs with those.
+    Edited,
+    /// Denied: the call does not run; the model is told (not as an error).
+    Denied,
+    /// Rejected as wrong: the call does not run; the model gets an error + refusal.
+    Rejected,
+    /// Its run was cancelled before anyone decided.
+    Cancelled,
+}
+
+impl ReviewStatus {
+    /// The stored string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStatus::Pending => "pending",
+            ReviewStatus::Approved => "approved",
+            ReviewStatus::Edited => "edited",
+            ReviewStatus::Denied => "denied",
+            ReviewStatus::Rejected => "rejected",
+            ReviewStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a stored string.
+    pub fn parse(s: &str) -> Option<ReviewStatus> {
+        Some(match s {
+            "pending" => ReviewStatus::Pending,
+            "approved" => ReviewStatus::Approved,
+            "edited" => ReviewStatus::Edited,
+            "denied" => ReviewStatus::Denied,
+            "rejected" => ReviewStatus::Rejected,
+            "cancelled" => ReviewStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// The status a decision gives.
+    pub fn of(decision: &HumanDecision) -> ReviewStatus {
+        match decision {
+            HumanDecision::Approve => ReviewStatus::Approved,
+            HumanDecision::Edit { .. } => ReviewStatus::Edited,
+            HumanDecision::Deny { .. } => ReviewStatus::Denied,
+            HumanDecision::Reject { .. } => ReviewStatus::Rejected,
+        }
+    }
+}
+
+/// A call waiting for a person, or the record of what was decided about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Review {
+    /// The review's id (what `llmchain reviews approve ID` takes).
+    pub id: String,
+    /// The conversation holding the call.
+    pub conversation_id: String,
+    /// The run that paused for it (`None` once that run was pruned).
+    pub run_id: Option<String>,
+    /// The call's id, unique within its conversation.
+    pub call_id: String,
+    /// The tool the call names.
+    pub tool: String,
+    /// The arguments the model sent (a JSON object, or the raw text it sent).
+    pub arguments: Value,
+    /// Where it is.
+    pub status: ReviewStatus,
+    /// What was decided, once decided.
+    pub decision: Option<HumanDecision>,
+    /// Who decided (as the deciding process named them).
+    pub decided_by: Option<String>,
+    /// When it was opened, milliseconds since the Unix epoch.
+    pub created_at: i64,
+    /// When it was decided, milliseconds since the Unix epoch.
+    pub decided_at: Option<i64>,
+}
+
+/// A review to open when a run pauses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewReview {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments the model sent.
+    pub arguments: Value,
+}
+
+/// Which reviews [`Store::list_reviews`](crate::Store::list_reviews) lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewFilter {
+    /// Only reviews of this status (`Some(Pending)`: the inbox).
+    pub status: Option<ReviewStatus>,
+    /// Only reviews of this conversation.
+    pub conversation: Option<String>,
+    /// Only reviews opened by this run.
+    pub run: Option<String>,
+    /// At most this many, oldest first.
+    pub limit: i64,
+}
+
+impl Default for ReviewFilter {
+    fn default() -> Self {
+        ReviewFilter {
+            status: None,
+            conversation: None,
+            run: None,
+            limit: 1000,
+        }
+    }
+}
+
+impl ReviewFilter {
+    /// The pending reviews, oldest first: the inbox.
+    pub fn pending() -> Self {
+        ReviewFilter {
+            status: Some(ReviewStatus::Pending),
+            ..Default::default()
+        }
+    }
+}
+
+/// What [`Store::decide_review`](crate::Store::decide_review) did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    /// The review, decided.
+    pub review: Review,
+    /// Reviews of the same run still pending.
+    pub still_pending: i64,
+    /// Whether this decision, the run's last pending one, put the run back in the
+    /// queue (`pending`) for a worker to resume.
+    pub requeued: bool,
+}
+
+/// The columns of a review, in [`ReviewRow`]'s order (a macro, for `concat!`).
+macro_rules! review_columns {
+    () => {
+        "id, conversation_id, run_id, call_id, tool, arguments, status, decision, decided_by, \
+         created_at, decided_at"
+    };
+}
+pub(crate) use review_columns;
+
+/// A review row, as `review_columns!()` lists it.
+pub(crate) type ReviewRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<i64>,
+);
+
+pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
+    let (
+        id,
+        conversation_id,
+        run_id,
+        call_id,
+        tool,
+        arguments,
+        status,
+        decision,
+        decided_by,
+        created_at,
+        decided_at,
+    ) = row;
+    let corrupt = |message: String| StoreError::Corrupt {
+        conversation: conversation_id.clone(),
+        location: format!("review {id}"),
+        message,
+    };
+    let arguments = serde_json::from_str(&arguments).map_err(|e| corrupt(e.to_string()))?;
+    let status = ReviewStatus::parse(&status)
+        .ok_or_else(|| corrupt(format!("unknown review status {status:?}")))?;
+    let decision = decision
+        .map(|d| serde_json::from_str(&d))
+        .transpose()
+        .map_err(|e| corrupt(e.to_string()))?;
+    Ok(Review {
+        id,
+        conversation_id,
+        run_id,
+        call_id,
+        tool,
+        arguments,
+        status,
+        decision,
+        decided_by,
+        created_at,
+        decided_at,
+    })
+}
+
+/// The reviews to open for a chain's paused batch: one per call awaiting a person, with
+/// the arguments the model sent, read from the conversation's message.
+pub fn new_reviews(
+    pending: &PendingReview,
+    conversation: &llmchain::conversation::Conversation,
+) -> Vec<NewReview> {
+    let calls = conversation
+        .messages
+        .get(pending.message_position)
+        .map(|m| m.tool_calls.as_slice())
+        .unwrap_or_default();
+    pending
+        .awaiting()
+        .map(|p| {
+            let arguments = calls
+                .iter()
+                .find(|c| c.call_id.as_deref() == Some(p.call_id.as_str()))
+                .map(|c| match &c.arguments {
+                    Some(llmchain::message::Arguments::Object(m)) => Value::Object(m.clone()),
+                    Some(llmchain::message::Arguments::Raw(r)) => Value::String(r.clone()),
+                    None => Value::Object(Default::default()),
+                })
+                .unwrap_or(Value::Null);
+            NewReview {
+                call_id: p.call_id.clone(),
+                tool: p.name.clone(),
+                arguments,
+            }
+        })
+        .collect()
+}
+
+/// The stored decisions for the calls of `pending` that wait for a person, as
+/// [`LLMChain::resume`](llmchain::chain::LLMChain::resume) takes them, and the ids of
+/// the calls still undecided. Only reviews opened by `run_id` count.
+pub async fn decisions_for<S: Store>(
+    store: &S,
+    run_id: &str,
+    conversation_id: &str,
+    pending: &PendingReview,
+) -> StoreResult<(Vec<(String, HumanDecision)>, Vec<String>)> {
+    let reviews = store
+        .list_reviews(&ReviewFilter {
+            conversation: Some(conversation_id.to_owned()),
+            run: Some(run_id.to_owned()),
+            ..Default::default()
+        })
+        .await?;
+    let mut decided = Vec::new();
+    let mut undecided = Vec::new();
+    for call in pending.awaiting() {
+        match reviews
+            .iter()
+            .find(|r| r.call_id == call.call_id)
+            .and_then(|r| r.decision.clone())
+        {
+            Some(d) => decided.push((call.call_id.clone(), d)),
+            None => undecided.push(call.call_id.clone()),
+        }
+    }
+    Ok((decided, undecided))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in [
+            ReviewStatus::Pending,
+            ReviewStatus::Approved,
+            ReviewStatus::Edited,
+            ReviewStatus::Denied,
+            ReviewStatus::Rejected,
+            ReviewStatus::Cancelled,
+        ] {
+            assert_eq!(ReviewStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(ReviewStatus::parse("maybe"), None);
+        assert_eq!(
+            ReviewStatus::of(&HumanDecision::Deny { reason: None }),
+            ReviewStatus::Denied
+        );
+    }
+}

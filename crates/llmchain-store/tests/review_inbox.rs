@@ -1,0 +1,470 @@
+//! The review inbox and the run queue's authority (issue 27), against SQLite and (with
+//! `LLMCHAIN_TEST_POSTGRES_URL`) PostgreSQL: a worker pauses a run whose call needs a
+//! person, the store takes one decision per pending review, the last one requeues the
+//! run, and a worker resumes it with exactly the stored decision; what is stored is what
+//! ran. Also: workers claim only their profiles' queued runs, interactive processes do
+//! not take queued runs over, and the lease is kept from the claim on.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use llmchain::chain::{ChainState, HumanDecision, LLMChain, Mode, ReviewDecision, ScriptedModel};
+use llmchain::conversation::Conversation;
+use llmchain::message::{ExecutionStatus, Message};
+use llmchain::provider::Format;
+use llmchain::provider::render::ResponseScript;
+use llmchain::tool::Tool;
+use llmchain_store::worker::BoxError;
+use llmchain_store::{
+    NewConversation, PostgresStore, ReviewFilter, ReviewStatus, Run, RunOptions, RunState,
+    RunStatus, SqliteStore, Store, StoreError, Worker,
+};
+use serde_json::json;
+
+type Ledger = Arc<Mutex<Vec<String>>>;
+
+/// A non-idempotent tool that records each execution with its arguments.
+fn write_file(ledger: &Ledger) -> Tool {
+    let ledger = ledger.clone();
+    Tool::builder("write_file")
+        .schema(json!({"type": "object", "properties": {"content": {"type": "string"}}}))
+        .handler(move |args, ctx| {
+            let ledger = ledger.clone();
+            async move {
+                ledger
+                    .lock()
+                    .unwrap()
+                    .push(format!("{}:{}", ctx.tool_call_id(), args["content"]));
+                "written"
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+/// What the models of a test were sent, request by request.
+type Requests = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// A factory whose chain asks a person about every call (`Interrupt`), with a model
+/// that calls `write_file` once and then answers; each model's requests are kept.
+fn factory(
+    ledger: &Ledger,
+    requests: &Requests,
+) -> impl Fn(
+    Run,
+    ChainState,
+) -> futures_util::future::BoxFuture<'static, Result<(LLMChain, Mode), BoxError>>
++ Send
++ Sync
++ 'static {
+    let ledger = ledger.clone();
+    let requests = requests.clone();
+    move |_run: Run, state: ChainState| {
+        let ledger = ledger.clone();
+        let requests = requests.clone();
+        Box::pin(async move {
+            let calls = state
+                .conversation
+                .messages
+                .iter()
+                .filter(|m| !m.tool_calls.is_empty())
+                .count();
+            let mut model = ScriptedModel::new(Format::OpenAiChat);
+            if calls == 0 {
+                model = model.respond(ResponseScript::tool_call(
+                    "call_1",
+                    "write_file",
+                    r#"{"content":"original"}"#,
+                ))?;
+            }
+            let model = Arc::new(model.respond(ResponseScript::text("done"))?);
+            let keep = model.clone();
+            let chain = LLMChain::from_state(model, state)
+                .with_tool(write_file(&ledger))
+                .with_review(|_: &llmchain::message::ToolCall| ReviewDecision::Interrupt)
+                .with_callbacks(
+                    llmchain::chain::Callbacks::new().on_llm_new_message(move |_| {
+                        *requests.lock().unwrap() = keep.requests();
+                    }),
+                );
+            Ok((chain, Mode::while_needs_response()))
+        })
+    }
+}
+
+async fn conversation<S: Store>(store: &S) -> String {
+    let mut c = Conversation::new();
+    c.messages.push(Message::user("write the file"));
+    store
+        .create_conversation(NewConversation::from_conversation(c))
+        .await
+        .unwrap()
+}
+
+async fn enqueue<S: Store>(store: &S, id: &str, profile: &str) -> Run {
+    store
+        .enqueue_run(
+            id,
+            &RunState {
+                mode: "while_needs_response".into(),
+                ..Default::default()
+            },
+            &RunOptions {
+                profile: Some(profile.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn worker<S: Store + 'static>(store: &Arc<S>, ledger: &Ledger, requests: &Requests) -> Worker<S> {
+    Worker::new(store.clone(), "w", factory(ledger, requests))
+        .poll_interval(Duration::from_millis(20))
+        .profiles(["p"])
+}
+
+/// Enqueue → the worker pauses with one pending review → an edit from "another
+/// process" (a second store handle) requeues the run → a worker resumes it: the tool ran
+/// once, with the edited arguments, and the stored call (and the model's next request)
+/// carries them, the model's own kept in its metadata.
+async fn a_paused_run_is_resumed_with_the_stored_edit<S: Store + 'static>(
+    store: Arc<S>,
+    other: Arc<S>,
+) {
+    let ledger = Ledger::default();
+    let requests = Requests::default();
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    let paused = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(paused.state.status, RunStatus::Paused);
+    assert!(paused.lease_owner.is_none());
+    assert!(
+        ledger.lock().unwrap().is_empty(),
+        "nothing ran before the decision"
+    );
+    let inbox = other.list_reviews(&ReviewFilter::pending()).await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    let review = &inbox[0];
+    assert_eq!(
+        (review.call_id.as_str(), review.tool.as_str()),
+        ("call_1", "write_file")
+    );
+    assert_eq!(review.arguments, json!({"content": "original"}));
+    assert_eq!(review.run_id.as_deref(), Some(run.id.as_str()));
+
+    let edit = HumanDecision::Edit {
+        arguments: json!({"content": "edited"}).as_object().unwrap().clone(),
+    };
+    let decided = other
+        .decide_review(&review.id, &edit, "alice")
+        .await
+        .unwrap();
+    assert!(decided.requeued);
+    assert_eq!(decided.review.status, ReviewStatus::Edited);
+    assert_eq!(decided.review.decided_by.as_deref(), Some("alice"));
+    // A second decision for the same call is refused: it is not pending any more.
+    let again = other
+        .decide_review(&review.id, &HumanDecision::Approve, "bob")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(again, StoreError::ReviewNotPending { .. }),
+        "{again}"
+    );
+    assert!(matches!(
+        other
+            .decide_review("nope", &HumanDecision::Approve, "bob")
+            .await,
+        Err(StoreError::ReviewNotFound(_))
+    ));
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Pending
+    );
+
+    worker(&store, &ledger, &requests).drain().await;
+    assert_eq!(*ledger.lock().unwrap(), ["call_1:\"edited\""]);
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Done
+    );
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    let call = &stored.conversation.messages[1].tool_calls[0];
+    assert_eq!(call.arguments_as_map()["content"], "edited");
+    assert!(call.was_edited());
+    assert_eq!(call.original_arguments().unwrap()["content"], "original");
+    assert_eq!(call.execution_status(), "completed");
+    let last: serde_json::Value =
+        serde_json::from_slice(requests.lock().unwrap().last().unwrap()).unwrap();
+    let sent = last["messages"][1]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&sent).unwrap(),
+        json!({"content": "edited"})
+    );
+}
+
+/// A denial from the inbox: the call never runs and is stored `denied`, not
+/// `completed`; the model is told.
+async fn a_denied_call_is_stored_denied<S: Store + 'static>(store: Arc<S>, other: Arc<S>) {
+    let ledger = Ledger::default();
+    let requests = Requests::default();
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    let review = other.list_reviews(&ReviewFilter::pending()).await.unwrap()[0].clone();
+    other
+        .decide_review(
+            &review.id,
+            &HumanDecision::Deny {
+                reason: Some("not today".into()),
+            },
+            "alice",
+        )
+        .await
+        .unwrap();
+    worker(&store, &ledger, &requests).drain().await;
+    assert!(ledger.lock().unwrap().is_empty());
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    let call = &stored.conversation.messages[1].tool_calls[0];
+    assert_eq!(call.typed_execution_status(), Some(ExecutionStatus::Denied));
+    let result = &stored.conversation.messages[2].tool_results[0];
+    assert_eq!(result.content_text(), "not today");
+    assert!(!result.is_error());
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Done
+    );
+}
+
+/// Cancelling a paused run cancels its reviews: no one can decide them any more.
+async fn cancelling_a_paused_run_cancels_its_reviews<S: Store + 'static>(
+    store: Arc<S>,
+    other: Arc<S>,
+) {
+    let ledger = Ledger::default();
+    let requests = Requests::default();
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    let review = store.list_reviews(&ReviewFilter::pending()).await.unwrap()[0].clone();
+    other.cancel_run(&run.id).await.unwrap();
+    let e = store
+        .decide_review(&review.id, &HumanDecision::Approve, "alice")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::ReviewNotPending { .. }), "{e}");
+    assert_eq!(
+        store.get_review(&review.id).await.unwrap().unwrap().status,
+        ReviewStatus::Cancelled
+    );
+    assert!(ledger.lock().unwrap().is_empty());
+}
+
+/// Workers claim only queued runs of their own profiles; a run of another profile is
+/// left pending for a worker that has it, and an interactive run is never claimed.
+async fn workers_claim_only_their_profiles<S: Store + 'static>(store: Arc<S>, _other: Arc<S>) {
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "other").await;
+    let lease = Duration::from_secs(30);
+    let mine = ["p".to_owned()];
+    assert!(
+        store
+            .claim_run_of("w", lease, Some(&mine))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let ledger = Ledger::default();
+    let requests = Requests::default();
+    // Drain ends although a run of another profile is pending.
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        worker(&store, &ledger, &requests).drain(),
+    )
+    .await
+    .expect("drain ends: the pending run is not this worker's");
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Pending
+    );
+    let theirs = ["other".to_owned()];
+    let claimed = store
+        .claim_run_of("w2", lease, Some(&theirs))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, run.id);
+    assert_eq!(claimed.profile.as_deref(), Some("other"));
+
+    // An interactive process does not take a queued run over, and says how to cancel it.
+    let e = store
+        .claim_conversation(&id, "cli", lease, &RunState::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::QueuedRunOpen { .. }), "{e}");
+    assert!(e.to_string().contains("llmchain runs cancel"), "{e}");
+
+    // An interactive run is never claimed by a worker; when its process dies (the lease
+    // runs out), it is marked failed, not put in the queue.
+    let id2 = conversation(store.as_ref()).await;
+    let held = store
+        .claim_conversation(
+            &id2,
+            "cli-1",
+            Duration::from_millis(50),
+            &RunState::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.kind, llmchain_store::RunKind::Interactive);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert!(
+        store
+            .claim_run_of("w", lease, None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let dead = store.get_run(&held.id).await.unwrap().unwrap();
+    assert_eq!(dead.state.status, RunStatus::Failed);
+    assert!(dead.last_error.unwrap().contains("cli-1"));
+}
+
+/// Two reviews of one run decided at once from two handles: exactly one of the two
+/// decisions requeues the run (the last one), and the run is pending after both.
+async fn concurrent_decisions_requeue_once<S: Store + 'static>(store: Arc<S>, other: Arc<S>) {
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    let claimed = store
+        .claim_run_of("w", Duration::from_secs(30), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, run.id);
+    let reviews: Vec<llmchain_store::NewReview> = ["a", "b"]
+        .iter()
+        .map(|c| llmchain_store::NewReview {
+            call_id: (*c).into(),
+            tool: "write_file".into(),
+            arguments: json!({}),
+        })
+        .collect();
+    let status = store
+        .pause_run(&claimed.lease().unwrap(), &RunState::default(), &reviews)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Paused);
+    let open = store.list_reviews(&ReviewFilter::pending()).await.unwrap();
+    assert_eq!(open.len(), 2);
+    let (a, b) = tokio::join!(
+        store.decide_review(&open[0].id, &HumanDecision::Approve, "x"),
+        other.decide_review(&open[1].id, &HumanDecision::Approve, "y"),
+    );
+    let requeued = [a.unwrap().requeued, b.unwrap().requeued];
+    assert_eq!(requeued.iter().filter(|r| **r).count(), 1, "{requeued:?}");
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Pending
+    );
+}
+
+/// The lease is renewed from the claim on: a chain that takes several lease lengths to
+/// build (MCP servers starting slowly) still runs, and the run is not lost.
+async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
+    store: Arc<S>,
+    _other: Arc<S>,
+) {
+    let ledger = Ledger::default();
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    let slow = {
+        let ledger = ledger.clone();
+        move |_run: Run, state: ChainState| {
+            let ledger = ledger.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(1200)).await;
+                let model = ScriptedModel::new(Format::OpenAiChat)
+                    .respond(ResponseScript::tool_call(
+                        "call_1",
+                        "write_file",
+                        "{\"content\":\"x\"}",
+                    ))?
+                    .respond(ResponseScript::text("done"))?;
+                Ok::<_, BoxError>((
+                    LLMChain::from_state(Arc::new(model), state).with_tool(write_file(&ledger)),
+                    Mode::while_needs_response(),
+                ))
+            }
+        }
+    };
+    let worker = Worker::new(store.clone(), "slow", slow)
+        .lease(Duration::from_millis(300))
+        .poll_interval(Duration::from_millis(20));
+    let stats = worker.stats();
+    worker.drain().await;
+    let [claimed, completed, _, _, lost, _] = stats.snapshot();
+    assert_eq!((claimed, completed, lost), (1, 1, 0));
+    assert_eq!(ledger.lock().unwrap().len(), 1);
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Done
+    );
+}
+
+async fn sqlite() -> (tempfile::TempDir, Arc<SqliteStore>, Arc<SqliteStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let other = SqliteStore::open(&path).await.unwrap();
+    (dir, Arc::new(store), Arc::new(other))
+}
+
+async fn postgres(test: &str) -> Option<(Arc<PostgresStore>, Arc<PostgresStore>)> {
+    let url = common::postgres_url(test)?;
+    let (opts, _) = common::pg_schema(&url, "inbox").await;
+    let store = PostgresStore::connect_options(opts.clone(), 4)
+        .await
+        .unwrap();
+    let other = PostgresStore::connect_options(opts, 4).await.unwrap();
+    Some((Arc::new(store), Arc::new(other)))
+}
+
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let (_dir, store, other) = super::sqlite().await;
+                    super::$name(store, other).await;
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some((store, other)) = super::postgres(stringify!($name)).await {
+                        super::$name(store, other).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+both_backends!(
+    a_paused_run_is_resumed_with_the_stored_edit,
+    a_denied_call_is_stored_denied,
+    cancelling_a_paused_run_cancels_its_reviews,
+    workers_claim_only_their_profiles,
+    concurrent_decisions_requeue_once,
+    the_lease_is_kept_while_the_chain_is_built,
+);
