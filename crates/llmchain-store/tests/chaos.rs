@@ -2,20 +2,26 @@
 //!
 //! N worker processes (this test binary re-invoked, each running the library's
 //! [`Worker`] with real chains) execute M queued runs on a PostgreSQL server of the
-//! test's own, while the test SIGKILLs workers (and starts replacements), restarts
-//! PostgreSQL (`pg_ctl restart -m fast`), terminates every worker backend
-//! (`pg_terminate_backend`), and some model calls outlast the lease. The tool `charge`
-//! is not idempotent: every execution appends one fsync'd line to a ledger file.
+//! test's own, while the test SIGKILLs workers (and starts replacements), freezes
+//! workers with SIGSTOP for three lease lengths then lets them go on with SIGCONT (a
+//! VM paused and resumed: the frozen worker wakes holding leases that were taken over),
+//! restarts PostgreSQL (`pg_ctl restart -m fast`), terminates every worker backend
+//! (`pg_terminate_backend`); some model calls outlast the lease, some chains take two
+//! lease lengths to build (MCP servers slow to start), and one run in ten pauses for
+//! review, its call approved from the review inbox by the test while the faults go on.
+//! The tool `charge` is not idempotent: every execution appends one fsync'd line to a
+//! ledger file.
 //!
 //! Afterwards, it checks that every run ended `done` or `discarded`, that no ledger line
 //! repeats a call, that every conversation is well-formed (each call answered exactly
 //! once, in order, nothing after the final answer), and that no execution was lost
 //! (each one's call has a stored result).
 //!
-//! Short form (in CI): 4 workers, 300 runs, 3 kills, 1 restart, 1 termination. Full
-//! form: `scripts/chaos.sh` (8 workers, 5,000 runs, 20 kills, 3 restarts). Settings:
-//! `CHAOS_WORKERS`, `CHAOS_RUNS`, `CHAOS_KILLS`, `CHAOS_RESTARTS`, `CHAOS_TERMINATES`,
-//! `CHAOS_SLOW_PERCENT`. Needs PostgreSQL's server binaries (`initdb`, `pg_ctl`); without
+//! Short form (in CI): 4 workers, 300 runs, 3 kills, 2 freezes, 1 restart, 1
+//! termination. Full form: `scripts/chaos.sh` (8 workers, 5,000 runs, 20 kills, 3
+//! restarts). Settings: `CHAOS_WORKERS`, `CHAOS_RUNS`, `CHAOS_KILLS`, `CHAOS_FREEZES`,
+//! `CHAOS_RESTARTS`, `CHAOS_TERMINATES`, `CHAOS_SLOW_PERCENT`,
+//! `CHAOS_SLOW_START_PERCENT`. Needs PostgreSQL's server binaries (`initdb`, `pg_ctl`); without
 //! them it prints `skipped`.
 
 mod common;
@@ -210,6 +216,7 @@ async fn chaos_worker_process() {
     let url = std::env::var("LLMCHAIN_CHAOS_URL").unwrap();
     let ledger = PathBuf::from(std::env::var("LLMCHAIN_CHAOS_LEDGER").unwrap());
     let slow_percent = setting("CHAOS_SLOW_PERCENT", 2) as u64;
+    let slow_start_percent = setting("CHAOS_SLOW_START_PERCENT", 3) as u64;
     // The database may be restarting right now: keep trying to connect.
     let store = loop {
         match PostgresStore::connect_with(&url, 4).await {
@@ -221,6 +228,16 @@ async fn chaos_worker_process() {
     let factory = move |run: Run, state: ChainState| {
         let (ledger, worker) = (ledger.clone(), worker_name.clone());
         async move {
+            // A chain slow to build (an MCP server slow to start): two lease lengths.
+            if fastrand::u64(0..100) < slow_start_percent {
+                tokio::time::sleep(LEASE * 2).await;
+            }
+            let reviewed = state
+                .conversation
+                .messages
+                .first()
+                .and_then(Message::text)
+                .is_some_and(|t| t.ends_with("review"));
             let script = common::charge_once(&state)?;
             let delay = if fastrand::u64(0..100) < slow_percent {
                 LEASE * 3 / 2
@@ -243,7 +260,12 @@ async fn chaos_worker_process() {
                 inner: script,
                 delay,
             });
-            let chain = LLMChain::from_state(model, state).with_tool(charge);
+            let mut chain = LLMChain::from_state(model, state).with_tool(charge);
+            if reviewed {
+                chain = chain.with_review(|_: &llmchain::message::ToolCall| {
+                    llmchain::chain::ReviewDecision::Interrupt
+                });
+            }
             Ok::<_, BoxError>((chain, Mode::while_needs_response()))
         }
     };
@@ -275,8 +297,18 @@ fn spawn_worker(exe: &Path, name: &str, url: &str, ledger: &Path) -> Child {
 #[derive(Default, Debug)]
 struct Faults {
     kills: usize,
+    freezes: usize,
     restarts: usize,
     terminated_backends: u64,
+    reviews_approved: usize,
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a child process.
+fn signal(child: &Child, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,6 +319,7 @@ async fn chaos() {
     let workers_n = setting("CHAOS_WORKERS", 4);
     let runs_n = setting("CHAOS_RUNS", 300);
     let kills_n = setting("CHAOS_KILLS", 3);
+    let freezes_n = setting("CHAOS_FREEZES", 2);
     let restarts_n = setting("CHAOS_RESTARTS", 1);
     let terminates_n = setting("CHAOS_TERMINATES", 1);
     let Some(pg) = Pg::start("chaos") else {
@@ -302,7 +335,10 @@ async fn chaos() {
     let mut ids = Vec::with_capacity(runs_n);
     for k in 0..runs_n {
         let mut c = Conversation::new();
-        c.messages.push(Message::user(format!("charge #{k}")));
+        // One run in ten asks a person about its call (the review inbox).
+        let review = if k % 10 == 0 { " review" } else { "" };
+        c.messages
+            .push(Message::user(format!("charge #{k}{review}")));
         let id = store
             .create_conversation(NewConversation::from_conversation(c))
             .await
@@ -334,6 +370,7 @@ async fn chaos() {
     let mut faults = Faults::default();
     // Faults spread over the first part of the run, one every 700 ms, in a shuffled order.
     let mut schedule: Vec<&str> = std::iter::repeat_n("kill", kills_n)
+        .chain(std::iter::repeat_n("freeze", freezes_n))
         .chain(std::iter::repeat_n("restart", restarts_n))
         .chain(std::iter::repeat_n("terminate", terminates_n))
         .collect();
@@ -347,17 +384,54 @@ async fn chaos() {
             .map(|(_, n)| n)
             .sum::<i64>()
     };
+    // Frozen workers and when to let them go on.
+    let mut frozen: Vec<(usize, Instant)> = Vec::new();
     loop {
         assert!(
             Instant::now() < deadline,
             "the queue did not drain in time ({faults:?})"
         );
+        frozen.retain(|(i, until)| {
+            if Instant::now() >= *until {
+                signal(&workers[*i], "CONT");
+                false
+            } else {
+                true
+            }
+        });
+        // A person answers the review inbox while the faults go on.
+        if let Ok(inbox) = PostgresStore::connect_with(&url, 1).await {
+            let pending = inbox
+                .list_reviews(&llmchain_store::ReviewFilter::pending())
+                .await
+                .unwrap_or_default();
+            for r in pending {
+                if inbox
+                    .decide_review(&r.id, &llmchain::chain::HumanDecision::Approve, "chaos")
+                    .await
+                    .is_ok()
+                {
+                    faults.reviews_approved += 1;
+                }
+            }
+            inbox.pool().close().await;
+        }
         if Instant::now() >= next_fault
             && let Some(fault) = schedule.pop()
         {
             match fault {
+                "freeze" => {
+                    // A frozen VM: no heartbeat, no progress, for three lease lengths.
+                    let i = fastrand::usize(..workers.len());
+                    if !frozen.iter().any(|(f, _)| *f == i) {
+                        signal(&workers[i], "STOP");
+                        frozen.push((i, Instant::now() + LEASE * 3));
+                        faults.freezes += 1;
+                    }
+                }
                 "kill" => {
                     let i = fastrand::usize(..workers.len());
+                    frozen.retain(|(f, _)| *f != i);
                     let _ = workers[i].kill(); // SIGKILL
                     let _ = workers[i].wait();
                     spawned += 1;
@@ -386,7 +460,7 @@ async fn chaos() {
             next_fault = Instant::now() + Duration::from_millis(700);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if !schedule.is_empty() {
+        if !schedule.is_empty() || !frozen.is_empty() {
             continue;
         }
         let Ok(probe) = PostgresStore::connect_with(&url, 1).await else {
@@ -505,10 +579,12 @@ async fn chaos() {
     eprintln!(
         "chaos: {runs_n} runs with {workers_n} workers in {took:.1?}: {done} done, {discarded} discarded; \
          {} executions, {with_result} results stored, {unknown} unknown outcomes; faults: {} kills, \
-         {} PostgreSQL restarts, {} backends terminated; no call ran twice",
+         {} freezes, {} PostgreSQL restarts, {} backends terminated; {} reviews approved; no call ran twice",
         executed.len(),
         faults.kills,
+        faults.freezes,
         faults.restarts,
-        faults.terminated_backends
+        faults.terminated_backends,
+        faults.reviews_approved
     );
 }
