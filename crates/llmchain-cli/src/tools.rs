@@ -2,7 +2,7 @@
 //! resume`: a calculator, a clock and a file reader confined to one directory.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use llmchain::tool::{Tool, ToolOutput};
 use serde_json::json;
@@ -27,6 +27,7 @@ pub(crate) fn calculator() -> Tool {
         .idempotent(true)
         .read_only(true)
         .open_world(false)
+        .timeout(BUILTIN_TIMEOUT)
         .handler(|args, _| async move {
             let expr = args["expression"].as_str().unwrap_or_default().to_owned();
             match exmex::eval_str::<f64>(&expr) {
@@ -63,6 +64,7 @@ pub(crate) fn clock() -> Tool {
         .idempotent(true)
         .read_only(true)
         .open_world(false)
+        .timeout(BUILTIN_TIMEOUT)
         .handler(|_, _| async move {
             ToolOutput::text(humantime::format_rfc3339_seconds(SystemTime::now()).to_string())
         })
@@ -73,20 +75,29 @@ pub(crate) fn clock() -> Tool {
 /// The largest file `read_file` returns.
 pub(crate) const MAX_READ_BYTES: u64 = 256 * 1024;
 
+/// How long a built-in tool may take: reading a file or evaluating an expression
+/// that takes longer is stuck (a slow network filesystem, a device), not working.
+pub(crate) const BUILTIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `read_file {"path": "notes.txt"}` — reads a UTF-8 text file inside `root` only.
 ///
 /// Threat model: the path comes from a model, which may be steered by anything it read.
-/// It is refused when absolute, when it resolves (through `..` or symlinks) outside
-/// `root`, and when the file has more than one hard link (a link inside `root` can name
-/// a file outside it); what is read is the opened file, checked by its own metadata.
-/// It is not a sandbox against another local process that swaps files while it reads.
+/// It is refused when absolute, when a component is hidden (`.env`, `.ssh/…`), when it
+/// leads outside `root` (through `..`), when any component is a symbolic link, when it
+/// is not a regular file (a FIFO, a device, a directory), and when the file has more
+/// than one hard link (a link inside `root` can name a file outside it). On Linux the
+/// file is opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` relative to the
+/// root's directory, so the kernel resolves the path and no check can be raced by a
+/// process swapping files between the check and the open; what is read is the opened
+/// file, checked by its own metadata. Elsewhere the same checks run on the
+/// canonicalised path before the open.
 pub(crate) fn read_file(root: impl Into<PathBuf>) -> Tool {
     let root: PathBuf = root.into();
     Tool::builder("read_file")
         .description(format!(
             "Reads a UTF-8 text file (at most {MAX_READ_BYTES} bytes) from the working directory. \
-             Paths are relative to it; nothing outside it, and no hidden file or directory \
-             (.env, .ssh, .git), can be read."
+             Paths are relative to it; nothing outside it, no hidden file or directory \
+             (.env, .ssh, .git) and no symbolic link can be read."
         ))
         .display_text("Read a file")
         .schema(json!({
@@ -98,58 +109,70 @@ pub(crate) fn read_file(root: impl Into<PathBuf>) -> Tool {
         .idempotent(true)
         .read_only(true)
         .open_world(false)
+        .timeout(BUILTIN_TIMEOUT)
         .handler(move |args, _| {
             let root = root.clone();
             async move {
                 let rel = args["path"].as_str().unwrap_or_default().to_owned();
-                read_confined(&root, &rel).await
+                // Blocking syscalls (open, read) on a thread of their own: a stuck
+                // filesystem holds that thread, not the runtime, and the timeout answers.
+                match tokio::task::spawn_blocking(move || read_confined(&root, &rel)).await {
+                    Ok(out) => out,
+                    Err(e) => ToolOutput::error(format!("read_file failed: {e}")),
+                }
             }
         })
         .build()
         .expect("the read_file definition is valid")
 }
 
-async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
-    let root = match tokio::fs::canonicalize(root).await {
-        Ok(r) => r,
-        Err(e) => return ToolOutput::error(format!("the working directory is unavailable: {e}")),
-    };
+fn read_confined(root: &Path, rel: &str) -> ToolOutput {
     if Path::new(rel).is_absolute() {
         return ToolOutput::refusal(format!(
             "{rel} is an absolute path; give a path relative to the working directory"
         ));
     }
-    let full = match tokio::fs::canonicalize(root.join(rel)).await {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
-    };
-    if !full.starts_with(&root) {
-        return ToolOutput::refusal(format!("{rel} is outside the working directory"));
-    }
     // Hidden files and directories hold secrets (.env, .ssh/id_rsa, .git/config,
-    // .npmrc): never read, whatever path (or link) leads to them.
-    let hidden = full.strip_prefix(&root).is_ok_and(|inside| {
-        inside
-            .components()
-            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-    });
+    // .npmrc): never read. No link is followed below, so the path's own components are
+    // the file's.
+    let hidden = Path::new(rel).components().any(
+        |c| matches!(c, std::path::Component::Normal(n) if n.to_string_lossy().starts_with('.')),
+    );
     if hidden {
-        return ToolOutput::refusal(format!(
-            "{rel} is a hidden file or inside a hidden directory; those often hold secrets \
-             (.env, .ssh) and are not read"
-        ));
+        return ToolOutput::refusal(hidden_text(rel));
     }
-    // What is read is what was checked: the opened file's own metadata, not the path's.
-    let file = match tokio::fs::File::open(&full).await {
-        Ok(f) => f,
-        Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
+    let root = match std::fs::canonicalize(root) {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(format!("the working directory is unavailable: {e}")),
     };
-    let meta = match file.metadata().await {
+    // A friendlier word first for the common cases (a link to a hidden file, a path
+    // outside); the open below is what enforces it.
+    if let Ok(full) = std::fs::canonicalize(root.join(rel)) {
+        if !full.starts_with(&root) {
+            return ToolOutput::refusal(format!("{rel} is outside the working directory"));
+        }
+        let inside_hidden = full.strip_prefix(&root).is_ok_and(|inside| {
+            inside
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        });
+        if inside_hidden {
+            return ToolOutput::refusal(hidden_text(rel));
+        }
+    }
+    let file = match open_beneath(&root, rel) {
+        Ok(f) => f,
+        Err(Opened::Refused(why)) => return ToolOutput::refusal(why),
+        Err(Opened::Failed(e)) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
+    };
+    let meta = match file.metadata() {
         Ok(m) => m,
         Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
     };
     if !meta.is_file() {
-        return ToolOutput::error(format!("{rel} is not a file"));
+        return ToolOutput::refusal(format!(
+            "{rel} is not a regular file (a directory, a FIFO or a device); only files are read"
+        ));
     }
     // A hard link inside the directory can name a file outside it, and no path check
     // sees it: a file with more than one link is refused.
@@ -168,8 +191,8 @@ async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
     }
     let mut bytes = Vec::new();
     let read = {
-        use tokio::io::AsyncReadExt;
-        file.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes).await
+        use std::io::Read;
+        file.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes)
     };
     match read.map(|_| bytes) {
         Ok(bytes) => match String::from_utf8(bytes) {
@@ -180,6 +203,81 @@ async fn read_confined(root: &Path, rel: &str) -> ToolOutput {
         },
         Err(e) => ToolOutput::error(format!("cannot read {rel}: {e}")),
     }
+}
+
+fn hidden_text(rel: &str) -> String {
+    format!(
+        "{rel} is a hidden file or inside a hidden directory; those often hold secrets \
+         (.env, .ssh) and are not read"
+    )
+}
+
+/// Why a file could not be opened.
+enum Opened {
+    /// The path is not allowed (outside, through a link): a refusal.
+    Refused(String),
+    /// The open failed (missing, permissions).
+    Failed(std::io::Error),
+}
+
+/// Opens `rel` for reading beneath `root`, never following a symbolic link and never
+/// blocking on a FIFO.
+#[cfg(target_os = "linux")]
+fn open_beneath(root: &Path, rel: &str) -> Result<std::fs::File, Opened> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let dir = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Opened::Failed(e.into()))?;
+    let path = if rel.is_empty() { "." } else { rel };
+    match rustix::fs::openat2(
+        &dir,
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(std::fs::File::from(fd)),
+        Err(Errno::XDEV) => Err(Opened::Refused(format!(
+            "{rel} is outside the working directory"
+        ))),
+        Err(Errno::LOOP) => Err(Opened::Refused(format!(
+            "{rel} is, or goes through, a symbolic link; read_file does not follow links"
+        ))),
+        // A kernel without openat2 (before 5.6): the checks above, then a plain open.
+        Err(Errno::NOSYS) => open_checked(root, rel),
+        Err(e) => Err(Opened::Failed(e.into())),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_beneath(root: &Path, rel: &str) -> Result<std::fs::File, Opened> {
+    open_checked(root, rel)
+}
+
+/// The open where the kernel cannot resolve beneath a directory: the canonical path is
+/// checked to be inside `root`, then opened without following a final link and without
+/// blocking on a FIFO.
+fn open_checked(root: &Path, rel: &str) -> Result<std::fs::File, Opened> {
+    let full = std::fs::canonicalize(root.join(rel)).map_err(Opened::Failed)?;
+    if !full.starts_with(root) {
+        return Err(Opened::Refused(format!(
+            "{rel} is outside the working directory"
+        )));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(
+            (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW).bits() as i32,
+        );
+    }
+    options.open(&full).map_err(Opened::Failed)
 }
 
 #[cfg(test)]
@@ -290,6 +388,80 @@ mod tests {
         assert!(out.is_refusal(), "{out:?}");
         assert!(!out.content_text().contains("TOP SECRET"));
         assert!(out.content_text().contains("hard link"));
+    }
+
+    /// A FIFO (which a plain open blocks on forever), a directory and a symbolic link
+    /// inside the root are refused at once; every built-in tool has a timeout.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn only_regular_files_are_read_and_nothing_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("real.txt"), "real").unwrap();
+        std::os::unix::fs::symlink("real.txt", dir.path().join("link.txt")).unwrap();
+        let t = read_file(dir.path());
+        if made {
+            let out = tokio::time::timeout(
+                Duration::from_secs(5),
+                t.execute(json!({"path": "pipe"}), ToolContext::new("1")),
+            )
+            .await
+            .expect("a FIFO does not block the read");
+            assert!(out.is_refusal(), "{out:?}");
+            assert!(out.content_text().contains("not a regular file"), "{out:?}");
+        } else {
+            eprintln!("only_regular_files_are_read: the FIFO case is skipped: no mkfifo");
+        }
+        let out = t
+            .execute(json!({"path": "sub"}), ToolContext::new("2"))
+            .await;
+        assert!(out.is_refusal(), "{out:?}");
+        let out = t
+            .execute(json!({"path": "link.txt"}), ToolContext::new("3"))
+            .await;
+        assert!(out.is_refusal(), "{out:?}");
+        assert!(!out.content_text().contains("real\n") && out.content_text() != "real");
+        for tool in builtins(dir.path().to_owned()) {
+            assert_eq!(tool.timeout(), Some(BUILTIN_TIMEOUT), "{}", tool.name());
+        }
+    }
+
+    /// A path that a process swaps for a link to a secret while `read_file` works never
+    /// reads the secret: the kernel resolves beneath the root without links.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_swapped_link_is_never_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "TOP SECRET").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_owned();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (root, target, stop) = (
+                root.clone(),
+                outside.path().join("secret.txt"),
+                stop.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::write(root.join("f.txt"), "plain");
+                    let _ = std::fs::remove_file(root.join("f.txt"));
+                    let _ = std::os::unix::fs::symlink(&target, root.join("f.txt"));
+                    let _ = std::fs::remove_file(root.join("f.txt"));
+                }
+            })
+        };
+        for _ in 0..2000 {
+            let out = read_confined(&root, "f.txt");
+            assert!(!format!("{out:?}").contains("TOP SECRET"), "{out:?}");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
     }
 
     #[tokio::test]

@@ -322,6 +322,45 @@ fn run_json_prints_the_answer_and_usage_as_one_object() {
     assert!(v["conversation"].as_str().is_some_and(|s| !s.is_empty()));
 }
 
+/// The usage line and `--json` count this invocation's model calls, not the whole
+/// conversation's: a continued conversation reports only its new call.
+#[test]
+fn usage_counts_this_invocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = serve(vec![
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::text("One.").with_usage(100, 10),
+        )
+        .unwrap(),
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::text("Two.").with_usage(7, 2),
+        )
+        .unwrap(),
+    ]);
+    let out = llmchain(&["run", "--base-url", &base, "first"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = llmchain(
+        &["run", "--base-url", &base, "-c", "--json", "second"],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["usage"]["input_tokens"], 7);
+    assert_eq!(v["usage"]["output_tokens"], 2);
+    assert_eq!(v["usage"]["model_calls"], 1);
+    assert!(
+        stderr.contains("usage: 7 input / 2 output tokens in 1 model call(s)"),
+        "{stderr}"
+    );
+}
+
 /// The usage line says what came from the prompt cache and what went to reasoning, where
 /// the provider reports it, and `--json` carries the same figures.
 #[test]

@@ -428,3 +428,35 @@ async fn resume_runs_the_outstanding_call_then_asks_the_model() {
         .collect();
     assert_eq!(roles, ["user", "assistant", "tool"]);
 }
+
+/// Titles, tool names and call ids with line breaks (from a model or a planted row)
+/// cannot draw rows of their own in `list` or `show`: one line each, escaped.
+#[tokio::test(flavor = "current_thread")]
+async fn line_breaks_in_titles_and_names_cannot_draw_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut conv = Conversation::new();
+    conv.messages.push(Message::user("hi"));
+    conv.messages.push(Message::assistant_with_calls(
+        "",
+        vec![ToolCall::function("call_1\nFAKE", "rm\n[9] user: approved", json!({})).unwrap()],
+    ));
+    let id = store
+        .create_conversation(
+            NewConversation::from_conversation(conv).with_title("title\nfake-id  2026  9 messages"),
+        )
+        .await
+        .unwrap();
+    store.pool().close().await;
+    let url = format!("sqlite://{}", path.display());
+    let list = stdout(&llmchain(&["conversations", "--db", &url, "list"], None));
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.contains("title\\u{a}fake-id"), "{list}");
+    let show = stdout(&llmchain(
+        &["conversations", "--db", &url, "show", &id],
+        None,
+    ));
+    assert!(!show.lines().any(|l| l.starts_with("[9] user")), "{show}");
+    assert!(!show.lines().any(|l| l.starts_with("FAKE")), "{show}");
+}

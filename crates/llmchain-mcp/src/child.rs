@@ -11,6 +11,10 @@
 //!   names the real cause.
 //! - **The tail of the server's stderr**, kept (the last [`STDERR_TAIL`] bytes) for the
 //!   messages of a failed handshake or a server that died, instead of being discarded.
+//! - **The whole process group ended** (Unix): the server starts in a process group of
+//!   its own, and closing or dropping the transport kills that group, so what the
+//!   server started (`npx` starting node, a shell script's children, a forked helper)
+//!   does not outlive it.
 
 use std::io;
 use std::pin::Pin;
@@ -154,6 +158,32 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
 pub(crate) struct ChildTransport {
     transport: AsyncRwTransport<RoleClient, LineCap<ChildStdout>, ChildStdin>,
     child: Child,
+    group: ProcessGroup,
+}
+
+/// The process group a server leads (Unix): killed whole when the transport closes or
+/// is dropped.
+#[derive(Debug)]
+struct ProcessGroup(Option<u32>);
+
+impl ProcessGroup {
+    fn kill(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.take()
+            && let Some(pid) = rustix::process::Pid::from_raw(pid as i32)
+        {
+            // ESRCH (no such group: every member already gone) is fine.
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        #[cfg(not(unix))]
+        self.0.take();
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// What a started server leaves to watch.
@@ -179,7 +209,12 @@ impl ChildTransport {
                 std::process::Stdio::piped()
             })
             .kill_on_drop(true);
+        // Its own process group: ended whole, and a Ctrl-C in the user's terminal goes
+        // to llmchain, which ends the server, not to the server directly.
+        #[cfg(unix)]
+        cmd.process_group(0);
         let mut child = cmd.spawn()?;
+        let group = ProcessGroup(child.id());
         let missing = |what| io::Error::other(format!("the server's {what} is not a pipe"));
         let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
@@ -194,7 +229,14 @@ impl ChildTransport {
         // rmcp's own line cap stays above ours, so ours is the one that trips.
         let transport =
             AsyncRwTransport::new(stdout, stdin).with_max_line_length(max_message_bytes + 1);
-        Ok((ChildTransport { transport, child }, watch))
+        Ok((
+            ChildTransport {
+                transport,
+                child,
+                group,
+            },
+            watch,
+        ))
     }
 }
 
@@ -216,10 +258,12 @@ impl Transport<RoleClient> for ChildTransport {
     /// then kill it. (The process is also killed if the transport is dropped unclosed.)
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.transport.close().await?;
-        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+        let exited = tokio::time::timeout(EXIT_GRACE, self.child.wait())
             .await
-            .is_err()
-        {
+            .is_ok();
+        // Whatever it started goes with it (the group outlives its leader).
+        self.group.kill();
+        if !exited {
             self.child.kill().await?;
         }
         Ok(())

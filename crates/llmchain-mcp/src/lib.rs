@@ -68,5 +68,5 @@ pub use client::{
 pub use error::McpError;
 pub use hints::ToolHints;
 pub use result::map_call_result;
-pub use server::{ToolServer, serve, serve_stdio};
+pub use server::{DEFAULT_MAX_IN_FLIGHT, ToolServer, serve, serve_stdio};
 pub use spec::ServerSpec;

@@ -24,12 +24,22 @@ use crate::hints::ToolHints;
 /// the request's cancellation token; the result becomes MCP content (see
 /// [`ToolServer::result_json`]), and any error, refusal or interrupt sets `isError`. An unknown tool
 /// is a JSON-RPC invalid-params error, as the MCP spec asks.
+///
+/// Calls in flight are bounded ([`with_max_in_flight`](Self::with_max_in_flight),
+/// default [`DEFAULT_MAX_IN_FLIGHT`]): a client that sends more at once gets a "busy"
+/// JSON-RPC error for each call past the bound, at once, instead of the server
+/// holding every call (and its result) in memory.
 #[derive(Debug, Clone)]
 pub struct ToolServer {
     tools: Arc<HashMap<String, Tool>>,
     order: Arc<Vec<String>>,
     name: String,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    max_in_flight: usize,
 }
+
+/// The default bound on calls a [`ToolServer`] runs at once.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 
 impl ToolServer {
     /// A server for these tools (a later tool with the same name replaces an earlier one).
@@ -45,7 +55,19 @@ impl ToolServer {
             tools: Arc::new(map),
             order: Arc::new(order),
             name: "llmchain".to_owned(),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
+    }
+
+    /// Runs at most `n` calls at once (at least 1); a call past the bound is answered
+    /// with a "busy" error at once.
+    #[must_use]
+    pub fn with_max_in_flight(mut self, n: usize) -> Self {
+        let n = n.max(1);
+        self.in_flight = Arc::new(tokio::sync::Semaphore::new(n));
+        self.max_in_flight = n;
+        self
     }
 
     /// Sets the implementation name announced in the handshake (default `llmchain`).
@@ -158,6 +180,17 @@ impl ServerHandler for ToolServer {
                 None,
             ));
         };
+        // Bounded: a flood of calls is answered "busy", not held in memory.
+        let Ok(_permit) = self.in_flight.clone().try_acquire_owned() else {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "server busy: {} calls are running, the most it runs at once; retry later",
+                    self.max_in_flight
+                ),
+                None,
+            ));
+        };
         let id = format!("mcp_{}", context.id);
         let ctx = ToolContext::new(id).with_cancellation(context.ct.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
@@ -201,6 +234,55 @@ mod tests {
             .handler(|_, _| async { ToolOutput::text("ok") })
             .build()
             .unwrap()
+    }
+
+    /// A flood of calls: at most the bound run at once, the rest are answered "busy"
+    /// at once, and the server serves again afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_in_flight_are_bounded() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (r, m) = (running.clone(), most.clone());
+        let slow = Tool::builder("slow")
+            .schema(json!({"type": "object"}))
+            .handler(move |_, _| {
+                let (r, m) = (r.clone(), m.clone());
+                async move {
+                    let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                    m.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    r.fetch_sub(1, Ordering::SeqCst);
+                    ToolOutput::text("done")
+                }
+            })
+            .build()
+            .unwrap();
+        let server = ToolServer::new([slow]).with_max_in_flight(8);
+        let (a, b) = tokio::io::duplex(1 << 20);
+        tokio::spawn(serve(server, b));
+        let client = ().serve(a).await.unwrap();
+        let calls = (0..50).map(|_| {
+            let peer = client.peer().clone();
+            async move { peer.call_tool(CallToolRequestParams::new("slow")).await }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        let busy = results
+            .iter()
+            .filter(|r| matches!(r, Err(e) if e.to_string().contains("server busy")))
+            .count();
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok + busy, 50, "{results:?}");
+        assert!(ok >= 8 && busy > 0, "ok {ok}, busy {busy}");
+        assert!(most.load(Ordering::SeqCst) <= 8);
+        // Not stuck: once they finish, calls run again.
+        assert!(
+            client
+                .peer()
+                .call_tool(CallToolRequestParams::new("slow"))
+                .await
+                .is_ok()
+        );
     }
 
     #[test]

@@ -319,3 +319,48 @@ async fn endless_tool_pages_are_cut_off() {
         "{e}"
     );
 }
+
+/// A server that starts a helper of its own (a forked grandchild): when the client is
+/// done with it, the whole process group ends, not only the server.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_forked_helpers_end_with_it() {
+    let Some(py) = python() else { return };
+    let dir = tempfile_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("helper.pid");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/bad_server.py");
+    let spec = ServerSpec::stdio(
+        "sh",
+        vec![
+            "-c".into(),
+            format!(
+                "sleep 300 & echo $! > {}; exec {py} {script} ok",
+                pidfile.display()
+            ),
+        ],
+    );
+    let t = work_tool(spec, opts()).await;
+    assert_eq!(call(&t, "c1").await.content_text(), "worked");
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
+    };
+    assert!(alive(pid), "the helper runs while the server does");
+    drop(t);
+    let mut gone = false;
+    for _ in 0..100 {
+        if !alive(pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the forked helper {pid} outlived its server");
+    let _ = std::fs::remove_dir_all(dir);
+}

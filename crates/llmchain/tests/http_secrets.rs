@@ -64,6 +64,50 @@ async fn a_cross_origin_redirect_is_not_followed_for_any_provider() {
     }
 }
 
+/// A redirect loop within the origin ends after five redirects with a configuration
+/// error, and is not retried.
+#[tokio::test]
+async fn a_redirect_loop_is_not_retried() {
+    let here = Server::start(vec![]).await;
+    for _ in 0..20 {
+        here.push(
+            Reply::new(307, "text/plain", "").header("location", &format!("{}/v1/loop", here.base)),
+        );
+    }
+    let e = collect_stream(
+        model(Format::OpenAiChat, &format!("{}/v1", here.base)).stream(&ask("hi")),
+        |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, ModelError::Config(_)), "{e:?}");
+    assert!(e.to_string().contains("redirect loop"), "{e}");
+    assert!(!e.is_retryable());
+    assert_eq!(here.seen().len(), 6, "one request and five redirects, once");
+}
+
+/// A Gemini model id is one path segment: `/`, `..`, `?` and `#` in it are encoded, so
+/// it cannot move the request (and its key) to another endpoint.
+#[tokio::test]
+async fn a_gemini_model_id_is_encoded_in_the_path() {
+    let body = render_stream(Format::Gemini, &ResponseScript::text("ok")).unwrap();
+    let here = Server::start(vec![Reply::sse(body)]).await;
+    let m = HttpModel::new(
+        HttpModelConfig::new(Format::Gemini, "../../../v1/files?x=1#y")
+            .api_key(KEY)
+            .base_url(&here.base),
+    )
+    .unwrap();
+    collect_stream(m.stream(&ask("hi")), |_| {}).await.unwrap();
+    let uri = &here.seen()[0].uri;
+    assert!(
+        uri.starts_with(
+            "/v1beta/models/..%2F..%2F..%2Fv1%2Ffiles%3Fx%3D1%23y:streamGenerateContent?"
+        ),
+        "{uri}"
+    );
+}
+
 #[tokio::test]
 async fn a_same_origin_redirect_is_followed() {
     let body = render_stream(Format::OpenAiChat, &ResponseScript::text("hello")).unwrap();

@@ -180,10 +180,14 @@ impl HttpModel {
             .build()
             .map_err(|e| config_err(format!("could not build the HTTP client: {e}")))?;
         let base = config.normalized_base_url();
-        let model_path = config
-            .model
-            .strip_prefix("models/")
-            .unwrap_or(&config.model);
+        // One path segment, whatever the model id holds (`/`, `..`, `?`, `#`): a model
+        // id cannot change which endpoint the request (and its key) goes to.
+        let model_path = path_segment(
+            config
+                .model
+                .strip_prefix("models/")
+                .unwrap_or(&config.model),
+        );
         let (path, query): (String, &[(&str, &str)]) = match (config.format, config.stream) {
             (Format::OpenAiChat, _) => ("/chat/completions".into(), &[]),
             (Format::OpenAiResponses, _) => ("/responses".into(), &[]),
@@ -366,6 +370,15 @@ impl HttpModel {
 
     fn transport_error(&self, e: &reqwest::Error) -> ModelError {
         let provider = self.config.provider.clone();
+        // A redirect loop (more than five same-origin redirects) answers the same way
+        // every time: a configuration error, not retried.
+        if e.is_redirect() {
+            return ModelError::Config(format!(
+                "{provider} at {} redirected the request more than 5 times (a redirect loop?); \
+                 check the base URL",
+                self.endpoint.shown
+            ));
+        }
         if e.is_timeout() {
             return ModelError::Timeout {
                 provider,
@@ -394,6 +407,25 @@ impl HttpModel {
             message: self.endpoint.redact(redact(message, self.secret())),
         }
     }
+}
+
+/// `s` percent-encoded as one URL path segment: every byte but the unreserved ones
+/// (RFC 3986: letters, digits, `-._~`). Hand-written: a few lines, where the crate that
+/// does it (`percent-encoding`) would be one more direct dependency for one call.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    // A segment of dots only would be a dot segment: encode the dots.
+    if !out.is_empty() && out.bytes().all(|b| b == b'.') {
+        return out.replace('.', "%2E");
+    }
+    out
 }
 
 /// `e` and its sources, joined (reqwest's own `Display` is terse).
