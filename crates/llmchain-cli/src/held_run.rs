@@ -137,16 +137,15 @@ impl HeldRun {
         }
     }
 
-    /// Ends the hold as `paused`: the calls of `chain`'s pending review wait in the
-    /// review inbox. Returns the review ids, in call order.
-    pub(crate) async fn pause(mut self, chain: &ChainState) -> Result<Vec<String>, CliError> {
+    /// Ends the hold as `paused`: the calls `chain` waits on (its pending review, or a
+    /// tool's interrupts) wait in the review inbox. Returns the review ids, in call order.
+    pub(crate) async fn pause(
+        mut self,
+        chain: &llmchain::chain::LLMChain,
+    ) -> Result<Vec<String>, CliError> {
         self.heartbeat.take();
-        let state = self.state_of(Some(chain));
-        let reviews = chain
-            .pending_review
-            .as_ref()
-            .map(|p| new_reviews(p, &chain.conversation))
-            .unwrap_or_default();
+        let state = self.state_of(Some(chain.state()));
+        let reviews = new_reviews(&chain.waiting_calls());
         self.store
             .pause_run(&self.lease, &state, &reviews)
             .await

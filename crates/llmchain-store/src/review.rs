@@ -16,7 +16,7 @@
 //! here, and the rows stay as the audit trail (who decided what, when, and the
 //! arguments the model had sent).
 
-use llmchain::chain::{HumanDecision, PendingReview};
+use llmchain::chain::HumanDecision;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -228,46 +228,37 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
     })
 }
 
-/// The reviews to open for a chain's paused batch: one per call awaiting a person, with
-/// the arguments the model sent, read from the conversation's message.
-pub fn new_reviews(
-    pending: &PendingReview,
-    conversation: &llmchain::conversation::Conversation,
-) -> Vec<NewReview> {
-    let calls = conversation
-        .messages
-        .get(pending.message_position)
-        .map(|m| m.tool_calls.as_slice())
-        .unwrap_or_default();
-    pending
-        .awaiting()
-        .map(|p| {
-            let arguments = calls
-                .iter()
-                .find(|c| c.call_id.as_deref() == Some(p.call_id.as_str()))
-                .map(|c| match &c.arguments {
-                    Some(llmchain::message::Arguments::Object(m)) => Value::Object(m.clone()),
-                    Some(llmchain::message::Arguments::Raw(r)) => Value::String(r.clone()),
-                    None => Value::Object(Default::default()),
-                })
-                .unwrap_or(Value::Null);
-            NewReview {
-                call_id: p.call_id.clone(),
-                tool: p.name.clone(),
-                arguments,
-            }
+/// The reviews to open for calls waiting for a person
+/// ([`LLMChain::waiting_calls`](llmchain::chain::LLMChain::waiting_calls)), with the
+/// arguments the model sent.
+pub fn new_reviews(calls: &[llmchain::message::ToolCall]) -> Vec<NewReview> {
+    calls
+        .iter()
+        .filter_map(|c| {
+            Some(NewReview {
+                call_id: c.call_id.clone()?,
+                tool: c.name.clone().unwrap_or_default(),
+                arguments: match c.original_arguments() {
+                    Some(original) => original.clone(),
+                    None => match &c.arguments {
+                        Some(llmchain::message::Arguments::Object(m)) => Value::Object(m.clone()),
+                        Some(llmchain::message::Arguments::Raw(r)) => Value::String(r.clone()),
+                        None => Value::Object(Default::default()),
+                    },
+                },
+            })
         })
         .collect()
 }
 
-/// The stored decisions for the calls of `pending` that wait for a person, as
-/// [`LLMChain::resume`](llmchain::chain::LLMChain::resume) takes them, and the ids of
-/// the calls still undecided. Only reviews opened by `run_id` count.
+/// The stored decisions for the calls `call_ids` (those a chain waits on), as
+/// [`LLMChain::answer_waiting`](llmchain::chain::LLMChain::answer_waiting) takes them,
+/// and the ids of the calls still undecided. Only reviews opened by `run_id` count.
 pub async fn decisions_for<S: Store>(
     store: &S,
     run_id: &str,
     conversation_id: &str,
-    pending: &PendingReview,
+    call_ids: &[String],
 ) -> StoreResult<(Vec<(String, HumanDecision)>, Vec<String>)> {
     let reviews = store
         .list_reviews(&ReviewFilter {
@@ -278,14 +269,14 @@ pub async fn decisions_for<S: Store>(
         .await?;
     let mut decided = Vec::new();
     let mut undecided = Vec::new();
-    for call in pending.awaiting() {
+    for id in call_ids {
         match reviews
             .iter()
-            .find(|r| r.call_id == call.call_id)
+            .find(|r| &r.call_id == id)
             .and_then(|r| r.decision.clone())
         {
-            Some(d) => decided.push((call.call_id.clone(), d)),
-            None => undecided.push(call.call_id.clone()),
+            Some(d) => decided.push((id.clone(), d)),
+            None => undecided.push(id.clone()),
         }
     }
     Ok((decided, undecided))

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, PendingReview, RunOutcome};
+use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, RunOutcome};
 use llmchain::tool::CancellationToken;
 use tokio::sync::Semaphore;
 
@@ -361,7 +361,7 @@ struct RunJob<S> {
 enum Ending {
     Status(RunStatus, Option<ChainState>),
     /// Calls wait for people: the run pauses with their reviews.
-    Review(ChainState, PendingReview),
+    Review(ChainState, Vec<llmchain::message::ToolCall>),
     Failed {
         error: String,
         retryable: bool,
@@ -407,8 +407,8 @@ impl<S: Store + 'static> RunJob<S> {
                 });
                 return;
             }
-            Ending::Review(state, pending) => {
-                let reviews = new_reviews(&pending, &state.conversation);
+            Ending::Review(state, waiting) => {
+                let reviews = new_reviews(&waiting);
                 let mut saved = run_state(&state, &run.state.mode);
                 keep_extra(&mut saved, &run.state.extra);
                 WorkerStats::bump(&self.stats.completed);
@@ -527,20 +527,29 @@ impl<S: Store + 'static> RunJob<S> {
                 chain_token.cancel();
             })
         };
-        let outcome = match chain.pending_review().cloned() {
-            // A run paused for people, queued again: the store's decisions answer it.
-            Some(pending) => {
-                match decisions_for(self.store.as_ref(), &run.id, &run.conversation_id, &pending)
-                    .await
-                {
-                    Ok((decided, undecided)) if undecided.is_empty() => {
-                        chain.resume(decided, mode).await
+        // A run paused for people and queued again: the store's decisions answer the
+        // calls it waits on (a pending review, or a tool's interrupts).
+        let waiting: Vec<String> = chain
+            .waiting_calls()
+            .iter()
+            .filter_map(|c| c.call_id.clone())
+            .collect();
+        let outcome = if waiting.is_empty() {
+            chain.run(mode).await
+        } else {
+            match decisions_for(self.store.as_ref(), &run.id, &run.conversation_id, &waiting).await
+            {
+                Ok((decided, undecided)) if undecided.is_empty() => {
+                    match chain.answer_waiting(decided).await {
+                        Ok(std::ops::ControlFlow::Continue(())) => chain.run(mode).await,
+                        Ok(std::ops::ControlFlow::Break(outcome)) => Ok(outcome),
+                        Err(e) => Err(e),
                     }
-                    Ok(_) => Ok(RunOutcome::ReviewRequired(pending)),
-                    Err(e) => Err(ChainError::Persist(crate::sink::sink_error(e))),
                 }
+                // Still waiting: paused again with the same reviews.
+                Ok(_) => Ok(RunOutcome::Interrupted(Vec::new())),
+                Err(e) => Err(ChainError::Persist(crate::sink::sink_error(e))),
             }
-            None => chain.run(mode).await,
         };
         forward.abort();
         if stop.is_cancelled() {
@@ -550,13 +559,10 @@ impl<S: Store + 'static> RunJob<S> {
             Ok(RunOutcome::Done | RunOutcome::ToolUsed(_)) => {
                 Ending::Status(RunStatus::Done, Some(chain.state().clone()))
             }
-            Ok(RunOutcome::ReviewRequired(pending)) => {
-                Ending::Review(chain.state().clone(), pending)
-            }
-            // A tool's own interrupt: the application answers it
-            // (`LLMChain::replace_tool_result`) and resumes the run (`Store::resume_run`).
-            Ok(RunOutcome::Interrupted(_)) => {
-                Ending::Status(RunStatus::Paused, Some(chain.state().clone()))
+            // Calls wait for a person (a review, or a tool's own interrupt): their
+            // reviews are opened in the inbox.
+            Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
+                Ending::Review(chain.state().clone(), chain.waiting_calls())
             }
             Ok(RunOutcome::Paused) => {
                 Ending::Status(RunStatus::Pending, Some(chain.state().clone()))

@@ -418,6 +418,83 @@ async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
     );
 }
 
+/// A tool that stops to ask a person (its own interrupt) in a worker: the run pauses
+/// with a review of that call; once approved in the inbox, a worker runs the call again
+/// (the tool sees the approval) and the run finishes. It ran once, approved.
+async fn a_tools_own_interrupt_waits_in_the_inbox<S: Store + 'static>(
+    store: Arc<S>,
+    other: Arc<S>,
+) {
+    let ledger = Ledger::default();
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    let factory = {
+        let ledger = ledger.clone();
+        move |_run: Run, state: ChainState| {
+            let ledger = ledger.clone();
+            async move {
+                let asked = state
+                    .conversation
+                    .messages
+                    .iter()
+                    .any(|m| !m.tool_calls.is_empty());
+                let mut model = ScriptedModel::new(Format::OpenAiChat);
+                if !asked {
+                    model = model.respond(ResponseScript::tool_call("call_1", "deploy", "{}"))?;
+                }
+                let model = model.respond(ResponseScript::text("deployed"))?;
+                let deploy = Tool::builder("deploy")
+                    .handler(move |_, ctx| {
+                        let ledger = ledger.clone();
+                        async move {
+                            if !ctx.human_approved() {
+                                return llmchain::tool::ToolOutput::interrupt(
+                                    "Deploy needs a person's approval.",
+                                    json!({}),
+                                );
+                            }
+                            ledger.lock().unwrap().push(ctx.tool_call_id().to_owned());
+                            llmchain::tool::ToolOutput::text("deployed")
+                        }
+                    })
+                    .build()?;
+                Ok::<_, BoxError>((
+                    LLMChain::from_state(Arc::new(model), state).with_tool(deploy),
+                    Mode::while_needs_response(),
+                ))
+            }
+        }
+    };
+    let worker = || {
+        Worker::new(store.clone(), "w", factory.clone()).poll_interval(Duration::from_millis(20))
+    };
+    worker().drain().await;
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Paused
+    );
+    let inbox = other.list_reviews(&ReviewFilter::pending()).await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].tool, "deploy");
+    let decided = other
+        .decide_review(&inbox[0].id, &HumanDecision::Approve, "ops")
+        .await
+        .unwrap();
+    assert!(decided.requeued);
+    worker().drain().await;
+    assert_eq!(*ledger.lock().unwrap(), ["call_1"]);
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Done
+    );
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    let messages = &stored.conversation.messages;
+    assert_eq!(messages[2].tool_results[0].content_text(), "deployed");
+    assert!(!messages[2].tool_results[0].is_interrupt());
+    assert!(messages[1].tool_calls[0].human_approved());
+    assert_eq!(messages.last().unwrap().text().as_deref(), Some("deployed"));
+}
+
 async fn sqlite() -> (tempfile::TempDir, Arc<SqliteStore>, Arc<SqliteStore>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
@@ -467,4 +544,5 @@ both_backends!(
     workers_claim_only_their_profiles,
     concurrent_decisions_requeue_once,
     the_lease_is_kept_while_the_chain_is_built,
+    a_tools_own_interrupt_waits_in_the_inbox,
 );

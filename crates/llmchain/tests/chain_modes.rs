@@ -588,6 +588,91 @@ async fn tool_interrupt_stops_and_resumes_with_the_real_result() {
     );
 }
 
+/// A tool that interrupts to ask for approval, answered by a person's decisions:
+/// approve runs it again (it sees the approval and goes on, once), edit runs it with the
+/// new arguments, deny answers it without running; the stored calls say so.
+#[tokio::test]
+async fn tool_interrupts_are_answered_by_decisions() {
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let r2 = ran.clone();
+    let deploy = Tool::builder("deploy")
+        .schema(json!({"type": "object", "properties": {"env": {"type": "string"}}}))
+        .handler(move |args, ctx| {
+            let ran = r2.clone();
+            async move {
+                if !ctx.human_approved() {
+                    return ToolOutput::interrupt("Needs approval.", json!({"env": args["env"]}));
+                }
+                ran.lock()
+                    .unwrap()
+                    .push(args["env"].as_str().unwrap_or("").to_owned());
+                ToolOutput::text(format!("deployed to {}", args["env"]))
+            }
+        })
+        .build()
+        .unwrap();
+    let turns = vec![
+        ResponseScript::tool_call("c1", "deploy", r#"{"env": "staging"}"#)
+            .with_call("c2", "deploy", r#"{"env": "prod"}"#)
+            .with_call("c3", "deploy", r#"{"env": "dev"}"#),
+        ResponseScript::text("Done."),
+    ];
+    let mut chain = LLMChain::new(Arc::new(review_chain(turns))).with_tool(deploy);
+    chain.add_message(Message::user("deploy")).await.unwrap();
+    assert!(matches!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Interrupted(_)
+    ));
+    let waiting: Vec<_> = chain
+        .interrupted_calls()
+        .iter()
+        .map(|c| c.call_id.clone().unwrap())
+        .collect();
+    assert_eq!(waiting, ["c1", "c2", "c3"]);
+    let e = chain
+        .answer_interrupts(vec![("c1".into(), HumanDecision::Approve)])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("missing: c2, c3"), "{e}");
+    let step = chain
+        .answer_interrupts(vec![
+            ("c1".into(), HumanDecision::Approve),
+            (
+                "c2".into(),
+                HumanDecision::Edit {
+                    arguments: json!({"env": "canary"}).as_object().unwrap().clone(),
+                },
+            ),
+            (
+                "c3".into(),
+                HumanDecision::Deny {
+                    reason: Some("not dev".into()),
+                },
+            ),
+        ])
+        .await
+        .unwrap();
+    assert!(step.is_continue());
+    assert_eq!(*ran.lock().unwrap(), ["staging", "canary"]);
+    let results = &chain.messages()[2].tool_results;
+    assert_eq!(results[0].content_text(), "deployed to \"staging\"");
+    assert_eq!(results[1].content_text(), "deployed to \"canary\"");
+    assert_eq!(results[2].content_text(), "not dev");
+    let calls = &chain.messages()[1].tool_calls;
+    assert!(calls[0].human_approved() && !calls[0].was_edited());
+    assert!(calls[1].was_edited() && calls[1].arguments_as_map()["env"] == "canary");
+    assert_eq!(calls[2].execution_status(), "denied");
+    assert!(chain.interrupted_calls().is_empty());
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(
+        chain.last_message().unwrap().text().as_deref(),
+        Some("Done.")
+    );
+}
+
 fn screenshot_tool() -> Tool {
     Tool::builder("screenshot")
         .handler(|_, ctx| async move {

@@ -363,20 +363,17 @@ async fn resume(
     // Calls paused for review: the decisions stored in the review inbox answer them
     // (asked here, one at a time, for those still undecided when there is a terminal).
     let run_id = held.run().id.clone();
-    let executed = match chain.pending_review().cloned() {
-        Some(pending) => {
-            let asking = reviewer.asking().for_run(&run_id);
-            match crate::cmd::run::stored_decisions(&store, &run_id, id, &pending, &asking, &chain)
-                .await
-            {
-                Ok(decisions) => chain.execute_tool_calls_with(decisions).await,
-                Err(e) => {
-                    held.finish(RunStatus::Paused, Some(chain.state())).await;
-                    return Err(e);
-                }
+    let executed = if chain.waiting_calls().is_empty() {
+        Steps::execute_tools(&mut chain).await
+    } else {
+        let asking = reviewer.asking().for_run(&run_id);
+        match crate::cmd::run::stored_decisions(&store, &run_id, id, &asking, &chain).await {
+            Ok(decisions) => chain.answer_waiting(decisions).await,
+            Err(e) => {
+                held.finish(RunStatus::Paused, Some(chain.state())).await;
+                return Err(e);
             }
         }
-        None => Steps::execute_tools(&mut chain).await,
     };
     match executed {
         Err(e) => {
@@ -385,8 +382,17 @@ async fn resume(
             held.fail(&text, Some(chain.state())).await;
             return Err(CliError::Runtime(text));
         }
-        Ok(std::ops::ControlFlow::Break(RunOutcome::ReviewRequired(_))) => {
-            let ids = held.pause(chain.state()).await?;
+        // Calls wait for a person (a review, or a tool that stopped to ask): they wait
+        // in the inbox.
+        Ok(outcome)
+            if matches!(
+                outcome,
+                std::ops::ControlFlow::Break(
+                    RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)
+                )
+            ) || !chain.interrupted_calls().is_empty() =>
+        {
+            let ids = held.pause(&chain).await?;
             out.push_str(&format!(
                 "run {run_id} paused: {} call(s) wait for review ({}); decide with `llmchain reviews approve|deny|edit ID`, then resume again\n",
                 ids.len(),

@@ -627,20 +627,19 @@ async fn agent(
         progress.clone(),
     )));
 
-    // Calls paused for review before: the stored decisions answer them (asking here,
-    // one at a time, for any still undecided when there is a terminal).
-    if let Some(pending) = chain.pending_review().cloned() {
+    // Calls paused for a person before (a review, a tool's interrupt): the stored
+    // decisions answer them (asking here, one at a time, for any still undecided when
+    // there is a terminal).
+    if !chain.waiting_calls().is_empty() {
         let decisions =
-            match stored_decisions(&store, &run_id, &conversation_id, &pending, &asking, &chain)
-                .await
-            {
+            match stored_decisions(&store, &run_id, &conversation_id, &asking, &chain).await {
                 Ok(d) => d,
                 Err(e) => {
                     held.finish(RunStatus::Paused, Some(chain.state())).await;
                     return Err(e);
                 }
             };
-        if let Err(e) = chain.execute_tool_calls_with(decisions).await {
+        if let Err(e) = chain.answer_waiting(decisions).await {
             held.fail(&e.to_string(), Some(chain.state())).await;
             return Err(CliError::Runtime(explain(&e, format)));
         }
@@ -726,8 +725,8 @@ async fn agent(
     };
     match outcome {
         RunOutcome::Done | RunOutcome::ToolUsed(_) => {}
-        RunOutcome::ReviewRequired(_) => {
-            let ids = held.pause(chain.state()).await?;
+        RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_) => {
+            let ids = held.pause(&chain).await?;
             return Err(CliError::Runtime(format!(
                 "run {run_id} is paused: {} call(s) wait for review ({}). Decide with \
                  `llmchain reviews{db_flag} approve|deny|edit ID`, then go on with \
@@ -769,7 +768,8 @@ async fn agent(
     Ok(())
 }
 
-/// The decisions for the calls of `pending`: those stored in the review inbox, and for
+/// The decisions for the calls `chain` waits on (a pending review, or a tool's
+/// interrupts): those stored in the review inbox, and for
 /// the ones still undecided, asked here one at a time when there is a terminal (each
 /// answer recorded in the inbox first, so the store stays the authority). Without a
 /// terminal, undecided calls are an error saying how to decide them.
@@ -777,11 +777,12 @@ pub(crate) async fn stored_decisions(
     store: &Arc<AnyStore>,
     run_id: &str,
     conversation_id: &str,
-    pending: &llmchain::chain::PendingReview,
     review: &crate::review::TerminalReview,
     chain: &llmchain::chain::LLMChain,
 ) -> Result<Vec<(String, HumanDecision)>, CliError> {
-    let (mut decided, undecided) = decisions_for(store.as_ref(), run_id, conversation_id, pending)
+    let waiting = chain.waiting_calls();
+    let ids: Vec<String> = waiting.iter().filter_map(|c| c.call_id.clone()).collect();
+    let (mut decided, undecided) = decisions_for(store.as_ref(), run_id, conversation_id, &ids)
         .await
         .map_err(store_error)?;
     if undecided.is_empty() {
@@ -806,9 +807,8 @@ pub(crate) async fn stored_decisions(
             ids.join(", ")
         )));
     }
-    let calls = &chain.messages()[pending.message_position].tool_calls;
     for call_id in undecided {
-        let Some(call) = calls
+        let Some(call) = waiting
             .iter()
             .find(|c| c.call_id.as_deref() == Some(call_id.as_str()))
         else {

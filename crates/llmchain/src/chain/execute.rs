@@ -1,6 +1,7 @@
 //! Running a batch of tool calls: review, execution, statuses, the tool message and the
 //! failure budget.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -146,7 +147,7 @@ impl LLMChain {
                 }
             },
         };
-        self.run_batch(position, decisions).await?;
+        self.run_batch(position, decisions, &HashSet::new()).await?;
         Ok(Step::Continue(()))
     }
 
@@ -201,7 +202,9 @@ impl LLMChain {
         let Some(mut pending) = self.state.pending_review.clone() else {
             return Err(ChainError::Resume("nothing is waiting for review".into()));
         };
+        let mut human = HashSet::new();
         for (id, decision) in decisions {
+            human.insert(id.clone());
             let Some(slot) = pending.calls.iter_mut().find(|c| c.call_id == id) else {
                 return Err(ChainError::Resume(format!(
                     "no pending call has the id '{id}'"
@@ -224,16 +227,81 @@ impl LLMChain {
             ));
         }
         self.state.pending_review = None;
-        self.run_batch(position, pending.calls).await?;
+        self.run_batch(position, pending.calls, &human).await?;
         Ok(Step::Continue(()))
     }
 
-    /// Runs the calls of the message at `position` with the given decisions, adds the tool
-    /// message and updates the failure budget.
+    /// Runs `calls` through the executor, each `executing` status stored before its
+    /// body starts and each outcome after (at most once): the results in call order.
+    /// A write that must stop the run, or a cancellation, is an error and no result.
+    pub(super) async fn run_calls(
+        &self,
+        to_run: &mut [ToolCall],
+    ) -> Result<Vec<ToolResult>, ChainError> {
+        let observer = Arc::new(ChainObserver {
+            sink: self.sink.clone(),
+            callbacks: self.callbacks.clone(),
+            errors: std::sync::Mutex::new(Vec::new()),
+            stop: self.cancel.child_token(),
+        });
+        let executor = ToolExecutor::new(self.tools.iter().cloned())
+            .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
+            .map_err(|e| ChainError::Resume(e.to_string()))?
+            .with_max_result_bytes(self.max_tool_result_bytes)
+            .with_context_arc(self.custom_context.clone())
+            .with_observer(observer.clone());
+        let span = tracing::info_span!(
+            "execute_tools",
+            "gen_ai.operation.name" = "execute_tool",
+            "llmchain.tool_calls" = to_run.len(),
+        );
+        let run_results = {
+            use tracing::Instrument;
+            // The observer's token: a child of the chain's, also fired by a lost lease.
+            let cancel = observer.stop.clone();
+            let fut = executor.execute_with_cancel(to_run, &cancel);
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => None,
+                r = fut.instrument(span) => Some(r),
+            }
+        };
+        // A write that must stop the run (lost lease, cancelled run) wins over the
+        // cancellation it caused.
+        let stop_error = observer
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|e| e.must_stop())
+            .cloned();
+        if let Some(e) = stop_error {
+            return Err(ChainError::Persist(e));
+        }
+        let Some(run_results) = run_results else {
+            // Cancelled mid-tool: no half-written tool message. Statuses stay as persisted
+            // (executing), so a resume treats unfinished calls as of unknown outcome.
+            return Err(ChainError::Cancelled);
+        };
+        if let Some(e) = observer
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .first()
+        {
+            return Err(ChainError::Persist(e.clone()));
+        }
+        Ok(run_results)
+    }
+
+    /// Runs the calls of the message at `position` with the given decisions (those of
+    /// the calls in `human` made by a person), adds the tool message and updates the
+    /// failure budget.
     async fn run_batch(
         &mut self,
         position: usize,
         decisions: Vec<PendingCall>,
+        human: &HashSet<String>,
     ) -> Result<(), ChainError> {
         let message = self.messages()[position].clone();
         let targets = self.unanswered_calls(position);
@@ -278,11 +346,21 @@ impl LLMChain {
                     ExecutionStatus::Failed,
                 )
             } else {
+                let by_person = human.contains(&id);
                 match decision {
-                    ReviewDecision::Approve | ReviewDecision::Interrupt => Plan::Run(call.clone()),
+                    ReviewDecision::Approve | ReviewDecision::Interrupt => {
+                        let mut approved = call.clone();
+                        if by_person {
+                            approved.record_human_approval();
+                        }
+                        Plan::Run(approved)
+                    }
                     ReviewDecision::Edit { arguments } => {
                         let mut edited = call.clone();
                         edited.record_edit(arguments);
+                        if by_person {
+                            edited.record_human_approval();
+                        }
                         Plan::Run(edited)
                     }
                     ReviewDecision::Reject { reason } => Plan::Answer(
@@ -307,14 +385,18 @@ impl LLMChain {
         }
 
         // What is stored is what runs: edited arguments (the model's kept in the call's
-        // metadata) are written into the stored assistant message before any body
-        // starts, so the conversation, an export and the model's next request all carry
-        // the call as it ran, whatever happens next.
+        // metadata) and a person's approval are written into the stored assistant
+        // message before any body starts, so the conversation, an export and the model's
+        // next request all carry the call as it ran, whatever happens next.
         let edits: Vec<(usize, &ToolCall)> = plans
             .iter()
             .zip(&targets)
             .filter_map(|(p, &i)| match p {
-                Plan::Run(c) if c.was_edited() && message.tool_calls[i] != *c => Some((i, c)),
+                Plan::Run(c)
+                    if (c.was_edited() || c.human_approved()) && message.tool_calls[i] != *c =>
+                {
+                    Some((i, c))
+                }
                 _ => None,
             })
             .collect();
@@ -343,59 +425,7 @@ impl LLMChain {
                 Plan::Answer(..) => None,
             })
             .collect();
-        let observer = Arc::new(ChainObserver {
-            sink: self.sink.clone(),
-            callbacks: self.callbacks.clone(),
-            errors: std::sync::Mutex::new(Vec::new()),
-            stop: self.cancel.child_token(),
-        });
-        let executor = ToolExecutor::new(self.tools.iter().cloned())
-            .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
-            .map_err(|e| ChainError::Resume(e.to_string()))?
-            .with_max_result_bytes(self.max_tool_result_bytes)
-            .with_context_arc(self.custom_context.clone())
-            .with_observer(observer.clone());
-        let span = tracing::info_span!(
-            "execute_tools",
-            "gen_ai.operation.name" = "execute_tool",
-            "llmchain.tool_calls" = to_run.len(),
-        );
-        let run_results = {
-            use tracing::Instrument;
-            // The observer's token: a child of the chain's, also fired by a lost lease.
-            let cancel = observer.stop.clone();
-            let fut = executor.execute_with_cancel(&mut to_run, &cancel);
-            tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => None,
-                r = fut.instrument(span) => Some(r),
-            }
-        };
-        // A write that must stop the run (lost lease, cancelled run) wins over the
-        // cancellation it caused.
-        let stop_error = observer
-            .errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|e| e.must_stop())
-            .cloned();
-        if let Some(e) = stop_error {
-            return Err(ChainError::Persist(e));
-        }
-        let Some(run_results) = run_results else {
-            // Cancelled mid-tool: no half-written tool message. Statuses stay as persisted
-            // (executing), so a resume treats unfinished calls as of unknown outcome.
-            return Err(ChainError::Cancelled);
-        };
-        if let Some(e) = observer
-            .errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .first()
-        {
-            return Err(ChainError::Persist(e.clone()));
-        }
+        let run_results = self.run_calls(&mut to_run).await?;
 
         // Results in call order; statuses copied back onto the message's calls.
         let mut ran = to_run.into_iter().zip(run_results);

@@ -34,6 +34,7 @@ mod callbacks;
 mod error;
 mod events;
 mod execute;
+mod interrupt;
 mod llm_chain;
 mod mode;
 mod review;

@@ -561,6 +561,31 @@ impl ToolCall {
         self.arguments = Some(Arguments::Object(arguments));
     }
 
+    /// Records that a person approved this call (`metadata.review.approved`), after a
+    /// review or a tool's interrupt: the tool sees it
+    /// ([`ToolContext::human_approved`](crate::tool::ToolContext::human_approved)), and
+    /// the stored call says so.
+    pub fn record_human_approval(&mut self) {
+        let review = self
+            .metadata
+            .entry(REVIEW_KEY.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(r) = review {
+            r.insert("approved".into(), Value::Bool(true));
+        } else {
+            *review = serde_json::json!({"approved": true});
+        }
+    }
+
+    /// Whether a person approved this call ([`record_human_approval`](Self::record_human_approval)).
+    pub fn human_approved(&self) -> bool {
+        self.metadata
+            .get(REVIEW_KEY)
+            .and_then(|r| r.get("approved"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
     /// Whether a reviewer edited the arguments before the call ran
     /// ([`record_edit`](Self::record_edit)).
     pub fn was_edited(&self) -> bool {

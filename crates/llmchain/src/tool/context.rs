@@ -30,6 +30,7 @@ pub struct ToolContext {
     tool_call_id: String,
     custom: Option<CustomContext>,
     cancel: CancellationToken,
+    human_approved: bool,
 }
 
 impl fmt::Debug for ToolContext {
@@ -49,6 +50,7 @@ impl ToolContext {
             tool_call_id: tool_call_id.into(),
             custom: None,
             cancel: CancellationToken::new(),
+            human_approved: false,
         }
     }
 
@@ -71,6 +73,21 @@ impl ToolContext {
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
         self
+    }
+
+    /// Marks the call as approved by a person (a review, or the answer to this tool's
+    /// own interrupt).
+    #[must_use]
+    pub fn with_human_approval(mut self, approved: bool) -> Self {
+        self.human_approved = approved;
+        self
+    }
+
+    /// Whether a person approved this call: a tool that interrupted to ask for approval
+    /// ([`ToolOutput::interrupt`](crate::tool::ToolOutput::interrupt)) and is run again
+    /// after a person approved it in the review inbox sees `true` here, and goes on.
+    pub fn human_approved(&self) -> bool {
+        self.human_approved
     }
 
     /// The id of the call being answered.

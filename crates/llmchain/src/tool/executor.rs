@@ -326,7 +326,8 @@ impl ToolExecutor {
         };
         let ctx = ToolContext::new(id)
             .with_custom_arc(self.custom.clone())
-            .with_cancellation(cancel.child_token());
+            .with_cancellation(cancel.child_token())
+            .with_human_approval(call.human_approved());
         // One span per call, with the OpenTelemetry GenAI semantic-convention names.
         let span = tracing::info_span!(
             "execute_tool",
