@@ -34,7 +34,19 @@
 //!   in place, put back onto the calls when a conversation loads;
 //! - runs: a [`RunState`] JSON document (mode, status, failure count, pending interrupts,
 //!   review decisions, anything else) with the lease owner, expiry and epoch, attempts,
-//!   schedule, priority and last error.
+//!   schedule, priority and last error; their kind ([`RunKind`]: queued for workers, or
+//!   held by an interactive process) and the operator's profile a queued run names;
+//! - the review inbox ([`review`]): a call that waited for a person, and what was
+//!   decided about it, by whom and when.
+//!
+//! ## Review and authority
+//! A worker never asks a person: a call that needs one pauses its run
+//! ([`Store::pause_run`]) with a [`Review`] per waiting call; any process decides one
+//! ([`Store::decide_review`], refused unless it is pending); the last decision requeues
+//! the run and a worker resumes it with exactly the stored decisions. What a queued run
+//! may execute comes from the worker's own configuration: a run names a profile
+//! ([`Run::profile`]) and a worker claims only runs of its profiles
+//! ([`Worker::profiles`]); nothing in a row can make it start a command or reach a URL.
 //!
 //! ## Crash safety
 //! Every write is one transaction, durable when its call returns. A process killed at

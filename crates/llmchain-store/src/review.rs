@@ -2,11 +2,11 @@
 //!
 //! A run that needs a human (a call its review policy asks about, in a process with no
 //! terminal to ask at: a worker, a server) is **paused** with one [`Review`] per call
-//! waiting ([`Store::pause_run`](crate::Store::pause_run), in the same transaction that
+//! waiting ([`Store::pause_run`], in the same transaction that
 //! pauses the run, fenced by its lease). Any process answers them
-//! ([`Store::decide_review`](crate::Store::decide_review)): each decision names one
+//! ([`Store::decide_review`]): each decision names one
 //! review, and so one call of one conversation; a decision for a review that is not
-//! pending is refused ([`StoreError::ReviewNotPending`](crate::StoreError::ReviewNotPending)),
+//! pending is refused ([`StoreError::ReviewNotPending`]),
 //! so two reviewers cannot both decide, and nobody can decide about a call that already
 //! ran. When the last pending review of a queued run is decided, the run goes back to
 //! `pending` in the same transaction, and a worker resumes it with the stored decisions
@@ -117,7 +117,7 @@ pub struct NewReview {
     pub arguments: Value,
 }
 
-/// Which reviews [`Store::list_reviews`](crate::Store::list_reviews) lists.
+/// Which reviews [`Store::list_reviews`] lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReviewFilter {
     /// Only reviews of this status (`Some(Pending)`: the inbox).
@@ -151,7 +151,7 @@ impl ReviewFilter {
     }
 }
 
-/// What [`Store::decide_review`](crate::Store::decide_review) did.
+/// What [`Store::decide_review`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decided {
     /// The review, decided.
