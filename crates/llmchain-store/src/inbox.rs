@@ -6,7 +6,7 @@
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 
 use crate::error::{StoreError, StoreResult, ser};
-use crate::model::{RunKind, RunStatus};
+use crate::model::{RunKind, RunState, RunStatus};
 use crate::review::{self, Decided, NewReview, Review, ReviewFilter, ReviewRow, ReviewStatus};
 use llmchain::chain::HumanDecision;
 
@@ -99,6 +99,51 @@ where
         .await?;
     }
     pending_of::<DB>(conn, run_id).await
+}
+
+/// Pauses run `run_id` of `conversation` (inside the caller's transaction, its lease
+/// checked and the run locked): opens `reviews`, then saves `state` with the status
+/// [`paused_status`] gives and ends the lease. Returns that status.
+pub(crate) async fn pause<DB>(
+    conn: &mut DB::Connection,
+    conversation: &str,
+    run_id: &str,
+    state: &RunState,
+    reviews: &[NewReview],
+    now: i64,
+) -> StoreResult<RunStatus>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> (i64,): FromRow<'r, DB::Row>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
+{
+    let pending = open::<DB>(conn, conversation, run_id, reviews, now).await?;
+    let (kind,): (String,) = sqlx::query_as("SELECT kind FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let status = paused_status(
+        RunKind::parse(&kind).unwrap_or(RunKind::Interactive),
+        pending,
+    );
+    let mut state = state.clone();
+    state.status = status;
+    sqlx::query(
+        "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, \
+         updated_at = $3, run_at = $3 WHERE id = $4",
+    )
+    .bind(status.as_str())
+    .bind(ser("run state", &state)?)
+    .bind(now)
+    .bind(run_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(status)
 }
 
 /// How many reviews of run `run_id` are pending.

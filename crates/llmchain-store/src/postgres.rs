@@ -763,35 +763,20 @@ impl Store for PostgresStore {
         // Locks the run's row first, as deciding a review does: pausing and deciding
         // are serialised per run.
         let conversation = check_lease(&mut tx, lease).await?;
-        let (kind, now): (String, i64) = sqlx::query_as(concat!(
-            "SELECT kind, ",
-            db_now!(),
-            " FROM runs WHERE id = $1"
-        ))
-        .bind(&lease.run_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let pending =
-            inbox::open::<sqlx::Postgres>(&mut tx, &conversation, &lease.run_id, reviews, now)
-                .await?;
-        let status = inbox::paused_status(
-            RunKind::parse(&kind).unwrap_or(RunKind::Interactive),
-            pending,
-        );
-        let mut state = state.clone();
-        state.status = status;
-        sqlx::query(
-            "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, \
-             updated_at = $3, run_at = $3 WHERE id = $4",
+        let now: i64 = sqlx::query_scalar(concat!("SELECT ", db_now!()))
+            .fetch_one(&mut *tx)
+            .await?;
+        let status = inbox::pause::<sqlx::Postgres>(
+            &mut tx,
+            &conversation,
+            &lease.run_id,
+            state,
+            reviews,
+            now,
         )
-        .bind(status.as_str())
-        .bind(ser("run state", &state)?)
-        .bind(now)
-        .bind(&lease.run_id)
-        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        tracing::debug!(run = %lease.run_id, pending, status = status.as_str(), "paused run for review");
+        tracing::debug!(run = %lease.run_id, status = status.as_str(), "paused run for review");
         Ok(status)
     }
 

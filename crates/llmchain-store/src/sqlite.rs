@@ -776,30 +776,14 @@ impl Store for SqliteStore {
     ) -> StoreResult<RunStatus> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let conversation = check_lease(&mut tx, lease).await?;
-        let now = now_ms();
-        let pending =
-            inbox::open::<sqlx::Sqlite>(&mut tx, &conversation, &lease.run_id, reviews, now)
-                .await?;
-        let kind: String = sqlx::query_scalar("SELECT kind FROM runs WHERE id = ?")
-            .bind(&lease.run_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let status = inbox::paused_status(
-            RunKind::parse(&kind).unwrap_or(RunKind::Interactive),
-            pending,
-        );
-        let mut state = state.clone();
-        state.status = status;
-        sqlx::query(
-            "UPDATE runs SET status = ?, state = ?, lease_owner = NULL, lease_expires_at = NULL, \
-             updated_at = ?, run_at = ? WHERE id = ?",
+        let status = inbox::pause::<sqlx::Sqlite>(
+            &mut tx,
+            &conversation,
+            &lease.run_id,
+            state,
+            reviews,
+            now_ms(),
         )
-        .bind(status.as_str())
-        .bind(ser("run state", &state)?)
-        .bind(now)
-        .bind(now)
-        .bind(&lease.run_id)
-        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(status)

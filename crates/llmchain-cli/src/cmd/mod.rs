@@ -4,6 +4,7 @@ pub(crate) mod conversations;
 pub(crate) mod decode;
 pub(crate) mod demo;
 pub(crate) mod encode;
+mod id_prefix;
 mod input;
 pub(crate) mod mcp;
 pub(crate) mod reviews;

@@ -137,19 +137,7 @@ async fn resolve(store: &AnyStore, given: &str) -> Result<Review, CliError> {
         })
         .await
         .map_err(store_error)?;
-    let mut matching: Vec<Review> = all
-        .into_iter()
-        .filter(|r| !given.is_empty() && r.id.starts_with(given))
-        .collect();
-    match matching.len() {
-        1 => Ok(matching.remove(0)),
-        0 => Err(CliError::Usage(format!(
-            "no review with id {given:?} (or starting with it); `llmchain reviews list` shows them"
-        ))),
-        n => Err(CliError::Usage(format!(
-            "{given:?} starts {n} review ids: give more of the id"
-        ))),
-    }
+    crate::cmd::id_prefix::pick(given, all, |r| r.id.as_str(), "review")
 }
 
 /// A review as JSON (the one shape `list --json` and `show --json` print).

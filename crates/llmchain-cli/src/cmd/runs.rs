@@ -104,19 +104,7 @@ async fn resolve(store: &AnyStore, given: &str) -> Result<Run, CliError> {
         })
         .await
         .map_err(store_error)?;
-    let mut matching: Vec<Run> = all
-        .into_iter()
-        .filter(|r| !given.is_empty() && r.id.starts_with(given))
-        .collect();
-    match matching.len() {
-        1 => Ok(matching.remove(0)),
-        0 => Err(CliError::Usage(format!(
-            "no run with id {given:?} (or starting with it)"
-        ))),
-        n => Err(CliError::Usage(format!(
-            "{given:?} starts {n} run ids: give more of the id"
-        ))),
-    }
+    crate::cmd::id_prefix::pick(given, all, |r| r.id.as_str(), "run")
 }
 
 /// The prompts of conversations (their titles: a prompt's first line), by id.
