@@ -58,168 +58,169 @@ fn drain(db: &str, dir: &std::path::Path) -> std::process::Output {
 /// `runs list`/`show` say which profile, with the prompt and dates.
 #[test]
 fn enqueue_then_a_worker_runs_it_under_its_profile() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("mcp-root");
-    std::fs::create_dir(&root).unwrap();
-    std::fs::write(root.join("notes.txt"), "Ship on Friday.\n").unwrap();
-    let mcp = common::serve_cmd(&root);
-    let (base, seen) = serve(bodies(&[
-        ResponseScript::tool_call("call_1", "llmchain__read_file", r#"{"path":"notes.txt"}"#),
-        ResponseScript::text("Your notes say: ship on Friday."),
-    ]));
-    write_config(
-        dir.path(),
-        &format!(
-            "[profiles.notes]\nprovider = \"openai\"\nbase_url = \"{base}\"\nmodel = \"local-model\"\n\
-             mcp = [\"{mcp}\"]\ntrust = [\"llmchain\"]\n"
-        ),
-    );
-    let db = db_of(dir.path());
-    let queued = llmchain(
-        &[
-            "run",
-            "--enqueue",
-            "--db",
-            &db,
-            "--profile",
-            "notes",
-            "--max-attempts",
-            "3",
-            "Summarise notes.txt",
-        ],
-        dir.path(),
-    );
-    assert!(queued.status.success(), "{}", text(&queued));
-    let run_id = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
-    assert_eq!(run_id.len(), 36, "{}", text(&queued));
-    assert!(
-        text(&queued).contains("under profile notes"),
-        "{}",
-        text(&queued)
-    );
-    assert!(seen.lock().unwrap().is_empty(), "nothing ran yet");
+    common::on_both_databases(
+        "enqueue_then_a_worker_runs_it_under_its_profile",
+        |dir, db| {
+            let root = dir.join("mcp-root");
+            std::fs::create_dir(&root).unwrap();
+            std::fs::write(root.join("notes.txt"), "Ship on Friday.\n").unwrap();
+            let mcp = common::serve_cmd(&root);
+            let (base, seen) = serve(bodies(&[
+                ResponseScript::tool_call(
+                    "call_1",
+                    "llmchain__read_file",
+                    r#"{"path":"notes.txt"}"#,
+                ),
+                ResponseScript::text("Your notes say: ship on Friday."),
+            ]));
+            write_config(
+                dir,
+                &format!(
+                    "[profiles.notes]\nprovider = \"openai\"\nbase_url = \"{base}\"\nmodel = \"local-model\"\n\
+                 mcp = [\"{mcp}\"]\ntrust = [\"llmchain\"]\n"
+                ),
+            );
+            let queued = llmchain(
+                &[
+                    "run",
+                    "--enqueue",
+                    "--db",
+                    db,
+                    "--profile",
+                    "notes",
+                    "--max-attempts",
+                    "3",
+                    "Summarise notes.txt",
+                ],
+                dir,
+            );
+            assert!(queued.status.success(), "{}", text(&queued));
+            let run_id = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
+            assert_eq!(run_id.len(), 36, "{}", text(&queued));
+            assert!(
+                text(&queued).contains("under profile notes"),
+                "{}",
+                text(&queued)
+            );
+            assert!(seen.lock().unwrap().is_empty(), "nothing ran yet");
 
-    let list = llmchain(&["runs", "--db", &db, "list", "--queued"], dir.path());
-    let listed = text(&list);
-    assert!(
-        listed.contains(&run_id) && listed.contains("pending"),
-        "{listed}"
-    );
-    assert!(
-        listed.contains("attempt 0/3") && listed.contains("profile notes"),
-        "{listed}"
-    );
-    assert!(
-        listed.contains("Summarise notes.txt"),
-        "the prompt: {listed}"
-    );
-    assert!(listed.contains(" UTC"), "dates: {listed}");
-    let interactive = llmchain(&["runs", "--db", &db, "list", "--interactive"], dir.path());
-    assert!(
-        !text(&interactive).contains(&run_id),
-        "{}",
-        text(&interactive)
-    );
+            let list = llmchain(&["runs", "--db", db, "list", "--queued"], dir);
+            let listed = text(&list);
+            assert!(
+                listed.contains(&run_id) && listed.contains("pending"),
+                "{listed}"
+            );
+            assert!(
+                listed.contains("attempt 0/3") && listed.contains("profile notes"),
+                "{listed}"
+            );
+            assert!(
+                listed.contains("Summarise notes.txt"),
+                "the prompt: {listed}"
+            );
+            assert!(listed.contains(" UTC"), "dates: {listed}");
+            let interactive = llmchain(&["runs", "--db", db, "list", "--interactive"], dir);
+            assert!(
+                !text(&interactive).contains(&run_id),
+                "{}",
+                text(&interactive)
+            );
 
-    let worker = drain(&db, dir.path());
-    let worked = text(&worker);
-    assert!(worker.status.success(), "{worked}");
-    assert!(worked.contains("1 claimed, 1 completed"), "{worked}");
-    // One line per step of the run.
-    assert!(
-        worked.contains(&format!("run {run_id} claimed (profile notes, attempt 1)")),
-        "{worked}"
-    );
-    assert!(worked.contains(&format!("run {run_id} done")), "{worked}");
-    assert_eq!(seen.lock().unwrap().len(), 2, "two model calls");
-    assert_eq!(seen.lock().unwrap()[0].1["model"], "local-model");
+            let worker = drain(db, dir);
+            let worked = text(&worker);
+            assert!(worker.status.success(), "{worked}");
+            assert!(worked.contains("1 claimed, 1 completed"), "{worked}");
+            // One line per step of the run.
+            assert!(
+                worked.contains(&format!("run {run_id} claimed (profile notes, attempt 1)")),
+                "{worked}"
+            );
+            assert!(worked.contains(&format!("run {run_id} done")), "{worked}");
+            assert_eq!(seen.lock().unwrap().len(), 2, "two model calls");
+            assert_eq!(seen.lock().unwrap()[0].1["model"], "local-model");
 
-    // `show` takes an id prefix; `--json` has the shape of `list --json`.
-    let show = llmchain(
-        &["runs", "--db", &db, "show", "--json", &run_id[..8]],
-        dir.path(),
-    );
-    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
-    assert_eq!(shown["status"], "done");
-    assert_eq!(shown["kind"], "queued");
-    assert_eq!(shown["profile"], "notes");
-    assert_eq!(shown["attempt"], 1);
-    assert_eq!(shown["prompt"], "Summarise notes.txt");
-    assert!(
-        shown.get("job").is_none(),
-        "a queued run stores no job: {shown}"
-    );
-    let listed = llmchain(&["runs", "--db", &db, "list", "--json"], dir.path());
-    let line: serde_json::Value = serde_json::from_str(
-        String::from_utf8_lossy(&listed.stdout)
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(line, shown);
-    let human = llmchain(&["runs", "--db", &db, "show", &run_id], dir.path());
-    assert!(text(&human).contains("created: 20"), "{}", text(&human));
+            // `show` takes an id prefix; `--json` has the shape of `list --json`.
+            let show = llmchain(&["runs", "--db", db, "show", "--json", &run_id[..8]], dir);
+            let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+            assert_eq!(shown["status"], "done");
+            assert_eq!(shown["kind"], "queued");
+            assert_eq!(shown["profile"], "notes");
+            assert_eq!(shown["attempt"], 1);
+            assert_eq!(shown["prompt"], "Summarise notes.txt");
+            assert!(
+                shown.get("job").is_none(),
+                "a queued run stores no job: {shown}"
+            );
+            let listed = llmchain(&["runs", "--db", db, "list", "--json"], dir);
+            let line: serde_json::Value = serde_json::from_str(
+                String::from_utf8_lossy(&listed.stdout)
+                    .lines()
+                    .next()
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(line, shown);
+            let human = llmchain(&["runs", "--db", db, "show", &run_id], dir);
+            assert!(text(&human).contains("created: 20"), "{}", text(&human));
 
-    let conversation_id = shown["conversation_id"].as_str().unwrap().to_owned();
-    let c = common::export(&db, &conversation_id, dir.path());
-    let roles: Vec<Role> = c.messages.iter().map(|m| m.role).collect();
-    assert_eq!(
-        roles,
-        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
-    );
-    assert!(
-        c.messages[2].tool_results[0]
-            .content_text()
-            .contains("Ship on Friday.")
-    );
+            let conversation_id = shown["conversation_id"].as_str().unwrap().to_owned();
+            let c = common::export(db, &conversation_id, dir);
+            let roles: Vec<Role> = c.messages.iter().map(|m| m.role).collect();
+            assert_eq!(
+                roles,
+                [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+            );
+            assert!(
+                c.messages[2].tool_results[0]
+                    .content_text()
+                    .contains("Ship on Friday.")
+            );
 
-    // Steering: a finished run cannot be cancelled; a done one cannot be retried.
-    let cancel = llmchain(&["runs", "--db", &db, "cancel", &run_id], dir.path());
-    assert_eq!(cancel.status.code(), Some(2), "{}", text(&cancel));
-    assert!(text(&cancel).contains("is done"), "{}", text(&cancel));
-    let retry = llmchain(&["runs", "--db", &db, "retry", &run_id], dir.path());
-    assert_eq!(retry.status.code(), Some(2), "{}", text(&retry));
-    let missing = llmchain(&["runs", "--db", &db, "show", "nope"], dir.path());
-    assert_eq!(missing.status.code(), Some(2));
+            // Steering: a finished run cannot be cancelled; a done one cannot be retried.
+            let cancel = llmchain(&["runs", "--db", db, "cancel", &run_id], dir);
+            assert_eq!(cancel.status.code(), Some(2), "{}", text(&cancel));
+            assert!(text(&cancel).contains("is done"), "{}", text(&cancel));
+            let retry = llmchain(&["runs", "--db", db, "retry", &run_id], dir);
+            assert_eq!(retry.status.code(), Some(2), "{}", text(&retry));
+            let missing = llmchain(&["runs", "--db", db, "show", "nope"], dir);
+            assert_eq!(missing.status.code(), Some(2));
+        },
+    );
 }
 
 #[test]
 fn a_queued_run_can_be_cancelled_and_retried() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = db_of(dir.path());
-    let queued = llmchain(&["run", "--enqueue", "--db", &db, "hi"], dir.path());
-    assert!(queued.status.success(), "{}", text(&queued));
-    let run_id = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
-    let cancel = llmchain(&["runs", "--db", &db, "cancel", &run_id], dir.path());
-    assert!(cancel.status.success(), "{}", text(&cancel));
-    let list = llmchain(
-        &[
-            "runs",
-            "--db",
-            &db,
-            "list",
-            "--status",
-            "cancelled",
-            "--json",
-        ],
-        dir.path(),
-    );
-    let line: serde_json::Value = serde_json::from_str(
-        String::from_utf8_lossy(&list.stdout)
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(line["id"], run_id.as_str());
-    let retry = llmchain(&["runs", "--db", &db, "retry", &run_id[..6]], dir.path());
-    assert!(retry.status.success(), "{}", text(&retry));
-    let bad = llmchain(
-        &["runs", "--db", &db, "list", "--status", "sleeping"],
-        dir.path(),
-    );
-    assert_eq!(bad.status.code(), Some(2));
+    common::on_both_databases("a_queued_run_can_be_cancelled_and_retried", |dir, db| {
+        let queued = llmchain(&["run", "--enqueue", "--db", db, "hi"], dir);
+        assert!(queued.status.success(), "{}", text(&queued));
+        let run_id = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
+        let cancel = llmchain(&["runs", "--db", db, "cancel", &run_id], dir);
+        assert!(cancel.status.success(), "{}", text(&cancel));
+        let list = llmchain(
+            &[
+                "runs",
+                "--db",
+                db,
+                "list",
+                "--status",
+                "cancelled",
+                "--json",
+            ],
+            dir,
+        );
+        let line: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&list.stdout)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(line["id"], run_id.as_str());
+        let retry = llmchain(&["runs", "--db", db, "retry", &run_id[..6]], dir);
+        assert!(retry.status.success(), "{}", text(&retry));
+        let bad = llmchain(&["runs", "--db", db, "list", "--status", "sleeping"], dir);
+        assert_eq!(bad.status.code(), Some(2));
+    });
 }
 
 /// Reproduction 5 (the enqueue side): what a queued run may execute cannot come from
@@ -251,273 +252,294 @@ fn enqueue_refuses_what_only_a_profile_may_say() {
 /// worker's own profile: the planted command never starts, the worker's key goes only
 /// to the configured server; a run naming a profile the worker does not have is left
 /// for another worker.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_planted_row_cannot_run_commands_or_take_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("pwned");
-    let (good, good_seen) = serve(bodies(&[ResponseScript::text("hello")]));
-    let (evil, evil_seen) = serve(bodies(&[ResponseScript::text("gotcha")]));
-    write_config(
-        dir.path(),
-        &format!("base_url = \"{good}\"\nmodel = \"m\"\n"),
-    );
-    let db = db_of(dir.path());
-    let store = AnyStore::open(&db).await.unwrap();
-    let plant = |profile: &'static str| {
-        let store = store.clone();
-        let marker = marker.clone();
-        let evil = evil.clone();
-        async move {
-            let mut c = Conversation::new();
-            c.messages.push(Message::user("hi"));
-            let id = store
-                .create_conversation(NewConversation::from_conversation(c))
+#[test]
+fn a_planted_row_cannot_run_commands_or_take_keys() {
+    common::on_both_databases(
+        "a_planted_row_cannot_run_commands_or_take_keys",
+        |dir, db| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let marker = dir.join("pwned");
+                let (good, good_seen) = serve(bodies(&[ResponseScript::text("hello")]));
+                let (evil, evil_seen) = serve(bodies(&[ResponseScript::text("gotcha")]));
+                write_config(dir, &format!("base_url = \"{good}\"\nmodel = \"m\"\n"));
+                let store = AnyStore::open(db).await.unwrap();
+                let plant = |profile: &'static str| {
+                    let store = store.clone();
+                    let marker = marker.clone();
+                    let evil = evil.clone();
+                    async move {
+                        let mut c = Conversation::new();
+                        c.messages.push(Message::user("hi"));
+                        let id = store
+                            .create_conversation(NewConversation::from_conversation(c))
+                            .await
+                            .unwrap();
+                        let mut state = RunState::default();
+                        state.extra.insert(
+                            "job".into(),
+                            serde_json::json!({
+                                "provider": "openai", "model": "m", "approve": "always",
+                                "base_url": evil,
+                                "mcp": [format!("sh -c 'touch {}'", marker.display())],
+                            }),
+                        );
+                        store
+                            .enqueue_run(
+                                &id,
+                                &state,
+                                &RunOptions {
+                                    profile: Some(profile.into()),
+                                    ..Default::default()
+                                },
+                            )
+                            .await
+                            .unwrap()
+                    }
+                };
+                let mine = plant("default").await;
+                let theirs = plant("elsewhere").await;
+                let (db2, path) = (db.to_owned(), dir.to_path_buf());
+                let out = tokio::task::spawn_blocking(move || {
+                    llmchain_with_env(
+                        &["worker", "--db", &db2, "--drain", "--poll-ms", "20"],
+                        &path,
+                        &[("OPENAI_API_KEY", "sk-secret-of-the-worker")],
+                    )
+                })
                 .await
                 .unwrap();
-            let mut state = RunState::default();
-            state.extra.insert(
-                "job".into(),
-                serde_json::json!({
-                    "provider": "openai", "model": "m", "approve": "always",
-                    "base_url": evil,
-                    "mcp": [format!("sh -c 'touch {}'", marker.display())],
-                }),
-            );
-            store
-                .enqueue_run(
-                    &id,
-                    &state,
-                    &RunOptions {
-                        profile: Some(profile.into()),
-                        ..Default::default()
-                    },
-                )
-                .await
-                .unwrap()
-        }
-    };
-    let mine = plant("default").await;
-    let theirs = plant("elsewhere").await;
-    let (db2, path) = (db.clone(), dir.path().to_owned());
-    let out = tokio::task::spawn_blocking(move || {
-        llmchain_with_env(
-            &["worker", "--db", &db2, "--drain", "--poll-ms", "20"],
-            &path,
-            &[("OPENAI_API_KEY", "sk-secret-of-the-worker")],
-        )
-    })
-    .await
-    .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        text(&out).contains("1 claimed, 1 completed"),
-        "{}",
-        text(&out)
+                assert!(out.status.success(), "{}", text(&out));
+                assert!(
+                    text(&out).contains("1 claimed, 1 completed"),
+                    "{}",
+                    text(&out)
+                );
+                assert!(!marker.exists(), "the planted command never ran");
+                assert!(
+                    evil_seen.lock().unwrap().is_empty(),
+                    "the planted URL got nothing"
+                );
+                assert_eq!(good_seen.lock().unwrap().len(), 1);
+                let status = |id: String| {
+                    let store = store.clone();
+                    async move { store.get_run(&id).await.unwrap().unwrap().state.status }
+                };
+                assert_eq!(status(mine.id).await, llmchain_store::RunStatus::Done);
+                assert_eq!(status(theirs.id).await, llmchain_store::RunStatus::Pending);
+            });
+        },
     );
-    assert!(!marker.exists(), "the planted command never ran");
-    assert!(
-        evil_seen.lock().unwrap().is_empty(),
-        "the planted URL got nothing"
-    );
-    assert_eq!(good_seen.lock().unwrap().len(), 1);
-    let status = |id: String| {
-        let store = store.clone();
-        async move { store.get_run(&id).await.unwrap().unwrap().state.status }
-    };
-    assert_eq!(status(mine.id).await, llmchain_store::RunStatus::Done);
-    assert_eq!(status(theirs.id).await, llmchain_store::RunStatus::Pending);
 }
 
 /// Reproduction 5 (the `run -c` side): a conversation planted as "the latest" with a
 /// recorded MCP command and base URL: `run -c` refuses, naming the difference, and
 /// nothing starts or is sent; passing the URL again on the command line is consent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_c_refuses_a_recorded_server_or_url_the_user_did_not_configure() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("pwned");
-    let (evil, evil_seen) = serve(bodies(&[ResponseScript::text("gotcha")]));
-    let db = db_of(dir.path());
-    let store = AnyStore::open(&db).await.unwrap();
-    let mut c = Conversation::new();
-    c.messages.push(Message::user("hi"));
-    c.messages.push(Message::assistant("hello"));
-    let id = store
-        .create_conversation(NewConversation::from_conversation(c))
-        .await
-        .unwrap();
-    let planted_cmd = format!("sh -c 'touch {}'", marker.display());
-    let mut state = RunState::default();
-    state.extra.insert(
-        "job".into(),
-        serde_json::json!({"provider": "openai", "model": "m", "approve": "always",
-                           "base_url": evil, "mcp": [planted_cmd]}),
-    );
-    let held = store
-        .claim_conversation(&id, "cli-x", Duration::from_secs(30), &state)
-        .await
-        .unwrap();
-    let mut done = held.state.clone();
-    done.status = llmchain_store::RunStatus::Done;
-    store
-        .complete_run(&held.lease().unwrap(), &done)
-        .await
-        .unwrap();
+#[test]
+fn run_c_refuses_a_recorded_server_or_url_the_user_did_not_configure() {
+    common::on_both_databases(
+        "run_c_refuses_a_recorded_server_or_url_the_user_did_not_configure",
+        |dir, db| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let marker = dir.join("pwned");
+                let (evil, evil_seen) = serve(bodies(&[ResponseScript::text("gotcha")]));
+                let store = AnyStore::open(db).await.unwrap();
+                let mut c = Conversation::new();
+                c.messages.push(Message::user("hi"));
+                c.messages.push(Message::assistant("hello"));
+                let id = store
+                    .create_conversation(NewConversation::from_conversation(c))
+                    .await
+                    .unwrap();
+                let planted_cmd = format!("sh -c 'touch {}'", marker.display());
+                let mut state = RunState::default();
+                state.extra.insert(
+                    "job".into(),
+                    serde_json::json!({"provider": "openai", "model": "m", "approve": "always",
+                                   "base_url": evil, "mcp": [planted_cmd]}),
+                );
+                let held = store
+                    .claim_conversation(&id, "cli-x", Duration::from_secs(30), &state)
+                    .await
+                    .unwrap();
+                let mut done = held.state.clone();
+                done.status = llmchain_store::RunStatus::Done;
+                store
+                    .complete_run(&held.lease().unwrap(), &done)
+                    .await
+                    .unwrap();
 
-    let (db2, path) = (db.clone(), dir.path().to_owned());
-    let out = tokio::task::spawn_blocking(move || {
-        llmchain_with_env(
-            &["run", "--db", &db2, "-c", "go on"],
-            &path,
-            &[("OPENAI_API_KEY", "sk-user")],
-        )
-    })
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let said = text(&out);
-    assert!(
-        said.contains("ran with MCP servers that your configuration"),
-        "{said}"
-    );
-    assert!(said.contains("touch"), "the difference is named: {said}");
-    assert!(!marker.exists());
-    assert!(evil_seen.lock().unwrap().is_empty());
+                let (db2, path) = (db.to_owned(), dir.to_path_buf());
+                let out = tokio::task::spawn_blocking(move || {
+                    llmchain_with_env(
+                        &["run", "--db", &db2, "-c", "go on"],
+                        &path,
+                        &[("OPENAI_API_KEY", "sk-user")],
+                    )
+                })
+                .await
+                .unwrap();
+                assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+                let said = text(&out);
+                assert!(
+                    said.contains("ran with MCP servers that your configuration"),
+                    "{said}"
+                );
+                assert!(said.contains("touch"), "the difference is named: {said}");
+                assert!(!marker.exists());
+                assert!(evil_seen.lock().unwrap().is_empty());
 
-    // With the servers named on the command line, the URL is still refused.
-    let (db2, path) = (db.clone(), dir.path().to_owned());
-    let out = tokio::task::spawn_blocking(move || {
-        llmchain_with_env(
-            &[
-                "run",
-                "--db",
-                &db2,
-                "-c",
-                "--no-builtin-tools",
-                "--mcp-http",
-                "http://127.0.0.1:9/mcp",
-                "go on",
-            ],
-            &path,
-            &[("OPENAI_API_KEY", "sk-user")],
-        )
-    })
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        text(&out).contains("sends openai requests to"),
-        "{}",
-        text(&out)
-    );
-    assert!(evil_seen.lock().unwrap().is_empty());
+                // With the servers named on the command line, the URL is still refused.
+                let (db2, path) = (db.to_owned(), dir.to_path_buf());
+                let out = tokio::task::spawn_blocking(move || {
+                    llmchain_with_env(
+                        &[
+                            "run",
+                            "--db",
+                            &db2,
+                            "-c",
+                            "--no-builtin-tools",
+                            "--mcp-http",
+                            "http://127.0.0.1:9/mcp",
+                            "go on",
+                        ],
+                        &path,
+                        &[("OPENAI_API_KEY", "sk-user")],
+                    )
+                })
+                .await
+                .unwrap();
+                assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+                assert!(
+                    text(&out).contains("sends openai requests to"),
+                    "{}",
+                    text(&out)
+                );
+                assert!(evil_seen.lock().unwrap().is_empty());
 
-    // Passing the URL again is the user's own choice.
-    let (db2, path, evil2) = (db.clone(), dir.path().to_owned(), evil.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        llmchain_with_env(
-            &[
-                "run",
-                "--db",
-                &db2,
-                "-c",
-                "--mcp",
-                "true-not-run",
-                "--base-url",
-                &evil2,
-                "go on",
-            ],
-            &path,
-            &[("OPENAI_API_KEY", "sk-user")],
-        )
-    })
-    .await
-    .unwrap();
-    // `true-not-run` is not an MCP server: the run fails to start it, before the model.
-    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(!marker.exists());
+                // Passing the URL again is the user's own choice.
+                let (db2, path, evil2) = (db.to_owned(), dir.to_path_buf(), evil.clone());
+                let out = tokio::task::spawn_blocking(move || {
+                    llmchain_with_env(
+                        &[
+                            "run",
+                            "--db",
+                            &db2,
+                            "-c",
+                            "--mcp",
+                            "true-not-run",
+                            "--base-url",
+                            &evil2,
+                            "go on",
+                        ],
+                        &path,
+                        &[("OPENAI_API_KEY", "sk-user")],
+                    )
+                })
+                .await
+                .unwrap();
+                // `true-not-run` is not an MCP server: the run fails to start it, before the model.
+                assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+                assert!(!marker.exists());
+            });
+        },
+    );
 }
 
 /// Reproduction 6: credentials in URLs are never stored or shown: not in `runs show`,
 /// `runs list --json`, nor the errors of an MCP server that cannot be reached.
 #[test]
 fn credentials_in_urls_are_neither_stored_nor_shown() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = db_of(dir.path());
-    let out = llmchain_with_env(
-        &[
-            "run",
-            "--db",
-            &db,
-            "--no-builtin-tools",
-            "--base-url",
-            "http://u:PW1secret@127.0.0.1:9/v1?api-key=K1secret",
-            "--mcp-http",
-            "http://t:PW2secret@127.0.0.1:9/mcp?token=K2secret",
-            "hi",
-        ],
-        dir.path(),
-        &[("OPENAI_API_KEY", "sk-x")],
-    );
-    assert_ne!(out.status.code(), Some(0));
-    let all = text(&out);
-    for secret in ["PW1secret", "K1secret", "PW2secret", "K2secret"] {
-        assert!(!all.contains(secret), "{secret} in {all}");
-    }
-    // The MCP server failed before any run was held; run with a reachable MCP-less
-    // start so a run is recorded, and look at what is stored.
-    let out = llmchain_with_env(
-        &[
-            "run",
-            "--db",
-            &db,
-            "--no-builtin-tools",
-            "--base-url",
-            "http://u:PW1secret@127.0.0.1:9/v1?api-key=K1secret",
-            "hi",
-        ],
-        dir.path(),
-        &[("OPENAI_API_KEY", "sk-x")],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let mut shown = text(&out);
-    for args in [
-        vec!["runs", "--db", &db, "list", "--json"],
-        vec!["runs", "--db", &db, "list"],
-    ] {
-        shown.push_str(&text(&llmchain(&args, dir.path())));
-    }
-    let id = String::from_utf8_lossy(
-        &llmchain(&["runs", "--db", &db, "list", "--json"], dir.path()).stdout,
-    )
-    .lines()
-    .next()
-    .map(|l| {
-        serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    })
-    .expect("the run is recorded");
-    shown.push_str(&text(&llmchain(
-        &["runs", "--db", &db, "show", &id],
-        dir.path(),
-    )));
-    shown.push_str(&text(&llmchain(
-        &["runs", "--db", &db, "show", "--json", &id],
-        dir.path(),
-    )));
-    for secret in ["PW1secret", "K1secret"] {
-        assert!(!shown.contains(secret), "{secret} in {shown}");
-    }
-    assert!(
-        shown.contains("http://127.0.0.1:9/v1?api-key=***"),
-        "{shown}"
-    );
-    let raw = std::fs::read(dir.path().join("queue.db")).unwrap();
-    let raw = String::from_utf8_lossy(&raw);
-    assert!(
-        !raw.contains("PW1secret") && !raw.contains("K1secret"),
-        "stored"
+    common::on_both_databases(
+        "credentials_in_urls_are_neither_stored_nor_shown",
+        |dir, db| {
+            let out = llmchain_with_env(
+                &[
+                    "run",
+                    "--db",
+                    db,
+                    "--no-builtin-tools",
+                    "--base-url",
+                    "http://u:PW1secret@127.0.0.1:9/v1?api-key=K1secret",
+                    "--mcp-http",
+                    "http://t:PW2secret@127.0.0.1:9/mcp?token=K2secret",
+                    "hi",
+                ],
+                dir,
+                &[("OPENAI_API_KEY", "sk-x")],
+            );
+            assert_ne!(out.status.code(), Some(0));
+            let all = text(&out);
+            for secret in ["PW1secret", "K1secret", "PW2secret", "K2secret"] {
+                assert!(!all.contains(secret), "{secret} in {all}");
+            }
+            // The MCP server failed before any run was held; run with a reachable MCP-less
+            // start so a run is recorded, and look at what is stored.
+            let out = llmchain_with_env(
+                &[
+                    "run",
+                    "--db",
+                    db,
+                    "--no-builtin-tools",
+                    "--base-url",
+                    "http://u:PW1secret@127.0.0.1:9/v1?api-key=K1secret",
+                    "hi",
+                ],
+                dir,
+                &[("OPENAI_API_KEY", "sk-x")],
+            );
+            assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+            let mut shown = text(&out);
+            for args in [
+                vec!["runs", "--db", db, "list", "--json"],
+                vec!["runs", "--db", db, "list"],
+            ] {
+                shown.push_str(&text(&llmchain(&args, dir)));
+            }
+            let id = String::from_utf8_lossy(
+                &llmchain(&["runs", "--db", db, "list", "--json"], dir).stdout,
+            )
+            .lines()
+            .next()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .expect("the run is recorded");
+            shown.push_str(&text(&llmchain(&["runs", "--db", db, "show", &id], dir)));
+            shown.push_str(&text(&llmchain(
+                &["runs", "--db", db, "show", "--json", &id],
+                dir,
+            )));
+            for secret in ["PW1secret", "K1secret"] {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
+            assert!(
+                shown.contains("http://127.0.0.1:9/v1?api-key=***"),
+                "{shown}"
+            );
+            // The database's own bytes (SQLite: the file and its write-ahead log).
+            if db.starts_with("sqlite") {
+                let mut raw = std::fs::read(dir.join("queue.db")).unwrap();
+                raw.extend(std::fs::read(dir.join("queue.db-wal")).unwrap_or_default());
+                let raw = String::from_utf8_lossy(&raw);
+                assert!(
+                    !raw.contains("PW1secret") && !raw.contains("K1secret"),
+                    "stored"
+                );
+            }
+        },
     );
 }
 
@@ -525,60 +547,54 @@ fn credentials_in_urls_are_neither_stored_nor_shown() {
 /// run behind, and a later worker claims nothing nobody queued.
 #[test]
 fn a_failed_start_leaves_no_run_for_a_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = db_of(dir.path());
-    let out = llmchain(
-        &["run", "--db", &db, "--provider", "anthropic", "hi"],
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("ANTHROPIC_API_KEY"), "{}", text(&out));
-    let list = llmchain(&["runs", "--db", &db, "list", "--json"], dir.path());
-    assert!(
-        !String::from_utf8_lossy(&list.stdout).contains("\"running\""),
-        "{}",
-        text(&list)
-    );
-    let worker = drain(&db, dir.path());
-    assert!(text(&worker).contains("0 claimed"), "{}", text(&worker));
+    common::on_both_databases("a_failed_start_leaves_no_run_for_a_worker", |dir, db| {
+        let out = llmchain(&["run", "--db", db, "--provider", "anthropic", "hi"], dir);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains("ANTHROPIC_API_KEY"), "{}", text(&out));
+        let list = llmchain(&["runs", "--db", db, "list", "--json"], dir);
+        assert!(
+            !String::from_utf8_lossy(&list.stdout).contains("\"running\""),
+            "{}",
+            text(&list)
+        );
+        let worker = drain(db, dir);
+        assert!(text(&worker).contains("0 claimed"), "{}", text(&worker));
+    });
 }
 
 /// Reproduction 8: `run -c` does not take over a queued run of the conversation: it
 /// refuses and says how to cancel it; nothing is appended.
 #[test]
 fn run_c_refuses_while_a_queued_run_is_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = db_of(dir.path());
-    let queued = llmchain(&["run", "--enqueue", "--db", &db, "first"], dir.path());
-    assert!(queued.status.success(), "{}", text(&queued));
-    let run_id = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
-    let out = llmchain_with_env(
-        &[
-            "run",
-            "--db",
-            &db,
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-            "-c",
-            "second",
-        ],
-        dir.path(),
-        &[("OPENAI_API_KEY", "sk-x")],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains(&format!("llmchain runs cancel {run_id}")),
-        "{}",
-        text(&out)
-    );
-    let show = llmchain(
-        &["runs", "--db", &db, "show", "--json", &run_id],
-        dir.path(),
-    );
-    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
-    assert_eq!(shown["status"], "pending");
-    let id = shown["conversation_id"].as_str().unwrap();
-    assert_eq!(common::export(&db, id, dir.path()).messages.len(), 1);
+    common::on_both_databases("run_c_refuses_while_a_queued_run_is_open", |dir, db| {
+        let queued = llmchain(&["run", "--enqueue", "--db", db, "first"], dir);
+        assert!(queued.status.success(), "{}", text(&queued));
+        let run_id = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
+        let out = llmchain_with_env(
+            &[
+                "run",
+                "--db",
+                db,
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "-c",
+                "second",
+            ],
+            dir,
+            &[("OPENAI_API_KEY", "sk-x")],
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!("llmchain runs cancel {run_id}")),
+            "{}",
+            text(&out)
+        );
+        let show = llmchain(&["runs", "--db", db, "show", "--json", &run_id], dir);
+        let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        assert_eq!(shown["status"], "pending");
+        let id = shown["conversation_id"].as_str().unwrap();
+        assert_eq!(common::export(db, id, dir).messages.len(), 1);
+    });
 }
 
 /// Reproductions 3 and 4, and the review inbox end to end from a second process: runs
@@ -589,255 +605,246 @@ fn run_c_refuses_while_a_queued_run_is_open() {
 /// are stored `denied`.
 #[test]
 fn queued_runs_wait_for_the_review_inbox() {
-    let test = "queued_runs_wait_for_the_review_inbox";
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir(&root).unwrap();
-    let Some(files) = files_server_cmd(test, &root, 0) else {
-        return;
-    };
-    // Each run: one call, then the answer. Runs are taken one at a time.
-    let (base, _seen) = serve(bodies(&[
-        write_call("c4", "q4.txt", "four"),
-        write_call("c5", "q5.txt", "five"),
-        write_call("c6", "q6.txt", "six"),
-        ResponseScript::text("ok"),
-        ResponseScript::text("ok"),
-        ResponseScript::text("ok"),
-    ]));
-    write_config(
-        dir.path(),
-        &format!(
-            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n"
-        ),
-    );
-    let db = db_of(dir.path());
-    let mut runs = Vec::new();
-    for q in ["q4", "q5", "q6"] {
-        let out = llmchain(
-            &["run", "--enqueue", "--db", &db, "--approve", "ask", q],
-            dir.path(),
+    common::on_both_databases("queued_runs_wait_for_the_review_inbox", |dir, db| {
+        let test = "queued_runs_wait_for_the_review_inbox";
+        let root = dir.join("files");
+        std::fs::create_dir(&root).unwrap();
+        let Some(files) = files_server_cmd(test, &root, 0) else {
+            return;
+        };
+        // Each run: one call, then the answer. Runs are taken one at a time.
+        let (base, _seen) = serve(bodies(&[
+            write_call("c4", "q4.txt", "four"),
+            write_call("c5", "q5.txt", "five"),
+            write_call("c6", "q6.txt", "six"),
+            ResponseScript::text("ok"),
+            ResponseScript::text("ok"),
+            ResponseScript::text("ok"),
+        ]));
+        write_config(
+            dir,
+            &format!(
+                "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n"
+            ),
         );
-        assert!(out.status.success(), "{}", text(&out));
-        runs.push(String::from_utf8_lossy(&out.stdout).trim().to_owned());
-    }
-    let worker = llmchain(
-        &[
-            "worker",
-            "--db",
-            &db,
-            "--drain",
-            "--poll-ms",
-            "20",
-            "--concurrency",
-            "1",
-        ],
-        dir.path(),
-    );
-    let worked = text(&worker);
-    assert!(worked.contains("3 claimed, 3 completed"), "{worked}");
-    assert_eq!(
-        worked.matches("1 call(s) wait for review").count(),
-        3,
-        "{worked}"
-    );
-    assert!(files_calls(&root).is_empty(), "nothing ran unreviewed");
+        let mut runs = Vec::new();
+        for q in ["q4", "q5", "q6"] {
+            let out = llmchain(
+                &["run", "--enqueue", "--db", db, "--approve", "ask", q],
+                dir,
+            );
+            assert!(out.status.success(), "{}", text(&out));
+            runs.push(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        }
+        let worker = llmchain(
+            &[
+                "worker",
+                "--db",
+                db,
+                "--drain",
+                "--poll-ms",
+                "20",
+                "--concurrency",
+                "1",
+            ],
+            dir,
+        );
+        let worked = text(&worker);
+        assert!(worked.contains("3 claimed, 3 completed"), "{worked}");
+        assert_eq!(
+            worked.matches("1 call(s) wait for review").count(),
+            3,
+            "{worked}"
+        );
+        assert!(files_calls(&root).is_empty(), "nothing ran unreviewed");
 
-    let list = llmchain(&["reviews", "--db", &db, "list", "--json"], dir.path());
-    let reviews: Vec<serde_json::Value> = String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(reviews.len(), 3, "{}", text(&list));
-    let by_call = |call: &str| {
-        reviews
-            .iter()
-            .find(|r| r["call_id"] == call)
-            .unwrap_or_else(|| panic!("no review of {call}"))["id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    // Only q5 is approved: only q5.txt may appear.
-    let approve = llmchain(
-        &[
-            "reviews",
-            "--db",
-            &db,
-            "--by",
-            "alice",
-            "approve",
-            &by_call("c5")[..8],
-        ],
-        dir.path(),
-    );
-    assert!(approve.status.success(), "{}", text(&approve));
-    assert!(
-        text(&approve).contains("is queued again"),
-        "{}",
-        text(&approve)
-    );
-    let again = llmchain(
-        &["reviews", "--db", &db, "approve", &by_call("c5")],
-        dir.path(),
-    );
-    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
-    assert!(text(&again).contains("not pending"), "{}", text(&again));
-    let edit = llmchain(
-        &[
-            "reviews",
-            "--db",
-            &db,
-            "edit",
-            &by_call("c6"),
-            r#"{"path":"q6.txt","content":"SIX"}"#,
-        ],
-        dir.path(),
-    );
-    assert!(edit.status.success(), "{}", text(&edit));
-    let deny = llmchain(
-        &[
-            "reviews",
-            "--db",
-            &db,
-            "deny",
-            &by_call("c4"),
-            "--reason",
-            "not q4",
-        ],
-        dir.path(),
-    );
-    assert!(deny.status.success(), "{}", text(&deny));
+        let list = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
+        let reviews: Vec<serde_json::Value> = String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(reviews.len(), 3, "{}", text(&list));
+        let by_call = |call: &str| {
+            reviews
+                .iter()
+                .find(|r| r["call_id"] == call)
+                .unwrap_or_else(|| panic!("no review of {call}"))["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        // Only q5 is approved: only q5.txt may appear.
+        let approve = llmchain(
+            &[
+                "reviews",
+                "--db",
+                db,
+                "--by",
+                "alice",
+                "approve",
+                &by_call("c5")[..8],
+            ],
+            dir,
+        );
+        assert!(approve.status.success(), "{}", text(&approve));
+        assert!(
+            text(&approve).contains("is queued again"),
+            "{}",
+            text(&approve)
+        );
+        let again = llmchain(&["reviews", "--db", db, "approve", &by_call("c5")], dir);
+        assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+        assert!(text(&again).contains("not pending"), "{}", text(&again));
+        let edit = llmchain(
+            &[
+                "reviews",
+                "--db",
+                db,
+                "edit",
+                &by_call("c6"),
+                r#"{"path":"q6.txt","content":"SIX"}"#,
+            ],
+            dir,
+        );
+        assert!(edit.status.success(), "{}", text(&edit));
+        let deny = llmchain(
+            &[
+                "reviews",
+                "--db",
+                db,
+                "deny",
+                &by_call("c4"),
+                "--reason",
+                "not q4",
+            ],
+            dir,
+        );
+        assert!(deny.status.success(), "{}", text(&deny));
 
-    let worker = drain(&db, dir.path());
-    assert!(
-        text(&worker).contains("3 claimed, 3 completed"),
-        "{}",
-        text(&worker)
-    );
-    let calls = files_calls(&root);
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert!(!root.join("q4.txt").exists());
-    assert_eq!(
-        std::fs::read_to_string(root.join("q5.txt")).unwrap(),
-        "five"
-    );
-    assert_eq!(std::fs::read_to_string(root.join("q6.txt")).unwrap(), "SIX");
+        let worker = drain(db, dir);
+        assert!(
+            text(&worker).contains("3 claimed, 3 completed"),
+            "{}",
+            text(&worker)
+        );
+        let calls = files_calls(&root);
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(!root.join("q4.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("q5.txt")).unwrap(),
+            "five"
+        );
+        assert_eq!(std::fs::read_to_string(root.join("q6.txt")).unwrap(), "SIX");
 
-    // What is stored is what ran.
-    let show = |run: &str| {
-        let out = llmchain(&["runs", "--db", &db, "show", "--json", run], dir.path());
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["status"], "done", "{v}");
-        let id = v["conversation_id"].as_str().unwrap().to_owned();
-        let shown = text(&llmchain(
-            &["conversations", "--db", &db, "show", &id],
-            dir.path(),
-        ));
-        (common::export(&db, &id, dir.path()), shown)
-    };
-    let (c4, shown4) = show(&runs[0]);
-    assert_eq!(c4.messages[1].tool_calls[0].execution_status(), "denied");
-    assert!(shown4.contains("[denied]"), "{shown4}");
-    assert_eq!(c4.messages[2].tool_results[0].content_text(), "not q4");
-    let (c6, shown6) = show(&runs[2]);
-    let call = &c6.messages[1].tool_calls[0];
-    assert_eq!(call.arguments_as_map()["content"], "SIX");
-    assert_eq!(call.original_arguments().unwrap()["content"], "six");
-    assert!(shown6.contains("[edited at review"), "{shown6}");
-    // The audit trail: who decided what.
-    let all = llmchain(
-        &["reviews", "--db", &db, "list", "--all", "--json"],
-        dir.path(),
-    );
-    let all: Vec<serde_json::Value> = String::from_utf8_lossy(&all.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let c5 = all.iter().find(|r| r["call_id"] == "c5").unwrap();
-    assert_eq!(c5["status"], "approved");
-    assert_eq!(c5["decided_by"], "alice");
-    assert_eq!(
-        all.iter().find(|r| r["call_id"] == "c4").unwrap()["status"],
-        "denied"
-    );
+        // What is stored is what ran.
+        let show = |run: &str| {
+            let out = llmchain(&["runs", "--db", db, "show", "--json", run], dir);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["status"], "done", "{v}");
+            let id = v["conversation_id"].as_str().unwrap().to_owned();
+            let shown = text(&llmchain(&["conversations", "--db", db, "show", &id], dir));
+            (common::export(db, &id, dir), shown)
+        };
+        let (c4, shown4) = show(&runs[0]);
+        assert_eq!(c4.messages[1].tool_calls[0].execution_status(), "denied");
+        assert!(shown4.contains("[denied]"), "{shown4}");
+        assert_eq!(c4.messages[2].tool_results[0].content_text(), "not q4");
+        let (c6, shown6) = show(&runs[2]);
+        let call = &c6.messages[1].tool_calls[0];
+        assert_eq!(call.arguments_as_map()["content"], "SIX");
+        assert_eq!(call.original_arguments().unwrap()["content"], "six");
+        assert!(shown6.contains("[edited at review"), "{shown6}");
+        // The audit trail: who decided what.
+        let all = llmchain(&["reviews", "--db", db, "list", "--all", "--json"], dir);
+        let all: Vec<serde_json::Value> = String::from_utf8_lossy(&all.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let c5 = all.iter().find(|r| r["call_id"] == "c5").unwrap();
+        assert_eq!(c5["status"], "approved");
+        assert_eq!(c5["decided_by"], "alice");
+        assert_eq!(
+            all.iter().find(|r| r["call_id"] == "c4").unwrap()["status"],
+            "denied"
+        );
+    });
 }
 
 /// Reproduction 2 (worker side): a worker's `auto` denial of a call that is not
 /// read-only is stored `denied`, never `completed`.
 #[test]
 fn a_workers_auto_denial_is_stored_denied() {
-    let test = "a_workers_auto_denial_is_stored_denied";
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir(&root).unwrap();
-    let Some(files) = files_server_cmd(test, &root, 0) else {
-        return;
-    };
-    let (base, _seen) = serve(bodies(&[
-        write_call("c1", "a.txt", "x"),
-        ResponseScript::text("ok"),
-    ]));
-    write_config(
-        dir.path(),
-        &format!("base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\n"),
-    );
-    let db = db_of(dir.path());
-    let out = llmchain(&["run", "--enqueue", "--db", &db, "write"], dir.path());
-    let run = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(drain(&db, dir.path()).status.success());
-    assert!(files_calls(&root).is_empty());
-    let v: serde_json::Value = serde_json::from_slice(
-        &llmchain(&["runs", "--db", &db, "show", "--json", &run], dir.path()).stdout,
-    )
-    .unwrap();
-    let c = common::export(&db, v["conversation_id"].as_str().unwrap(), dir.path());
-    assert_eq!(c.messages[1].tool_calls[0].execution_status(), "denied");
+    common::on_both_databases("a_workers_auto_denial_is_stored_denied", |dir, db| {
+        let test = "a_workers_auto_denial_is_stored_denied";
+        let root = dir.join("files");
+        std::fs::create_dir(&root).unwrap();
+        let Some(files) = files_server_cmd(test, &root, 0) else {
+            return;
+        };
+        let (base, _seen) = serve(bodies(&[
+            write_call("c1", "a.txt", "x"),
+            ResponseScript::text("ok"),
+        ]));
+        write_config(
+            dir,
+            &format!("base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\n"),
+        );
+        let out = llmchain(&["run", "--enqueue", "--db", db, "write"], dir);
+        let run = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(drain(db, dir).status.success());
+        assert!(files_calls(&root).is_empty());
+        let v: serde_json::Value = serde_json::from_slice(
+            &llmchain(&["runs", "--db", db, "show", "--json", &run], dir).stdout,
+        )
+        .unwrap();
+        let c = common::export(db, v["conversation_id"].as_str().unwrap(), dir);
+        assert_eq!(c.messages[1].tool_calls[0].execution_status(), "denied");
+    });
 }
 
 /// Reproduction 9: with 3-second leases and an MCP server that takes 5 seconds to
 /// start, the lease is kept from the claim on: the run completes once, none is lost.
 #[test]
 fn a_slow_mcp_start_does_not_lose_the_lease() {
-    let test = "a_slow_mcp_start_does_not_lose_the_lease";
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir(&root).unwrap();
-    let Some(files) = files_server_cmd(test, &root, 5) else {
-        return;
-    };
-    let (base, _seen) = serve(bodies(&[
-        write_call("c1", "a.txt", "x"),
-        ResponseScript::text("ok"),
-    ]));
-    write_config(
-        dir.path(),
-        &format!(
-            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\napprove = \"always\"\nmcp_start_timeout = 60\n"
-        ),
-    );
-    let db = db_of(dir.path());
-    let out = llmchain(&["run", "--enqueue", "--db", &db, "write"], dir.path());
-    assert!(out.status.success(), "{}", text(&out));
-    let worker = llmchain(
-        &[
-            "worker",
-            "--db",
-            &db,
-            "--drain",
-            "--poll-ms",
-            "20",
-            "--lease-secs",
-            "3",
-        ],
-        dir.path(),
-    );
-    let worked = text(&worker);
-    assert!(
-        worked.contains("1 claimed, 1 completed, 0 retried, 0 discarded, 0 lost"),
-        "{worked}"
-    );
-    assert_eq!(files_calls(&root).len(), 1);
+    common::on_both_databases("a_slow_mcp_start_does_not_lose_the_lease", |dir, db| {
+        let test = "a_slow_mcp_start_does_not_lose_the_lease";
+        let root = dir.join("files");
+        std::fs::create_dir(&root).unwrap();
+        let Some(files) = files_server_cmd(test, &root, 5) else {
+            return;
+        };
+        let (base, _seen) = serve(bodies(&[
+            write_call("c1", "a.txt", "x"),
+            ResponseScript::text("ok"),
+        ]));
+        write_config(
+            dir,
+            &format!(
+                "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\napprove = \"always\"\nmcp_start_timeout = 60\n"
+            ),
+        );
+        let out = llmchain(&["run", "--enqueue", "--db", db, "write"], dir);
+        assert!(out.status.success(), "{}", text(&out));
+        let worker = llmchain(
+            &[
+                "worker",
+                "--db",
+                db,
+                "--drain",
+                "--poll-ms",
+                "20",
+                "--lease-secs",
+                "3",
+            ],
+            dir,
+        );
+        let worked = text(&worker);
+        assert!(
+            worked.contains("1 claimed, 1 completed, 0 retried, 0 discarded, 0 lost"),
+            "{worked}"
+        );
+        assert_eq!(files_calls(&root).len(), 1);
+    });
 }
 
 /// A worker that starts while its database cannot be reached retries instead of

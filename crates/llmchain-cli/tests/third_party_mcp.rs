@@ -300,3 +300,109 @@ fn a_whole_run_with_each_server() {
         "notes.txt",
     );
 }
+
+/// The review inbox with the real `server-filesystem` (issue 27, reproductions 1 and 4
+/// end to end): a run queued under a profile whose policy asks pauses in the worker;
+/// `llmchain reviews edit` from another process changes the content; a worker resumes
+/// it: the file holds the edited content, written once, and the stored call, the export
+/// and the model's next request all carry the arguments that ran. On SQLite and, when
+/// available, PostgreSQL.
+#[test]
+fn server_filesystem_write_waits_for_the_review_inbox() {
+    let test = "server_filesystem_write_waits_for_the_review_inbox";
+    let Some(npm) = bin_dir("LLMCHAIN_TEST_NPM_BIN", test) else {
+        return;
+    };
+    common::on_both_databases(test, |dir, db| {
+        let root = dir.join("files");
+        std::fs::create_dir(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        let path = root.join("out.txt").display().to_string();
+        let (base, seen) = serve(vec![
+            render_stream(
+                Format::OpenAiChat,
+                &ResponseScript::tool_call(
+                    "call_1",
+                    "write_file",
+                    json!({"path": path, "content": "original"}).to_string(),
+                ),
+            )
+            .unwrap(),
+            render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+        ]);
+        common::write_config(
+            dir,
+            &format!(
+                "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"ask\"\nmcp_start_timeout = {START}\n\
+                 mcp = [\"{npm}/mcp-server-filesystem {}\"]\n",
+                root.display()
+            ),
+        );
+        let queued = llmchain(&["run", "--enqueue", "--db", db, "write out.txt"], dir);
+        assert!(queued.status.success(), "{}", common::text(&queued));
+        let run = String::from_utf8_lossy(&queued.stdout).trim().to_owned();
+        let worker = || llmchain(&["worker", "--db", db, "--drain", "--poll-ms", "20"], dir);
+        let out = worker();
+        assert!(
+            common::text(&out).contains("1 call(s) wait for review"),
+            "{}",
+            common::text(&out)
+        );
+        assert!(
+            !root.join("out.txt").exists(),
+            "nothing written before the decision"
+        );
+        let list = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
+        let review: Value = serde_json::from_str(
+            String::from_utf8_lossy(&list.stdout)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(review["tool"], "write_file");
+        assert_eq!(review["arguments"]["content"], "original");
+        let edited = json!({"path": path, "content": "edited"}).to_string();
+        let out = llmchain(
+            &[
+                "reviews",
+                "--db",
+                db,
+                "edit",
+                review["id"].as_str().unwrap(),
+                &edited,
+            ],
+            dir,
+        );
+        assert!(out.status.success(), "{}", common::text(&out));
+        let out = worker();
+        assert!(
+            common::text(&out).contains(&format!("run {run} done")),
+            "{}",
+            common::text(&out)
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("out.txt")).unwrap(),
+            "edited"
+        );
+        let shown: Value = serde_json::from_slice(
+            &llmchain(&["runs", "--db", db, "show", "--json", &run], dir).stdout,
+        )
+        .unwrap();
+        let c = common::export(db, shown["conversation_id"].as_str().unwrap(), dir);
+        let call = &c.messages[1].tool_calls[0];
+        assert_eq!(call.arguments_as_map()["content"], "edited");
+        assert_eq!(call.original_arguments().unwrap()["content"], "original");
+        assert!(call.human_approved());
+        assert_eq!(call.execution_status(), "completed");
+        let requests = seen.lock().unwrap();
+        let sent = requests[1].1["messages"][1]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            sent.contains("edited") && !sent.contains("original"),
+            "{sent}"
+        );
+    });
+}

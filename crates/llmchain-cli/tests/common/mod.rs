@@ -352,3 +352,53 @@ pub(crate) fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// A database URL on a fresh PostgreSQL schema of its own (`LLMCHAIN_TEST_POSTGRES_URL`
+/// with `search_path` set), or `None` after printing that the PostgreSQL case is
+/// skipped.
+pub(crate) fn pg_db(test: &str) -> Option<String> {
+    let url = match std::env::var("LLMCHAIN_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ => {
+            eprintln!("{test}: skipped on PostgreSQL: set LLMCHAIN_TEST_POSTGRES_URL");
+            return None;
+        }
+    };
+    let schema = format!("cli_{}", fastrand_u64());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+    });
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
+}
+
+/// A random number for names, from the clock and the process.
+fn fastrand_u64() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Runs `body` on a SQLite database in a fresh directory, then on a fresh PostgreSQL
+/// schema when one is available: `body(dir, db)`.
+pub(crate) fn on_both_databases(test: &str, body: impl Fn(&std::path::Path, &str)) {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}", dir.path().join("queue.db").display());
+    body(dir.path(), &sqlite);
+    if let Some(pg) = pg_db(test) {
+        let dir = tempfile::tempdir().unwrap();
+        body(dir.path(), &pg);
+    }
+}
