@@ -389,7 +389,7 @@ async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
         move |_run: Run, state: ChainState| {
             let ledger = ledger.clone();
             async move {
-                tokio::time::sleep(Duration::from_millis(1200)).await;
+                tokio::time::sleep(Duration::from_millis(3000)).await;
                 let model = ScriptedModel::new(Format::OpenAiChat)
                     .respond(ResponseScript::tool_call(
                         "call_1",
@@ -405,7 +405,7 @@ async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
         }
     };
     let worker = Worker::new(store.clone(), "slow", slow)
-        .lease(Duration::from_millis(300))
+        .lease(Duration::from_millis(1000))
         .poll_interval(Duration::from_millis(20));
     let stats = worker.stats();
     worker.drain().await;
