@@ -54,7 +54,7 @@ enum Command {
     /// configuration, with leases, retries and a heartbeat; several workers on several
     /// machines may share a PostgreSQL database. A worker never asks at a terminal: a
     /// call that needs a person pauses its run for `llmchain reviews`.
-    Worker(cmd::worker::WorkerArgs),
+    Worker(Box<cmd::worker::WorkerArgs>),
     /// The config file's profiles (provider, model, base URL, MCP servers, trust,
     /// approve policy, tools, root): `llmchain config path | profiles`.
     Config(config::ConfigArgs),
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(*args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Reviews(args) => cmd::reviews::run(args),
-        Command::Worker(args) => cmd::worker::run(args),
+        Command::Worker(args) => cmd::worker::run(*args),
         Command::Config(args) => config::run(args),
     };
     match result {

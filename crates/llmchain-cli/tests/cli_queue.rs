@@ -847,6 +847,38 @@ fn a_slow_mcp_start_does_not_lose_the_lease() {
     });
 }
 
+/// The worker's own flags define its profile "default": with no config file, `worker
+/// --base-url URL --model M` runs a run queued under "default" against that server.
+#[test]
+fn a_workers_flags_define_its_default_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(dir.path());
+    let (base, seen) = serve(bodies(&[ResponseScript::text("hello")]));
+    let out = llmchain(&["run", "--enqueue", "--db", &db, "hi"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let worker = llmchain(
+        &[
+            "worker",
+            "--db",
+            &db,
+            "--drain",
+            "--poll-ms",
+            "20",
+            "--base-url",
+            &base,
+            "--model",
+            "flag-model",
+        ],
+        dir.path(),
+    );
+    assert!(
+        text(&worker).contains("1 claimed, 1 completed"),
+        "{}",
+        text(&worker)
+    );
+    assert_eq!(seen.lock().unwrap()[0].1["model"], "flag-model");
+}
+
 /// A worker that starts while its database cannot be reached retries instead of
 /// exiting, and gives up with a clear error after --connect-timeout.
 #[test]

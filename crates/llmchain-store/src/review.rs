@@ -282,6 +282,32 @@ pub async fn decisions_for<S: Store>(
     Ok((decided, undecided))
 }
 
+/// Decides the pending review of call `call_id` of conversation `conversation_id`: a
+/// decision addressed by the call rather than by the review's id (a front end that
+/// knows the call). Refused with [`StoreError::ReviewNotFound`] when the call has no
+/// review, and [`StoreError::ReviewNotPending`] when its review is not pending.
+pub async fn decide_call<S: Store>(
+    store: &S,
+    conversation_id: &str,
+    call_id: &str,
+    decision: &HumanDecision,
+    decided_by: &str,
+) -> StoreResult<Decided> {
+    let reviews = store
+        .list_reviews(&ReviewFilter {
+            conversation: Some(conversation_id.to_owned()),
+            ..Default::default()
+        })
+        .await?;
+    let review = reviews
+        .into_iter()
+        .find(|r| r.call_id == call_id)
+        .ok_or_else(|| {
+            StoreError::ReviewNotFound(format!("call {call_id} of conversation {conversation_id}"))
+        })?;
+    store.decide_review(&review.id, decision, decided_by).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

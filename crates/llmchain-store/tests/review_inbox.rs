@@ -181,6 +181,30 @@ async fn a_paused_run_is_resumed_with_the_stored_edit<S: Store + 'static>(
             .await,
         Err(StoreError::ReviewNotFound(_))
     ));
+    // Addressed by the call: the same refusal, the call and conversation named.
+    let by_call = llmchain_store::review::decide_call(
+        other.as_ref(),
+        &id,
+        "call_1",
+        &HumanDecision::Approve,
+        "bob",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(by_call, StoreError::ReviewNotPending { .. }),
+        "{by_call}"
+    );
+    assert!(by_call.to_string().contains("call_1"), "{by_call}");
+    let unknown = llmchain_store::review::decide_call(
+        other.as_ref(),
+        &id,
+        "call_9",
+        &HumanDecision::Approve,
+        "bob",
+    )
+    .await;
+    assert!(matches!(unknown, Err(StoreError::ReviewNotFound(_))));
     assert_eq!(
         store.get_run(&run.id).await.unwrap().unwrap().state.status,
         RunStatus::Pending

@@ -2,10 +2,11 @@
 //! [`Worker`]: claims under leases, every write fenced, attempts with back-off, a
 //! heartbeat from the claim on, and a loop that outlives database restarts.
 //!
-//! What a run may execute comes from this worker's configuration only: a run names a
-//! profile; the worker claims only runs of the profiles it serves (`--profile`, else
-//! every profile of its config file) and builds each with its own definition of that
-//! profile. A database row never makes it start a command or send its key anywhere.
+//! What a run may execute comes from this worker's configuration only (its config file,
+//! and its flags, which define the profile `default` over the file's top-level keys): a
+//! run names a profile; the worker claims only runs of the profiles it serves
+//! (`--profile`, else every profile of its configuration) and builds each with its own
+//! definition of that profile. A database row never makes it start a command or send its key anywhere.
 //! API keys come from this process's environment.
 //!
 //! A worker never reads a terminal: a call its policy would ask about pauses the run,
@@ -60,6 +61,83 @@ pub(crate) struct WorkerArgs {
     /// Give up starting when the database cannot be reached for this many seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub connect_timeout: u64,
+    /// The profile "default", from flags: they override the config file's top-level
+    /// keys, as `run`'s flags do.
+    #[command(flatten)]
+    pub default_profile: ProfileFlags,
+}
+
+/// Flags that define the worker's profile "default" (over the config file's).
+#[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "The profile \"default\" (over the config file's)")]
+pub(crate) struct ProfileFlags {
+    /// Provider: openai, openai_responses, anthropic, gemini or ollama.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Model id.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Base URL of the provider.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Review of tool calls: auto, always, never or ask (a call it would ask about
+    /// waits in `llmchain reviews`).
+    #[arg(long, value_name = "POLICY")]
+    pub approve: Option<String>,
+    /// MCP servers, trust and timeouts, as for `run`.
+    #[command(flatten)]
+    pub servers: crate::cmd::mcp::ServerArgs,
+    /// Only these tools (comma-separated).
+    #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// Leave out the built-in tools.
+    #[arg(long)]
+    pub no_builtin_tools: bool,
+    /// The directory read_file reads.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+}
+
+impl ProfileFlags {
+    /// `profile` with these flags over it.
+    fn apply(&self, profile: &mut crate::config::Profile) -> Result<(), CliError> {
+        let p = profile;
+        if self.provider.is_some() {
+            p.provider = self.provider.clone();
+        }
+        if self.model.is_some() {
+            p.model = self.model.clone();
+        }
+        if self.base_url.is_some() {
+            p.base_url = self.base_url.clone();
+        }
+        if self.approve.is_some() {
+            p.approve = self.approve.clone();
+        }
+        if !self.servers.mcp.is_empty() || !self.servers.mcp_http.is_empty() {
+            p.mcp = self.servers.mcp.clone();
+            p.mcp_http = self.servers.mcp_http.clone();
+        }
+        if !self.servers.trust.is_empty() {
+            p.trust = self.servers.trust.clone();
+        }
+        p.mcp_start_timeout = self.servers.start_timeout.or(p.mcp_start_timeout);
+        p.mcp_timeout = self.servers.call_timeout.or(p.mcp_timeout);
+        p.mcp_prefix |= self.servers.prefix;
+        if !self.tools.is_empty() {
+            p.tools = self.tools.clone();
+        }
+        p.no_builtin_tools |= self.no_builtin_tools;
+        if let Some(r) = &self.root {
+            p.root = Some(
+                std::fs::canonicalize(r)
+                    .map_err(|e| CliError::Usage(format!("--root {}: {e}", r.display())))?
+                    .display()
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Runs `llmchain worker`.
@@ -109,7 +187,10 @@ async fn open_with_retry(
 }
 
 async fn work(args: WorkerArgs) -> CliResult {
-    let config = crate::config::load_from(args.config.as_deref())?;
+    let mut config = crate::config::load_from(args.config.as_deref())?;
+    if let Some(default) = config.profiles.get_mut(crate::config::DEFAULT_PROFILE) {
+        args.default_profile.apply(default)?;
+    }
     let profiles = if args.profiles.is_empty() {
         config.names()
     } else {
