@@ -85,10 +85,12 @@ async fn claims(url: &str) {
     );
     // The plan of the claim's inner select, as the claim runs it.
     let plan: Vec<(String,)> = sqlx::query_as(
-        "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM runs WHERE status = 'pending' AND run_at <= \
+        "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM runs WHERE status = 'pending' AND kind = 'queued' \
+         AND ($1::text[] IS NULL OR profile = ANY($1)) AND run_at <= \
          (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint) \
          ORDER BY priority DESC, run_at, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
     )
+    .bind(None::<Vec<String>>)
     .fetch_all(store.pool())
     .await
     .unwrap();
