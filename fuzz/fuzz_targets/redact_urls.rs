@@ -17,6 +17,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(redact::url(&url), url);
     // A secret in the userinfo of a URL spliced into the text never comes out.
     let secret = "Zq9SECRETpw7";
-    let planted = format!("{text} http://user:{secret}@h/p {text}");
-    assert!(!redact::urls_in(&planted).contains(secret));
+    if !text.contains(secret) {
+        let planted = format!("{text} http://user:{secret}@h/p {text}");
+        assert!(!redact::urls_in(&planted).contains(secret), "{planted:?}");
+    }
 });

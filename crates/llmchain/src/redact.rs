@@ -89,8 +89,10 @@ pub fn urls_in(text: &str) -> String {
     while let Some(at) = rest.find("://") {
         // The scheme: the letters, digits, `+`, `-` and `.` just before `://`.
         let start = rest[..at]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let end = rest[at..]
             .find(|c: char| {
                 c.is_whitespace() || matches!(c, '"' | '\'' | ')' | ']' | '>' | '<' | '`')
@@ -150,6 +152,10 @@ mod tests {
         assert_eq!(urls_in("no url here"), "no url here");
         assert_eq!(urls_in(":// alone"), ":// alone");
         assert_eq!(urls_in("x://"), "x://");
+        // Found by the fuzzer: a multi-byte character just before the scheme.
+        assert_eq!(urls_in("\u{fffd}://"), "\u{fffd}://");
+        assert_eq!(urls_in("é http://u:p@h/"), "é http://h/");
+        assert_eq!(urls_in("éhttp://u:p@h/"), "éhttp://h/");
     }
 
     proptest::proptest! {
