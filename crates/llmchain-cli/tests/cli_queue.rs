@@ -847,6 +847,91 @@ fn a_slow_mcp_start_does_not_lose_the_lease() {
     });
 }
 
+/// `run --approve ask` without a terminal pauses (no one to ask): the call waits in
+/// the inbox, an approval from another process is stored, and `conversations resume`
+/// (with the servers and address given again) runs the call once and asks the model.
+#[test]
+fn an_interactive_run_without_a_terminal_waits_for_the_inbox() {
+    let test = "an_interactive_run_without_a_terminal_waits_for_the_inbox";
+    common::on_both_databases(test, |dir, db| {
+        let root = dir.join("files");
+        std::fs::create_dir(&root).unwrap();
+        let Some(files) = files_server_cmd(test, &root, 0) else {
+            return;
+        };
+        let (base, seen) = serve(bodies(&[
+            write_call("c1", "a.txt", "x"),
+            ResponseScript::text("Written."),
+        ]));
+        let run = |args: &[&str]| llmchain_with_env(args, dir, &[("OPENAI_BASE_URL", &base)]);
+        let out = run(&[
+            "run",
+            "--db",
+            db,
+            "--approve",
+            "ask",
+            "--no-builtin-tools",
+            "--mcp",
+            &files,
+            "write a.txt",
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains("is paused: 1 call(s) wait for review"),
+            "{said}"
+        );
+        assert!(files_calls(&root).is_empty());
+        let list = llmchain(
+            &["runs", "--db", db, "list", "--json", "--interactive"],
+            dir,
+        );
+        let v: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&list.stdout)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v["status"], "paused");
+        let conversation = v["conversation_id"].as_str().unwrap().to_owned();
+        let reviews = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
+        let r: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&reviews.stdout)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        let approve = llmchain(
+            &["reviews", "--db", db, "approve", r["id"].as_str().unwrap()],
+            dir,
+        );
+        assert!(
+            text(&approve).contains("conversations"),
+            "{}",
+            text(&approve)
+        );
+        // Paused still: an interactive run waits for its own process, not a worker.
+        let worker = drain(db, dir);
+        assert!(text(&worker).contains("0 claimed"), "{}", text(&worker));
+        let out = run(&[
+            "conversations",
+            "--db",
+            db,
+            "resume",
+            &conversation,
+            "--mcp",
+            &files,
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("ran c1"), "{}", text(&out));
+        assert!(text(&out).contains("Written."), "{}", text(&out));
+        assert_eq!(files_calls(&root).len(), 1);
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    });
+}
+
 /// The worker's own flags define its profile "default": with no config file, `worker
 /// --base-url URL --model M` runs a run queued under "default" against that server.
 #[test]
