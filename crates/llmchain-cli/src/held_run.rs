@@ -145,7 +145,7 @@ impl HeldRun {
     ) -> Result<Vec<String>, CliError> {
         self.heartbeat.take();
         let state = self.state_of(Some(chain.state()));
-        let reviews = new_reviews(&chain.waiting_calls());
+        let reviews = new_reviews(chain);
         self.store
             .pause_run(&self.lease, &state, &reviews)
             .await

@@ -252,6 +252,12 @@ impl JobSpec {
             .iter()
             .map(|u| llmchain::redact::url(u))
             .collect();
+        // A server command may carry a URL with credentials (`npx mcp-remote https://…`).
+        shown.mcp = shown
+            .mcp
+            .iter()
+            .map(|c| llmchain::redact::urls_in(c))
+            .collect();
         serde_json::to_value(shown).unwrap_or_default()
     }
 
@@ -485,6 +491,8 @@ mod tests {
             mcp_http: vec!["http://t:PW2@h/mcp".into()],
             ..JobSpec::default()
         };
+        let mut job = job;
+        job.mcp = vec!["npx mcp-remote https://u:PW3@h/sse?token=K3".into()];
         let text = job.record().to_string();
         assert!(!text.contains("PW") && !text.contains("=K"), "{text}");
     }

@@ -161,6 +161,9 @@ pub(crate) struct TerminalReview {
     editor: Option<String>,
     interactive: bool,
     run: Option<String>,
+    /// Ask about a call to a tool this session does not have, too (a person deciding
+    /// what the inbox holds answers every call; nothing is decided for them).
+    ask_unknown: bool,
 }
 
 /// Builds the handler for `policy`, knowing these tools (a call to a tool it does not
@@ -208,6 +211,7 @@ impl TerminalReview {
             editor,
             interactive: true,
             run: None,
+            ask_unknown: false,
         }
     }
 
@@ -216,6 +220,7 @@ impl TerminalReview {
     #[must_use]
     pub(crate) fn asking(mut self) -> Self {
         self.policy = ApprovalPolicy::Ask;
+        self.ask_unknown = true;
         self
     }
 
@@ -236,11 +241,17 @@ impl TerminalReview {
     /// Decides about one call, asking if the policy says so (blocking).
     pub(crate) fn decide(&self, call: &ToolCall) -> ReviewDecision {
         let name = call.name.clone().unwrap_or_default();
-        let Some(meta) = self.tools.get(&name).cloned() else {
+        let meta = match self.tools.get(&name).cloned() {
+            Some(m) => m,
+            None if self.ask_unknown => ToolMeta {
+                display_text: "(no tool of this name here: approving cannot run it)".into(),
+                hints: ToolHints::default(),
+                source: HintSource::BuiltIn,
+            },
             // No such tool in this session: nothing can run, and the executor answers
             // with a refusal that names the tools there are, which helps the model more
             // than a denial would.
-            return ReviewDecision::Approve;
+            None => return ReviewDecision::Approve,
         };
         match self.policy {
             ApprovalPolicy::Always => ReviewDecision::Approve,

@@ -247,8 +247,9 @@ fn open_beneath(root: &Path, rel: &str) -> Result<std::fs::File, Opened> {
         Err(Errno::LOOP) => Err(Opened::Refused(format!(
             "{rel} is, or goes through, a symbolic link; read_file does not follow links"
         ))),
-        // A kernel without openat2 (before 5.6): the checks above, then a plain open.
-        Err(Errno::NOSYS) => open_checked(root, rel),
+        // A kernel without openat2 (before 5.6), or a seccomp filter that refuses it
+        // (some container runtimes answer EPERM): the checks above, then a plain open.
+        Err(Errno::NOSYS | Errno::PERM) => open_checked(root, rel),
         Err(e) => Err(Opened::Failed(e.into())),
     }
 }

@@ -61,8 +61,9 @@ where
 }
 
 /// Opens `reviews` for run `run_id` of `conversation` (inside the caller's fenced
-/// transaction): a call whose review exists keeps it, unless it was cancelled, when it
-/// is opened again for this run. Returns how many of the run's reviews are pending.
+/// transaction), one per call and round: a review that exists keeps its decision (one
+/// made while another run held the call answers it still) and moves to this run; a
+/// cancelled one is opened again. Returns how many of the run's reviews are pending.
 pub(crate) async fn open<DB>(
     conn: &mut DB::Connection,
     conversation: &str,
@@ -76,24 +77,28 @@ where
     DB::Arguments: IntoArguments<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
 {
     for r in reviews {
         sqlx::query(
-            "INSERT INTO reviews (id, conversation_id, run_id, call_id, tool, arguments, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7) \
-             ON CONFLICT (conversation_id, call_id) DO UPDATE SET \
-                run_id = excluded.run_id, status = 'pending', decision = NULL, decided_by = NULL, \
-                decided_at = NULL, created_at = excluded.created_at \
-             WHERE reviews.status = 'cancelled'",
+            "INSERT INTO reviews (id, conversation_id, run_id, call_id, round, tool, arguments, \
+                question, status, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9) \
+             ON CONFLICT (conversation_id, call_id, round) DO UPDATE SET \
+                run_id = excluded.run_id, \
+                status = CASE WHEN reviews.status = 'cancelled' THEN 'pending' ELSE reviews.status END, \
+                decided_at = CASE WHEN reviews.status = 'cancelled' THEN NULL ELSE reviews.decided_at END",
         )
         .bind(crate::model::new_id())
         .bind(conversation)
         .bind(run_id)
         .bind(r.call_id.as_str())
+        .bind(i64::from(r.round))
         .bind(r.tool.as_str())
         .bind(ser("review arguments", &r.arguments)?)
+        .bind(r.question.clone())
         .bind(now)
         .execute(&mut *conn)
         .await?;
@@ -118,6 +123,7 @@ where
     DB::Arguments: IntoArguments<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
     for<'r> (String,): FromRow<'r, DB::Row>,
@@ -133,9 +139,11 @@ where
     );
     let mut state = state.clone();
     state.status = status;
+    // A pause is not a failed attempt: the claim's attempt is given back.
     sqlx::query(
         "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = $3, run_at = $3 WHERE id = $4",
+         updated_at = $3, run_at = $3, \
+         attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END WHERE id = $4",
     )
     .bind(status.as_str())
     .bind(ser("run state", &state)?)

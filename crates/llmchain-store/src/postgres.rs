@@ -145,6 +145,11 @@ impl PostgresStore {
         options: PgConnectOptions,
         max_connections: u32,
     ) -> StoreResult<PostgresStore> {
+        // Every transaction of ours lasts milliseconds. One left open by a process that
+        // stopped mid-way (a frozen VM, SIGSTOP) would hold its row locks, and so block
+        // the decisions, claims and cancellations that need those rows, until its TCP
+        // connection times out: the server ends such a transaction after 10 s instead.
+        let options = options.options([("idle_in_transaction_session_timeout", "10s")]);
         // One plain connection first: a pool that cannot connect reports only "pool timed
         // out", after its 30 s acquire timeout; this says why ("Connection refused",
         // "password authentication failed"), within CONNECT_TIMEOUT.

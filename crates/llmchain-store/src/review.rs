@@ -90,10 +90,15 @@ pub struct Review {
     pub run_id: Option<String>,
     /// The call's id, unique within its conversation.
     pub call_id: String,
+    /// Which round of questions about this call (0, then one more each time its tool
+    /// interrupts again after an approval): one review per call and round.
+    pub round: u32,
     /// The tool the call names.
     pub tool: String,
     /// The arguments the model sent (a JSON object, or the raw text it sent).
     pub arguments: Value,
+    /// What the tool asked, when its own interrupt opened the review.
+    pub question: Option<String>,
     /// Where it is.
     pub status: ReviewStatus,
     /// What was decided, once decided.
@@ -111,10 +116,14 @@ pub struct Review {
 pub struct NewReview {
     /// The call's id.
     pub call_id: String,
+    /// The round of questions about the call ([`ToolCall::review_round`](llmchain::message::ToolCall::review_round)).
+    pub round: u32,
     /// The tool.
     pub tool: String,
     /// The arguments the model sent.
     pub arguments: Value,
+    /// What the tool asked (its interrupt's text), if a tool's interrupt opens it.
+    pub question: Option<String>,
 }
 
 /// Which reviews [`Store::list_reviews`] lists.
@@ -166,8 +175,8 @@ pub struct Decided {
 /// The columns of a review, in [`ReviewRow`]'s order (a macro, for `concat!`).
 macro_rules! review_columns {
     () => {
-        "id, conversation_id, run_id, call_id, tool, arguments, status, decision, decided_by, \
-         created_at, decided_at"
+        "id, conversation_id, run_id, call_id, round, tool, arguments, question, status, decision, \
+         decided_by, created_at, decided_at"
     };
 }
 pub(crate) use review_columns;
@@ -178,8 +187,10 @@ pub(crate) type ReviewRow = (
     String,
     Option<String>,
     String,
+    i32,
     String,
     String,
+    Option<String>,
     String,
     Option<String>,
     Option<String>,
@@ -193,8 +204,10 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
         conversation_id,
         run_id,
         call_id,
+        round,
         tool,
         arguments,
+        question,
         status,
         decision,
         decided_by,
@@ -218,8 +231,10 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
         conversation_id,
         run_id,
         call_id,
+        round: u32::try_from(round).unwrap_or(0),
         tool,
         arguments,
+        question,
         status,
         decision,
         decided_by,
@@ -228,15 +243,31 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
     })
 }
 
-/// The reviews to open for calls waiting for a person
-/// ([`LLMChain::waiting_calls`](llmchain::chain::LLMChain::waiting_calls)), with the
-/// arguments the model sent.
-pub fn new_reviews(calls: &[llmchain::message::ToolCall]) -> Vec<NewReview> {
-    calls
+/// The reviews to open for the calls `chain` waits on
+/// ([`LLMChain::waiting_calls`](llmchain::chain::LLMChain::waiting_calls)): each with its
+/// round, the arguments the model sent, and for a tool's interrupt, what it asked.
+pub fn new_reviews(chain: &llmchain::chain::LLMChain) -> Vec<NewReview> {
+    let questions: std::collections::HashMap<&str, String> = chain
+        .messages()
+        .last()
+        .filter(|m| m.role == llmchain::message::Role::Tool)
+        .map(|m| {
+            m.tool_results
+                .iter()
+                .filter(|r| r.is_interrupt())
+                .map(|r| (r.tool_call_id.as_str(), r.content_text()))
+                .collect()
+        })
+        .unwrap_or_default();
+    chain
+        .waiting_calls()
         .iter()
         .filter_map(|c| {
+            let call_id = c.call_id.clone()?;
             Some(NewReview {
-                call_id: c.call_id.clone()?,
+                question: questions.get(call_id.as_str()).cloned(),
+                call_id,
+                round: c.review_round(),
                 tool: c.name.clone().unwrap_or_default(),
                 arguments: match c.original_arguments() {
                     Some(original) => original.clone(),
@@ -251,38 +282,41 @@ pub fn new_reviews(calls: &[llmchain::message::ToolCall]) -> Vec<NewReview> {
         .collect()
 }
 
-/// The stored decisions for the calls `call_ids` (those a chain waits on), as
+/// The stored decisions for the calls `waiting` (those a chain waits on), as
 /// [`LLMChain::answer_waiting`](llmchain::chain::LLMChain::answer_waiting) takes them,
-/// and the ids of the calls still undecided. Only reviews opened by `run_id` count.
+/// and the ids of the calls still undecided. A decision is the one of the call's review
+/// for its current round, whichever run opened it (a run that died, a new one).
 pub async fn decisions_for<S: Store>(
     store: &S,
-    run_id: &str,
     conversation_id: &str,
-    call_ids: &[String],
+    waiting: &[llmchain::message::ToolCall],
 ) -> StoreResult<(Vec<(String, HumanDecision)>, Vec<String>)> {
     let reviews = store
         .list_reviews(&ReviewFilter {
             conversation: Some(conversation_id.to_owned()),
-            run: Some(run_id.to_owned()),
             ..Default::default()
         })
         .await?;
     let mut decided = Vec::new();
     let mut undecided = Vec::new();
-    for id in call_ids {
+    for call in waiting {
+        let Some(id) = call.call_id.clone() else {
+            continue;
+        };
         match reviews
             .iter()
-            .find(|r| &r.call_id == id)
+            .find(|r| r.call_id == id && r.round == call.review_round())
             .and_then(|r| r.decision.clone())
         {
-            Some(d) => decided.push((id.clone(), d)),
-            None => undecided.push(id.clone()),
+            Some(d) => decided.push((id, d)),
+            None => undecided.push(id),
         }
     }
     Ok((decided, undecided))
 }
 
-/// Decides the pending review of call `call_id` of conversation `conversation_id`: a
+/// Decides the pending review (its latest round) of call `call_id` of conversation
+/// `conversation_id`: a
 /// decision addressed by the call rather than by the review's id (a front end that
 /// knows the call). Refused with [`StoreError::ReviewNotFound`] when the call has no
 /// review, and [`StoreError::ReviewNotPending`] when its review is not pending.
@@ -301,7 +335,8 @@ pub async fn decide_call<S: Store>(
         .await?;
     let review = reviews
         .into_iter()
-        .find(|r| r.call_id == call_id)
+        .filter(|r| r.call_id == call_id)
+        .max_by_key(|r| r.round)
         .ok_or_else(|| {
             StoreError::ReviewNotFound(format!("call {call_id} of conversation {conversation_id}"))
         })?;

@@ -348,6 +348,10 @@ impl<S: Store + 'static> Worker<S> {
     }
 }
 
+/// How many times one attempt answers waiting calls from the inbox and goes on, at
+/// most, before it pauses the run.
+const MAX_ROUNDS_PER_ATTEMPT: u32 = 64;
+
 /// One claimed run.
 struct RunJob<S> {
     store: Arc<S>,
@@ -361,7 +365,7 @@ struct RunJob<S> {
 enum Ending {
     Status(RunStatus, Option<ChainState>),
     /// Calls wait for people: the run pauses with their reviews.
-    Review(ChainState, Vec<llmchain::message::ToolCall>),
+    Review(ChainState, Vec<crate::review::NewReview>),
     Failed {
         error: String,
         retryable: bool,
@@ -407,8 +411,7 @@ impl<S: Store + 'static> RunJob<S> {
                 });
                 return;
             }
-            Ending::Review(state, waiting) => {
-                let reviews = new_reviews(&waiting);
+            Ending::Review(state, reviews) => {
                 let mut saved = run_state(&state, &run.state.mode);
                 keep_extra(&mut saved, &run.state.extra);
                 WorkerStats::bump(&self.stats.completed);
@@ -527,28 +530,37 @@ impl<S: Store + 'static> RunJob<S> {
                 chain_token.cancel();
             })
         };
-        // A run paused for people and queued again: the store's decisions answer the
-        // calls it waits on (a pending review, or a tool's interrupts).
-        let waiting: Vec<String> = chain
-            .waiting_calls()
-            .iter()
-            .filter_map(|c| c.call_id.clone())
-            .collect();
-        let outcome = if waiting.is_empty() {
-            chain.run(mode).await
-        } else {
-            match decisions_for(self.store.as_ref(), &run.id, &run.conversation_id, &waiting).await
-            {
-                Ok((decided, undecided)) if undecided.is_empty() => {
-                    match chain.answer_waiting(decided).await {
-                        Ok(std::ops::ControlFlow::Continue(())) => chain.run(mode).await,
-                        Ok(std::ops::ControlFlow::Break(outcome)) => Ok(outcome),
-                        Err(e) => Err(e),
+        // The calls the chain waits on (a run paused and queued again, or a batch that
+        // needs a person now) are answered by the decisions stored in the review inbox
+        // for them, whichever run they were made under; the run goes on until it is
+        // done or waits for a decision not made yet.
+        let mut rounds = 0;
+        let outcome = loop {
+            let waiting = chain.waiting_calls();
+            if !waiting.is_empty() {
+                match decisions_for(self.store.as_ref(), &run.conversation_id, &waiting).await {
+                    Ok((decided, undecided)) if undecided.is_empty() => {
+                        match chain.answer_waiting(decided).await {
+                            Ok(std::ops::ControlFlow::Continue(())) => {}
+                            Ok(std::ops::ControlFlow::Break(outcome)) => break Ok(outcome),
+                            Err(e) => break Err(e),
+                        }
                     }
+                    // Waiting for a person.
+                    Ok(_) => break Ok(RunOutcome::Interrupted(Vec::new())),
+                    Err(e) => break Err(ChainError::Persist(crate::sink::sink_error(e))),
                 }
-                // Still waiting: paused again with the same reviews.
-                Ok(_) => Ok(RunOutcome::Interrupted(Vec::new())),
-                Err(e) => Err(ChainError::Persist(crate::sink::sink_error(e))),
+            }
+            rounds += 1;
+            match chain.run(mode.clone()).await {
+                // A decision may already be stored for these very calls (a bounded
+                // number of times: a tool that keeps interrupting pauses).
+                Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_))
+                    if rounds < MAX_ROUNDS_PER_ATTEMPT && !chain.waiting_calls().is_empty() =>
+                {
+                    continue;
+                }
+                other => break other,
             }
         };
         forward.abort();
@@ -562,7 +574,7 @@ impl<S: Store + 'static> RunJob<S> {
             // Calls wait for a person (a review, or a tool's own interrupt): their
             // reviews are opened in the inbox.
             Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
-                Ending::Review(chain.state().clone(), chain.waiting_calls())
+                Ending::Review(chain.state().clone(), new_reviews(&chain))
             }
             Ok(RunOutcome::Paused) => {
                 Ending::Status(RunStatus::Pending, Some(chain.state().clone()))

@@ -303,11 +303,11 @@ struct Faults {
     reviews_approved: usize,
 }
 
-/// Sends `signal` (`STOP`, `CONT`) to a child process.
-fn signal(child: &Child, signal: &str) {
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
+        .arg(pid.to_string())
         .status();
 }
 
@@ -384,37 +384,52 @@ async fn chaos() {
             .map(|(_, n)| n)
             .sum::<i64>()
     };
-    // Frozen workers and when to let them go on.
-    let mut frozen: Vec<(usize, Instant)> = Vec::new();
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the queue did not drain in time ({faults:?})"
-        );
-        frozen.retain(|(i, until)| {
-            if Instant::now() >= *until {
-                signal(&workers[*i], "CONT");
-                false
-            } else {
-                true
-            }
-        });
-        // A person answers the review inbox while the faults go on.
-        if let Ok(inbox) = PostgresStore::connect_with(&url, 1).await {
-            let pending = inbox
-                .list_reviews(&llmchain_store::ReviewFilter::pending())
-                .await
-                .unwrap_or_default();
-            for r in pending {
-                if inbox
-                    .decide_review(&r.id, &llmchain::chain::HumanDecision::Approve, "chaos")
-                    .await
-                    .is_ok()
-                {
-                    faults.reviews_approved += 1;
+    // A person answers the review inbox while the faults go on, on a task of its own
+    // (a decision may wait for a row a frozen worker's transaction holds).
+    let approved = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reviewer = {
+        let (url, approved) = (url.clone(), approved.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Ok(inbox) = PostgresStore::connect_with(&url, 1).await {
+                    let pending = inbox
+                        .list_reviews(&llmchain_store::ReviewFilter::pending())
+                        .await
+                        .unwrap_or_default();
+                    for r in pending {
+                        let decided = inbox
+                            .decide_review(&r.id, &llmchain::chain::HumanDecision::Approve, "chaos")
+                            .await;
+                        if decided.is_ok() {
+                            approved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    inbox.pool().close().await;
                 }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            inbox.pool().close().await;
+        })
+    };
+    // Frozen workers are let go on by a thread of their own, whatever the test awaits.
+    let mut frozen: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    loop {
+        faults.reviews_approved = approved.load(std::sync::atomic::Ordering::Relaxed);
+        if Instant::now() >= deadline {
+            let probe = PostgresStore::connect_with(&url, 1).await;
+            let (counts, pending) = match &probe {
+                Ok(p) => (
+                    p.run_counts().await.ok(),
+                    p.list_reviews(&llmchain_store::ReviewFilter::pending())
+                        .await
+                        .map(|r| r.len())
+                        .ok(),
+                ),
+                Err(_) => (None, None),
+            };
+            panic!(
+                "the queue did not drain in time ({faults:?}); runs by status {counts:?}, \
+                 {pending:?} reviews pending"
+            );
         }
         if Instant::now() >= next_fault
             && let Some(fault) = schedule.pop()
@@ -422,16 +437,16 @@ async fn chaos() {
             match fault {
                 "freeze" => {
                     // A frozen VM: no heartbeat, no progress, for three lease lengths.
-                    let i = fastrand::usize(..workers.len());
-                    if !frozen.iter().any(|(f, _)| *f == i) {
-                        signal(&workers[i], "STOP");
-                        frozen.push((i, Instant::now() + LEASE * 3));
-                        faults.freezes += 1;
-                    }
+                    let pid = workers[fastrand::usize(..workers.len())].id();
+                    signal(pid, "STOP");
+                    frozen.push(std::thread::spawn(move || {
+                        std::thread::sleep(LEASE * 3);
+                        signal(pid, "CONT");
+                    }));
+                    faults.freezes += 1;
                 }
                 "kill" => {
                     let i = fastrand::usize(..workers.len());
-                    frozen.retain(|(f, _)| *f != i);
                     let _ = workers[i].kill(); // SIGKILL
                     let _ = workers[i].wait();
                     spawned += 1;
@@ -460,6 +475,7 @@ async fn chaos() {
             next_fault = Instant::now() + Duration::from_millis(700);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+        frozen.retain(|t| !t.is_finished());
         if !schedule.is_empty() || !frozen.is_empty() {
             continue;
         }
@@ -473,6 +489,8 @@ async fn chaos() {
         }
     }
     let took = started.elapsed();
+    reviewer.abort();
+    faults.reviews_approved = approved.load(std::sync::atomic::Ordering::Relaxed);
     for w in &mut workers {
         // Drained workers exit on their own; any still polling are stopped.
         let _ = w.kill();

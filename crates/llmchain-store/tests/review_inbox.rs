@@ -142,6 +142,7 @@ async fn a_paused_run_is_resumed_with_the_stored_edit<S: Store + 'static>(
     let paused = store.get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(paused.state.status, RunStatus::Paused);
     assert!(paused.lease_owner.is_none());
+    assert_eq!(paused.attempt, 0, "a pause is not a failed attempt");
     assert!(
         ledger.lock().unwrap().is_empty(),
         "nothing ran before the decision"
@@ -376,8 +377,10 @@ async fn concurrent_decisions_requeue_once<S: Store + 'static>(store: Arc<S>, ot
         .iter()
         .map(|c| llmchain_store::NewReview {
             call_id: (*c).into(),
+            round: 0,
             tool: "write_file".into(),
             arguments: json!({}),
+            question: None,
         })
         .collect();
     let status = store
@@ -519,6 +522,139 @@ async fn a_tools_own_interrupt_waits_in_the_inbox<S: Store + 'static>(
     assert_eq!(messages.last().unwrap().text().as_deref(), Some("deployed"));
 }
 
+/// A decision outlives the run it was made under: decided, then that run cancelled
+/// (its process gone), a new run of the conversation asks about the same call and finds
+/// the decision already made: the call runs once, with it.
+async fn a_decision_outlives_its_run<S: Store + 'static>(store: Arc<S>, other: Arc<S>) {
+    let ledger = Ledger::default();
+    let requests = Requests::default();
+    let id = conversation(store.as_ref()).await;
+    let first = enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    let review = other.list_reviews(&ReviewFilter::pending()).await.unwrap()[0].clone();
+    other
+        .decide_review(
+            &review.id,
+            &HumanDecision::Edit {
+                arguments: json!({"content": "decided"}).as_object().unwrap().clone(),
+            },
+            "alice",
+        )
+        .await
+        .unwrap();
+    other.cancel_run(&first.id).await.unwrap();
+    let second = enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    assert_eq!(*ledger.lock().unwrap(), ["call_1:\"decided\""]);
+    assert_eq!(
+        store
+            .get_run(&second.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .status,
+        RunStatus::Done
+    );
+    assert!(
+        other
+            .list_reviews(&ReviewFilter::pending())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A tool that interrupts again after an approval is asked about again: a new round,
+/// a new review, never the old decision replayed. Each round is answered once.
+async fn a_tool_that_asks_again_gets_a_new_review<S: Store + 'static>(
+    store: Arc<S>,
+    other: Arc<S>,
+) {
+    let ledger = Ledger::default();
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    let approvals = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let factory = {
+        let (ledger, approvals) = (ledger.clone(), approvals.clone());
+        move |_run: Run, state: ChainState| {
+            let (ledger, approvals) = (ledger.clone(), approvals.clone());
+            async move {
+                let asked = state
+                    .conversation
+                    .messages
+                    .iter()
+                    .any(|m| !m.tool_calls.is_empty());
+                let mut model = ScriptedModel::new(Format::OpenAiChat);
+                if !asked {
+                    model = model.respond(ResponseScript::tool_call("call_1", "deploy", "{}"))?;
+                }
+                let model = model.respond(ResponseScript::text("deployed"))?;
+                let deploy = Tool::builder("deploy")
+                    .handler(move |_, ctx| {
+                        let (ledger, approvals) = (ledger.clone(), approvals.clone());
+                        async move {
+                            // Two approvals needed: it asks again after the first.
+                            let seen = if ctx.human_approved() {
+                                approvals.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+                            } else {
+                                0
+                            };
+                            if seen < 2 {
+                                return llmchain::tool::ToolOutput::interrupt(
+                                    format!("Approval {} of 2, please.", seen + 1),
+                                    json!({}),
+                                );
+                            }
+                            ledger.lock().unwrap().push("deployed".into());
+                            llmchain::tool::ToolOutput::text("deployed")
+                        }
+                    })
+                    .build()?;
+                Ok::<_, BoxError>((
+                    LLMChain::from_state(Arc::new(model), state).with_tool(deploy),
+                    Mode::while_needs_response(),
+                ))
+            }
+        }
+    };
+    let worker = || {
+        Worker::new(store.clone(), "w", factory.clone()).poll_interval(Duration::from_millis(20))
+    };
+    for round in 0..2u32 {
+        worker().drain().await;
+        assert_eq!(
+            store.get_run(&run.id).await.unwrap().unwrap().state.status,
+            RunStatus::Paused,
+            "round {round}"
+        );
+        let inbox = other.list_reviews(&ReviewFilter::pending()).await.unwrap();
+        assert_eq!(inbox.len(), 1, "round {round}");
+        assert_eq!(inbox[0].round, round);
+        assert_eq!(
+            inbox[0].question.as_deref(),
+            Some(format!("Approval {} of 2, please.", round + 1).as_str())
+        );
+        other
+            .decide_review(&inbox[0].id, &HumanDecision::Approve, "ops")
+            .await
+            .unwrap();
+        assert!(ledger.lock().unwrap().is_empty());
+    }
+    worker().drain().await;
+    assert_eq!(*ledger.lock().unwrap(), ["deployed"]);
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().state.status,
+        RunStatus::Done
+    );
+    let all = other.list_reviews(&ReviewFilter::default()).await.unwrap();
+    let rounds: Vec<(u32, ReviewStatus)> = all.iter().map(|r| (r.round, r.status)).collect();
+    assert_eq!(
+        rounds,
+        [(0, ReviewStatus::Approved), (1, ReviewStatus::Approved)]
+    );
+}
+
 async fn sqlite() -> (tempfile::TempDir, Arc<SqliteStore>, Arc<SqliteStore>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
@@ -569,4 +705,6 @@ both_backends!(
     concurrent_decisions_requeue_once,
     the_lease_is_kept_while_the_chain_is_built,
     a_tools_own_interrupt_waits_in_the_inbox,
+    a_decision_outlives_its_run,
+    a_tool_that_asks_again_gets_a_new_review,
 );

@@ -32,6 +32,22 @@ pub fn url(url: &str) -> String {
         return url.to_owned();
     };
     let (scheme, rest) = url.split_at(scheme_end + 3);
+    // The userinfo ends at the last `@` of the authority. A password with an unencoded
+    // `/`, `?` or `#` (a base64 token) makes the URL invalid, and would leave part of it
+    // in the path: an `@` further on whose prefix holds a `:` (user:password) ends the
+    // userinfo too.
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let rest = match rest[authority_end..].rfind('@') {
+        Some(at) if !rest[..authority_end].contains('@') => {
+            let at = authority_end + at;
+            if rest[..at].contains(':') && !rest[..at].contains(char::is_whitespace) {
+                &rest[at + 1..]
+            } else {
+                rest
+            }
+        }
+        _ => rest,
+    };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -136,6 +152,14 @@ mod tests {
         // An `@` in the path is not userinfo.
         assert_eq!(url("http://h/users/@me"), "http://h/users/@me");
         assert_eq!(url("not a url"), "not a url");
+        // A password with an unencoded `/` (invalid, but a secret all the same).
+        assert_eq!(url("http://u:ab/cd+ef@host/v1"), "http://host/v1");
+        assert_eq!(
+            url("http://u:ab/cd?x#y@host/v1?key=k"),
+            "http://host/v1?key=***"
+        );
+        // An `@` in a path without a `user:` before it is a path.
+        assert_eq!(url("http://h/users/@me"), "http://h/users/@me");
         assert_eq!(url("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
         assert_eq!(
             url("postgres://llmchain:secret@127.0.0.1:5432/db"),

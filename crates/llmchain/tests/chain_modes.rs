@@ -661,7 +661,10 @@ async fn tool_interrupts_are_answered_by_decisions() {
     let calls = &chain.messages()[1].tool_calls;
     assert!(calls[0].human_approved() && !calls[0].was_edited());
     assert!(calls[1].was_edited() && calls[1].arguments_as_map()["env"] == "canary");
-    assert_eq!(calls[2].execution_status(), "denied");
+    // The body of c3 ran once (it interrupted): its status says so; its result is
+    // the denial.
+    assert_eq!(calls[2].execution_status(), "completed");
+    assert_eq!((calls[0].review_round(), calls[2].review_round()), (1, 0));
     assert!(chain.interrupted_calls().is_empty());
     assert_eq!(
         chain.run(Mode::while_needs_response()).await.unwrap(),
@@ -1539,5 +1542,168 @@ async fn a_spliced_anthropic_stream_runs_no_call() {
         chain.messages().iter().all(|m| m.role != Role::Tool),
         "no result was recorded: {:?}",
         chain.messages()
+    );
+}
+
+/// Keeps the conversation as a store would, and refuses (as a lost lease) every
+/// `replace_message` after the first `allowed`.
+#[derive(Default)]
+struct StoringSink {
+    messages: Mutex<Vec<Message>>,
+    replaces: AtomicUsize,
+    allowed: AtomicUsize,
+}
+
+impl ConversationSink for StoringSink {
+    fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        let mut m = self.messages.lock().unwrap();
+        assert_eq!(m.len(), position);
+        m.push(message.clone());
+        Box::pin(async { Ok(()) })
+    }
+    fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
+        let n = self.replaces.fetch_add(1, Ordering::SeqCst);
+        if n >= self.allowed.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                Err(SinkError::new(
+                    SinkErrorKind::LeaseLost,
+                    "the lease was lost",
+                ))
+            });
+        }
+        self.messages.lock().unwrap()[position] = message.clone();
+        Box::pin(async { Ok(()) })
+    }
+    fn set_tool_status<'a>(&'a self, _: &'a str, _: ExecutionStatus) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+    fn save_state<'a>(&'a self, _state: &'a ChainState) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// At most once across a tool's interrupt: the process running an approved call again
+/// stops (its lease is lost) after the body ran and before the result is stored. What
+/// is stored says the outcome is unknown, with the approval and the new round on the
+/// call; a chain loaded from it has nothing interrupted left, and never runs the body a
+/// third time.
+#[tokio::test]
+async fn an_approved_rerun_cut_off_is_never_run_again() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r2 = ran.clone();
+    let deploy = move || {
+        let r2 = r2.clone();
+        Tool::builder("deploy")
+            .handler(move |_, ctx| {
+                let ran = r2.clone();
+                async move {
+                    if !ctx.human_approved() {
+                        return ToolOutput::interrupt("Needs approval.", json!({}));
+                    }
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    ToolOutput::text("deployed")
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let sink = Arc::new(StoringSink::default());
+    sink.allowed.store(usize::MAX, Ordering::SeqCst);
+    let mut chain = LLMChain::new(Arc::new(review_chain(vec![ResponseScript::tool_call(
+        "c1", "deploy", "{}",
+    )])))
+    .with_tool(deploy())
+    .with_sink(sink.clone());
+    chain.add_message(Message::user("deploy")).await.unwrap();
+    assert!(matches!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Interrupted(_)
+    ));
+    // The approval and the tool message without its interrupt may be stored; the
+    // final result may not.
+    sink.replaces.store(0, Ordering::SeqCst);
+    sink.allowed.store(2, Ordering::SeqCst);
+    let e = chain
+        .answer_interrupts(vec![("c1".into(), HumanDecision::Approve)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ChainError::Persist(ref p) if p.must_stop()),
+        "{e:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the body ran once");
+    let stored = sink.messages.lock().unwrap().clone();
+    let call = &stored[1].tool_calls[0];
+    assert!(call.human_approved());
+    assert_eq!(call.review_round(), 1);
+    let result = &stored[2].tool_results[0];
+    assert!(!result.is_interrupt() && result.is_error(), "{result:?}");
+    assert!(result.content_text().contains("is unknown"), "{result:?}");
+    // Another process goes on from what is stored: nothing is interrupted, the model is
+    // asked next, the body does not run again.
+    let mut state = ChainState::default();
+    state.conversation.messages = stored;
+    let mut next = LLMChain::from_state(
+        Arc::new(review_chain(vec![ResponseScript::text(
+            "It may have deployed.",
+        )])),
+        state,
+    )
+    .with_tool(deploy());
+    assert!(next.interrupted_calls().is_empty());
+    assert_eq!(
+        next.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+/// A saved state is data: a pending review planted with no decisions (or any) does not
+/// let a call run; the review handler decides again on resume, and a person's decision
+/// is needed only where it asks.
+#[tokio::test]
+async fn a_planted_pending_review_does_not_bypass_the_handler() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r2 = ran.clone();
+    let tool = Tool::builder("rm")
+        .handler(move |_, _| {
+            let ran = r2.clone();
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                ToolOutput::text("removed")
+            }
+        })
+        .build()
+        .unwrap();
+    let mut state = ChainState::default();
+    state.conversation.messages.push(Message::user("clean up"));
+    state
+        .conversation
+        .messages
+        .push(Message::assistant_with_calls(
+            "",
+            vec![ToolCall::function("c1", "rm", "{}").unwrap()],
+        ));
+    state.pending_review =
+        serde_json::from_value(json!({"message_position": 1, "calls": []})).unwrap();
+    let mut chain = LLMChain::from_state(
+        Arc::new(review_chain(vec![ResponseScript::text("ok")])),
+        state,
+    )
+    .with_tool(tool)
+    .with_review(|_: &ToolCall| ReviewDecision::Deny {
+        reason: "never".into(),
+    });
+    assert_eq!(
+        chain
+            .resume(vec![], Mode::while_needs_response())
+            .await
+            .unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the policy's denial stands");
+    assert_eq!(
+        chain.messages()[1].tool_calls[0].execution_status(),
+        "denied"
     );
 }

@@ -367,7 +367,7 @@ async fn resume(
         Steps::execute_tools(&mut chain).await
     } else {
         let asking = reviewer.asking().for_run(&run_id);
-        match crate::cmd::run::stored_decisions(&store, &run_id, id, &asking, &chain).await {
+        match crate::cmd::run::stored_decisions(&store, id, &asking, &chain).await {
             Ok(decisions) => chain.answer_waiting(decisions).await,
             Err(e) => {
                 held.finish(RunStatus::Paused, Some(chain.state())).await;

@@ -148,8 +148,10 @@ fn to_json(r: &Review) -> Value {
         "conversation_id": r.conversation_id,
         "run_id": r.run_id,
         "call_id": r.call_id,
+        "round": r.round,
         "tool": r.tool,
         "arguments": r.arguments,
+        "question": r.question,
         "decision": r.decision,
         "decided_by": r.decided_by,
         "created_at": r.created_at,
@@ -187,6 +189,18 @@ fn show(r: &Review) -> String {
     );
     for l in pretty.lines() {
         s.push_str(&format!("  {}\n", crate::shown::inline(l, 2000)));
+    }
+    if let Some(q) = &r.question {
+        s.push_str(&format!(
+            "the tool asks: {}\n",
+            crate::shown::inline(q, 2000)
+        ));
+    }
+    if r.round > 0 {
+        s.push_str(&format!(
+            "round {} (asked again after an earlier approval)\n",
+            r.round
+        ));
     }
     s.push_str(&format!("opened {}\n", format_ms(r.created_at)));
     if let Some(d) = &r.decision {

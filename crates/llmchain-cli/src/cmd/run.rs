@@ -314,11 +314,14 @@ fn check_recorded(
     let servers_given = !args.servers.mcp.is_empty() || !args.servers.mcp_http.is_empty();
     if !servers_given {
         let have_http: Vec<String> = job.mcp_http.iter().map(|u| redact::url(u)).collect();
+        // Compared as recorded: without the credentials of any URL they hold.
+        let have_cmd: Vec<String> = job.mcp.iter().map(|c| redact::urls_in(c)).collect();
         let mut missing: Vec<String> = recorded
             .mcp
             .iter()
-            .filter(|c| !job.mcp.contains(c))
-            .map(|c| format!("--mcp {}", shell_words::quote(c)))
+            .map(|c| redact::urls_in(c))
+            .filter(|c| !have_cmd.contains(c))
+            .map(|c| format!("--mcp {}", shell_words::quote(&c)))
             .collect();
         missing.extend(
             recorded
@@ -631,14 +634,13 @@ async fn agent(
     // decisions answer them (asking here, one at a time, for any still undecided when
     // there is a terminal).
     if !chain.waiting_calls().is_empty() {
-        let decisions =
-            match stored_decisions(&store, &run_id, &conversation_id, &asking, &chain).await {
-                Ok(d) => d,
-                Err(e) => {
-                    held.finish(RunStatus::Paused, Some(chain.state())).await;
-                    return Err(e);
-                }
-            };
+        let decisions = match stored_decisions(&store, &conversation_id, &asking, &chain).await {
+            Ok(d) => d,
+            Err(e) => {
+                held.finish(RunStatus::Paused, Some(chain.state())).await;
+                return Err(e);
+            }
+        };
         if let Err(e) = chain.answer_waiting(decisions).await {
             held.fail(&e.to_string(), Some(chain.state())).await;
             return Err(CliError::Runtime(explain(&e, format)));
@@ -682,8 +684,36 @@ async fn agent(
         }
     });
     progress.waiting("waiting for the model…");
+    // Runs until done, or until calls wait for a person with no decision stored for
+    // them yet (one may be: made while an earlier process held the conversation).
+    let run_until_waiting = async {
+        let mut rounds = 0;
+        loop {
+            let r = chain.run(Mode::while_needs_response()).await;
+            if !matches!(
+                r,
+                Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_))
+            ) || rounds >= 64
+            {
+                break r;
+            }
+            let waiting = chain.waiting_calls();
+            if waiting.is_empty() {
+                break r;
+            }
+            match decisions_for(store.as_ref(), &conversation_id, &waiting).await {
+                Ok((decided, undecided)) if undecided.is_empty() => {
+                    rounds += 1;
+                    if let Err(e) = chain.answer_waiting(decided).await {
+                        break Err(e);
+                    }
+                }
+                _ => break r,
+            }
+        }
+    };
     let result = tokio::select! {
-        r = chain.run(Mode::while_needs_response()) => r,
+        r = run_until_waiting => r,
         () = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => {
             Err(ChainError::Cancelled)
         }
@@ -775,14 +805,12 @@ async fn agent(
 /// terminal, undecided calls are an error saying how to decide them.
 pub(crate) async fn stored_decisions(
     store: &Arc<AnyStore>,
-    run_id: &str,
     conversation_id: &str,
     review: &crate::review::TerminalReview,
     chain: &llmchain::chain::LLMChain,
 ) -> Result<Vec<(String, HumanDecision)>, CliError> {
     let waiting = chain.waiting_calls();
-    let ids: Vec<String> = waiting.iter().filter_map(|c| c.call_id.clone()).collect();
-    let (mut decided, undecided) = decisions_for(store.as_ref(), run_id, conversation_id, &ids)
+    let (mut decided, undecided) = decisions_for(store.as_ref(), conversation_id, &waiting)
         .await
         .map_err(store_error)?;
     if undecided.is_empty() {
@@ -825,7 +853,11 @@ pub(crate) async fn stored_decisions(
                 reason: Some(reason),
             },
         };
-        if let Some(r) = open.iter().find(|r| r.call_id == call_id) {
+        let round = call.review_round();
+        if let Some(r) = open
+            .iter()
+            .find(|r| r.call_id == call_id && r.round == round)
+        {
             store
                 .decide_review(&r.id, &decision, &crate::cmd::reviews::who())
                 .await
@@ -1001,11 +1033,18 @@ fn resume_command(
     approve: ApprovalPolicy,
 ) -> String {
     let mut cmd = format!("llmchain conversations{db_flag} resume {id}");
+    // Printed on a terminal: no credentials (the user adds their own back).
     for s in &servers.mcp {
-        cmd.push_str(&format!(" --mcp {}", shell_words::quote(s)));
+        cmd.push_str(&format!(
+            " --mcp {}",
+            shell_words::quote(&llmchain::redact::urls_in(s))
+        ));
     }
     for u in &servers.mcp_http {
-        cmd.push_str(&format!(" --mcp-http {}", shell_words::quote(u)));
+        cmd.push_str(&format!(
+            " --mcp-http {}",
+            shell_words::quote(&llmchain::redact::url(u))
+        ));
     }
     for t in &servers.trust {
         cmd.push_str(&format!(" --trust {}", shell_words::quote(t)));

@@ -20,14 +20,18 @@ CREATE TABLE reviews (
     conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     run_id          TEXT REFERENCES runs (id) ON DELETE SET NULL,
     call_id         TEXT NOT NULL,
+    -- A call can be asked about more than once: again after its tool interrupts anew.
+    round           INTEGER NOT NULL DEFAULT 0,
     tool            TEXT NOT NULL,
     arguments       TEXT NOT NULL,
+    -- What the tool asked, when its own interrupt opened the review.
+    question        TEXT,
     status          TEXT NOT NULL,
     decision        TEXT,
     decided_by      TEXT,
     created_at      INTEGER NOT NULL,
     decided_at      INTEGER,
-    UNIQUE (conversation_id, call_id)
+    UNIQUE (conversation_id, call_id, round)
 );
 CREATE INDEX reviews_pending ON reviews (created_at) WHERE status = 'pending';
 CREATE INDEX reviews_run ON reviews (run_id);

@@ -199,35 +199,68 @@ impl LLMChain {
         &mut self,
         decisions: Vec<(String, HumanDecision)>,
     ) -> Result<Step, ChainError> {
-        let Some(mut pending) = self.state.pending_review.clone() else {
+        let Some(pending) = self.state.pending_review.clone() else {
             return Err(ChainError::Resume("nothing is waiting for review".into()));
         };
-        let mut human = HashSet::new();
-        for (id, decision) in decisions {
-            human.insert(id.clone());
-            let Some(slot) = pending.calls.iter_mut().find(|c| c.call_id == id) else {
-                return Err(ChainError::Resume(format!(
-                    "no pending call has the id '{id}'"
-                )));
-            };
-            let name = slot.name.clone();
-            slot.decision = Some(decision.into_review(&name));
-        }
-        let missing: Vec<&str> = pending.awaiting().map(|c| c.call_id.as_str()).collect();
-        if !missing.is_empty() {
-            return Err(ChainError::Resume(format!(
-                "a decision is needed for every paused call; missing: {}",
-                missing.join(", ")
-            )));
-        }
         let position = pending.message_position;
         if self.unanswered_calls_position() != Some(position) {
             return Err(ChainError::Resume(
                 "the paused calls were already answered".into(),
             ));
         }
+        let mut given: std::collections::HashMap<String, HumanDecision> =
+            decisions.into_iter().collect();
+        // The batch's decisions: a person's where one is given; otherwise the review
+        // handler's, asked again now (a saved state is data: it never says on its own
+        // that a call may run), or, for a chain without a handler, the saved ones (an
+        // application's own state, its own authority).
+        let message = self.messages()[position].clone();
+        let mut calls = Vec::new();
+        let mut human = HashSet::new();
+        let mut missing = Vec::new();
+        for i in self.unanswered_calls(position) {
+            let call = &message.tool_calls[i];
+            if !call.is_complete() {
+                continue;
+            }
+            let id = call.call_id.clone().unwrap_or_default();
+            let name = call.name.clone().unwrap_or_default();
+            let decision = if let Some(d) = given.remove(&id) {
+                human.insert(id.clone());
+                Some(d.into_review(&name))
+            } else if let Some(handler) = &self.review {
+                let d = handler.review(call).await;
+                self.fire(|cb| cb.on_tool_call_review(call, &d));
+                (d != ReviewDecision::Interrupt).then_some(d)
+            } else {
+                pending
+                    .calls
+                    .iter()
+                    .find(|c| c.call_id == id)
+                    .and_then(|c| c.decision.clone())
+            };
+            if decision.is_none() {
+                missing.push(id.clone());
+            }
+            calls.push(PendingCall {
+                call_id: id,
+                name,
+                decision,
+            });
+        }
+        if let Some(stray) = given.keys().next() {
+            return Err(ChainError::Resume(format!(
+                "no pending call has the id '{stray}'"
+            )));
+        }
+        if !missing.is_empty() {
+            return Err(ChainError::Resume(format!(
+                "a decision is needed for every paused call; missing: {}",
+                missing.join(", ")
+            )));
+        }
         self.state.pending_review = None;
-        self.run_batch(position, pending.calls, &human).await?;
+        self.run_batch(position, calls, &human).await?;
         Ok(Step::Continue(()))
     }
 
@@ -237,6 +270,7 @@ impl LLMChain {
     pub(super) async fn run_calls(
         &self,
         to_run: &mut [ToolCall],
+        approved: &HashSet<String>,
     ) -> Result<Vec<ToolResult>, ChainError> {
         let observer = Arc::new(ChainObserver {
             sink: self.sink.clone(),
@@ -249,7 +283,8 @@ impl LLMChain {
             .map_err(|e| ChainError::Resume(e.to_string()))?
             .with_max_result_bytes(self.max_tool_result_bytes)
             .with_context_arc(self.custom_context.clone())
-            .with_observer(observer.clone());
+            .with_observer(observer.clone())
+            .with_human_approved(approved.iter().cloned());
         let span = tracing::info_span!(
             "execute_tools",
             "gen_ai.operation.name" = "execute_tool",
@@ -425,7 +460,13 @@ impl LLMChain {
                 Plan::Answer(..) => None,
             })
             .collect();
-        let run_results = self.run_calls(&mut to_run).await?;
+        // The calls a person approved (this batch's human decisions), for their tools.
+        let approved: HashSet<String> = to_run
+            .iter()
+            .filter_map(|c| c.call_id.clone())
+            .filter(|id| human.contains(id))
+            .collect();
+        let run_results = self.run_calls(&mut to_run, &approved).await?;
 
         // Results in call order; statuses copied back onto the message's calls.
         let mut ran = to_run.into_iter().zip(run_results);

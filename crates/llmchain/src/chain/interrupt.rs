@@ -9,13 +9,13 @@
 //! and the run can go on. The review inbox of `llmchain-store` stores these decisions
 //! like a review's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::error::ChainError;
 use super::llm_chain::LLMChain;
 use super::review::HumanDecision;
 use super::steps::Step;
-use crate::message::{ExecutionStatus, Role, ToolCall, ToolResult};
+use crate::message::{Role, ToolCall, ToolResult};
 
 impl LLMChain {
     /// The calls whose results in the newest message (a tool message) are a tool's
@@ -41,11 +41,15 @@ impl LLMChain {
 
     /// Answers every interrupted call of the newest tool message with a person's
     /// decision (by call id): approve runs it again, edit runs it again with the new
-    /// arguments (both marked approved by a person, so the tool goes on), deny and
-    /// reject answer it without running. Each call runs at most once more: one found
-    /// already `executing` (a re-run that was cut off) is answered "outcome unknown"
-    /// unless its tool is idempotent. The stored tool message then holds the new
-    /// results; the model is not called (`run` goes on from there).
+    /// arguments (the tool sees the approval), deny and reject answer it without
+    /// running it again. The model is not called (`run` goes on from there).
+    ///
+    /// At most once more: before a body runs again, the approval (and a new review
+    /// round: [`ToolCall::review_round`]) is stored on the call, and its interrupt is
+    /// replaced in the stored tool message by an "outcome unknown" result; the real
+    /// result replaces that when the body returns. A process that stops in between
+    /// leaves a conversation that says the outcome is unknown, and no path runs the
+    /// body a third time.
     pub async fn answer_interrupts(
         &mut self,
         decisions: Vec<(String, HumanDecision)>,
@@ -91,7 +95,9 @@ impl LLMChain {
         };
 
         let mut assistant = self.messages()[call_position].clone();
-        let mut answers: HashMap<String, (ToolResult, ExecutionStatus)> = HashMap::new();
+        // Final answers (denials, refusals) and, for the calls to run again, the
+        // "outcome unknown" that stands until their new result is in.
+        let mut answers: HashMap<String, ToolResult> = HashMap::new();
         let mut to_run = Vec::new();
         for call in assistant.tool_calls.iter_mut() {
             let Some(id) = call.call_id.clone() else {
@@ -101,79 +107,54 @@ impl LLMChain {
                 continue;
             };
             let name = call.name.clone().unwrap_or_default();
-            let idempotent = self.tool(&name).is_some_and(|t| t.idempotent());
-            let rerun_started = call.typed_execution_status() == Some(ExecutionStatus::Executing);
             let default =
                 |what: &str| format!("Tool call '{name}' was {what} by a human reviewer.");
             match decision.clone() {
                 HumanDecision::Deny { reason } => {
                     let text = reason.unwrap_or_else(|| default("denied"));
-                    answers.insert(
-                        id.clone(),
-                        (
-                            ToolResult::text(&id, text).with_name(&name),
-                            ExecutionStatus::Denied,
-                        ),
-                    );
+                    answers.insert(id.clone(), ToolResult::text(&id, text).with_name(&name));
                 }
                 HumanDecision::Reject { reason } => {
                     let text = reason.unwrap_or_else(|| default("rejected"));
+                    answers.insert(id.clone(), ToolResult::refusal(&id, text).with_name(&name));
+                }
+                approval => {
+                    if let HumanDecision::Edit { arguments } = approval {
+                        call.record_edit(arguments);
+                    }
+                    call.record_human_approval();
+                    call.set_review_round(call.review_round() + 1);
                     answers.insert(
                         id.clone(),
-                        (
-                            ToolResult::refusal(&id, text).with_name(&name),
-                            ExecutionStatus::Rejected,
-                        ),
+                        ToolResult::error(
+                            &id,
+                            format!(
+                                "The outcome of this call to {name} is unknown: it was running again \
+                                 after a person approved it when the run stopped, and it was not run a \
+                                 third time. Check its effects before calling it again."
+                            ),
+                        )
+                        .with_name(&name),
                     );
-                }
-                _ if rerun_started && !idempotent => {
-                    answers.insert(
-                        id.clone(),
-                        (
-                            ToolResult::error(
-                                &id,
-                                format!(
-                                    "The outcome of this call to {name} is unknown: it was running again \
-                                     after its interrupt was approved when the run stopped, and it was not \
-                                     run a third time because the tool is not idempotent."
-                                ),
-                            )
-                            .with_name(&name),
-                            ExecutionStatus::Failed,
-                        ),
-                    );
-                }
-                HumanDecision::Approve => {
-                    call.record_human_approval();
-                    to_run.push(call.clone());
-                }
-                HumanDecision::Edit { arguments } => {
-                    call.record_edit(arguments);
-                    call.record_human_approval();
                     to_run.push(call.clone());
                 }
             }
         }
-        // The approvals and edits are stored before any body runs again.
-        if assistant != self.messages()[call_position] {
-            self.replace_message(call_position, assistant.clone())
-                .await?;
-        }
-        for (id, (_, status)) in &answers {
-            if let Some(sink) = &self.sink {
-                sink.set_tool_status(id, *status)
-                    .await
-                    .map_err(ChainError::Persist)?;
-            }
-            if let Some(c) = assistant
-                .tool_calls
-                .iter_mut()
-                .find(|c| c.call_id.as_deref() == Some(id.as_str()))
-            {
-                c.set_execution_status(*status);
+        // Stored before any body runs again: the approvals and edits on the calls, then
+        // the tool message without the interrupts.
+        self.replace_message(call_position, assistant.clone())
+            .await?;
+        let mut tool_message = self.messages()[tool_position].clone();
+        for r in tool_message.tool_results.iter_mut() {
+            if let Some(answer) = answers.get(&r.tool_call_id) {
+                *r = answer.clone();
             }
         }
-        let results = self.run_calls(&mut to_run).await?;
+        self.replace_message(tool_position, tool_message.clone())
+            .await?;
+
+        let approved: HashSet<String> = to_run.iter().filter_map(|c| c.call_id.clone()).collect();
+        let results = self.run_calls(&mut to_run, &approved).await?;
         for (ran, result) in to_run.iter().zip(results) {
             let id = ran.call_id.clone().unwrap_or_default();
             if let Some(c) = assistant
@@ -183,20 +164,18 @@ impl LLMChain {
             {
                 c.metadata = ran.metadata.clone();
             }
-            let status = ran
-                .typed_execution_status()
-                .unwrap_or(ExecutionStatus::Completed);
-            answers.insert(id, (result, status));
-        }
-        self.state.conversation.messages[call_position] = assistant;
-
-        let mut tool_message = self.messages()[tool_position].clone();
-        for r in tool_message.tool_results.iter_mut() {
-            if let Some((answer, _)) = answers.remove(&r.tool_call_id) {
-                *r = answer;
+            if let Some(r) = tool_message
+                .tool_results
+                .iter_mut()
+                .find(|r| r.tool_call_id == id)
+            {
+                *r = result;
             }
         }
-        self.replace_message(tool_position, tool_message).await?;
+        self.state.conversation.messages[call_position] = assistant;
+        if !to_run.is_empty() {
+            self.replace_message(tool_position, tool_message).await?;
+        }
         for call in &interrupted {
             let Some(r) = self.messages()[tool_position]
                 .tool_results

@@ -562,9 +562,7 @@ impl ToolCall {
     }
 
     /// Records that a person approved this call (`metadata.review.approved`), after a
-    /// review or a tool's interrupt: the tool sees it
-    /// ([`ToolContext::human_approved`](crate::tool::ToolContext::human_approved)), and
-    /// the stored call says so.
+    /// review or a tool's interrupt, so that the stored call says so.
     pub fn record_human_approval(&mut self) {
         let review = self
             .metadata
@@ -577,7 +575,37 @@ impl ToolCall {
         }
     }
 
+    /// How many times a person approved this call to run again after its tool's own
+    /// interrupt (`metadata.review.round`, 0 when never): each round of questions about
+    /// one call is a review of its own.
+    pub fn review_round(&self) -> u32 {
+        self.metadata
+            .get(REVIEW_KEY)
+            .and_then(|r| r.get("round"))
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
+    }
+
+    /// Sets [`review_round`](Self::review_round).
+    pub fn set_review_round(&mut self, round: u32) {
+        let review = self
+            .metadata
+            .entry(REVIEW_KEY.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !review.is_object() {
+            *review = Value::Object(Map::new());
+        }
+        if let Value::Object(r) = review {
+            r.insert("round".into(), Value::from(round));
+        }
+    }
+
     /// Whether a person approved this call ([`record_human_approval`](Self::record_human_approval)).
+    /// A record of what happened, for people and audits: the runtime never reads it to
+    /// decide anything (a tool learns of an approval from its
+    /// [`ToolContext`](crate::tool::ToolContext), given by the chain from the decisions
+    /// it was handed).
     pub fn human_approved(&self) -> bool {
         self.metadata
             .get(REVIEW_KEY)

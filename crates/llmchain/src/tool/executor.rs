@@ -115,6 +115,7 @@ pub struct ToolExecutor {
     custom: Option<CustomContext>,
     observer: Option<Arc<dyn ExecutionObserver>>,
     on_exception: Option<Arc<ExceptionHook>>,
+    approved: std::collections::HashSet<String>,
 }
 
 impl fmt::Debug for ToolExecutor {
@@ -151,7 +152,18 @@ impl ToolExecutor {
             custom: None,
             observer: None,
             on_exception: None,
+            approved: Default::default(),
         })
+    }
+
+    /// The calls (by id) a person approved: their tools see
+    /// [`ToolContext::human_approved`](crate::tool::ToolContext::human_approved). Given
+    /// by whoever holds the person's decisions (the chain, from the review inbox); never
+    /// read from a call's stored metadata.
+    #[must_use]
+    pub fn with_human_approved(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.approved = ids.into_iter().collect();
+        self
     }
 
     /// Sets the global limit of calls running at once (at least 1).
@@ -324,10 +336,11 @@ impl ToolExecutor {
             Some(a @ Arguments::Raw(_)) => a.parse().map(Value::Object).unwrap_or(Value::Null),
             None => Value::Null,
         };
+        let approved = self.approved.contains(&id);
         let ctx = ToolContext::new(id)
             .with_custom_arc(self.custom.clone())
             .with_cancellation(cancel.child_token())
-            .with_human_approval(call.human_approved());
+            .with_human_approval(approved);
         // One span per call, with the OpenTelemetry GenAI semantic-convention names.
         let span = tracing::info_span!(
             "execute_tool",
