@@ -207,7 +207,8 @@ fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     f.sync_data()
 }
 
-/// One worker process: drains the queue, surviving whatever the database does.
+/// One worker process: runs queued runs until the test stops it, surviving whatever the
+/// database does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_worker_process() {
     let Ok(name) = std::env::var("LLMCHAIN_CHAOS_WORKER") else {
@@ -269,11 +270,13 @@ async fn chaos_worker_process() {
             Ok::<_, BoxError>((chain, Mode::while_needs_response()))
         }
     };
+    // Until the test ends it: a drain would stop while a run waits for its review,
+    // which the test approves a moment later.
     Worker::new(store, name, factory)
         .concurrency(2)
         .lease(LEASE)
         .poll_interval(Duration::from_millis(50))
-        .drain()
+        .run(llmchain::tool::CancellationToken::new())
         .await;
 }
 
@@ -492,7 +495,7 @@ async fn chaos() {
     reviewer.abort();
     faults.reviews_approved = approved.load(std::sync::atomic::Ordering::Relaxed);
     for w in &mut workers {
-        // Drained workers exit on their own; any still polling are stopped.
+        // The workers run until stopped here.
         let _ = w.kill();
         let _ = w.wait();
     }
