@@ -155,6 +155,8 @@ pub(crate) struct Built {
 
 /// The parts of a chain a job connects before any run is held: the model (its key
 /// checked), the tools (MCP servers started) and what the reviewer knows of them.
+/// Cloning shares them (one set of MCP servers for every chain built from the clones).
+#[derive(Clone)]
 pub(crate) struct Parts {
     model: Arc<HttpModel>,
     format: Format,

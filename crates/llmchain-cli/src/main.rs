@@ -13,6 +13,7 @@ mod progress;
 mod review;
 mod shown;
 mod stdout;
+mod stop;
 mod tools;
 mod usage;
 
@@ -50,6 +51,9 @@ enum Command {
     /// The review inbox: tool calls waiting for a person (list, show, approve, deny,
     /// reject, edit).
     Reviews(cmd::reviews::ReviewsArgs),
+    /// Serve AI SDK front ends (useChat) and a chat page of its own: the UI message
+    /// stream protocol, approvals from the review inbox.
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Execute queued runs (`run --enqueue`) under the profiles of this machine's
     /// configuration, with leases, retries and a heartbeat; several workers on several
     /// machines may share a PostgreSQL database. A worker never asks at a terminal: a
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(*args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Reviews(args) => cmd::reviews::run(args),
+        Command::Serve(args) => cmd::serve::run(*args),
         Command::Worker(args) => cmd::worker::run(*args),
         Command::Config(args) => config::run(args),
     };

@@ -111,6 +111,9 @@ impl Store for AnyStore {
     ) -> StoreResult<()> {
         delegate!(self, s => s.replace_message(to, seq, message))
     }
+    async fn truncate_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
+        delegate!(self, s => s.truncate_messages(to, keep))
+    }
     async fn set_tool_status(
         &self,
         to: Writer<'_>,

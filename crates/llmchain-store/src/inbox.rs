@@ -86,8 +86,11 @@ where
             "INSERT INTO reviews (id, conversation_id, run_id, call_id, round, tool, arguments, \
                 question, status, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9) \
-             ON CONFLICT (conversation_id, call_id, round) DO UPDATE SET \
+             ON CONFLICT (conversation_id, call_id, round) WHERE status <> 'voided' DO UPDATE SET \
                 run_id = excluded.run_id, \
+                tool = CASE WHEN reviews.status = 'cancelled' THEN excluded.tool ELSE reviews.tool END, \
+                arguments = CASE WHEN reviews.status = 'cancelled' THEN excluded.arguments ELSE reviews.arguments END, \
+                question = CASE WHEN reviews.status = 'cancelled' THEN excluded.question ELSE reviews.question END, \
                 status = CASE WHEN reviews.status = 'cancelled' THEN 'pending' ELSE reviews.status END, \
                 decided_at = CASE WHEN reviews.status = 'cancelled' THEN NULL ELSE reviews.decided_at END",
         )

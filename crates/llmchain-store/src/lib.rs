@@ -99,6 +99,7 @@ pub mod schema;
 pub mod sink;
 pub mod sqlite;
 mod store;
+mod truncate;
 pub mod worker;
 
 pub use any::AnyStore;

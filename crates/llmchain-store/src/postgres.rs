@@ -455,6 +455,30 @@ impl Store for PostgresStore {
         }
     }
 
+    async fn truncate_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await?;
+        let conversation = match to {
+            // The conversation's row lock serialises this with appends.
+            Writer::Conversation(id) => {
+                sqlx::query("SELECT id FROM conversations WHERE id = $1 FOR UPDATE")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                id.to_owned()
+            }
+            Writer::Lease(lease) => check_lease(&mut tx, lease).await?,
+        };
+        let removed = crate::truncate::messages_from::<sqlx::Postgres>(
+            &mut tx,
+            &conversation,
+            keep,
+            now_ms(),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(removed)
+    }
+
     async fn set_tool_status(
         &self,
         to: Writer<'_>,

@@ -40,6 +40,9 @@ pub enum ReviewStatus {
     Rejected,
     /// Its run was cancelled before anyone decided.
     Cancelled,
+    /// The call it was about was removed from the conversation (a regenerated answer):
+    /// kept, with any decision, for the record; it answers nothing.
+    Voided,
 }
 
 impl ReviewStatus {
@@ -52,6 +55,7 @@ impl ReviewStatus {
             ReviewStatus::Denied => "denied",
             ReviewStatus::Rejected => "rejected",
             ReviewStatus::Cancelled => "cancelled",
+            ReviewStatus::Voided => "voided",
         }
     }
 
@@ -64,6 +68,7 @@ impl ReviewStatus {
             "denied" => ReviewStatus::Denied,
             "rejected" => ReviewStatus::Rejected,
             "cancelled" => ReviewStatus::Cancelled,
+            "voided" => ReviewStatus::Voided,
             _ => return None,
         })
     }
@@ -305,7 +310,11 @@ pub async fn decisions_for<S: Store>(
         };
         match reviews
             .iter()
-            .find(|r| r.call_id == id && r.round == call.review_round())
+            .find(|r| {
+                r.call_id == id
+                    && r.round == call.review_round()
+                    && r.status != ReviewStatus::Voided
+            })
             .and_then(|r| r.decision.clone())
         {
             Some(d) => decided.push((id, d)),
@@ -313,6 +322,52 @@ pub async fn decisions_for<S: Store>(
         }
     }
     Ok((decided, undecided))
+}
+
+/// How many times one call of [`run_answering`] answers waiting calls from the inbox and
+/// goes on, at most, before it returns (a tool that keeps interrupting).
+pub const MAX_ANSWERED_ROUNDS: u32 = 64;
+
+/// Runs `chain` in `mode`, answering the calls it waits on from the review inbox: before
+/// running, and each time the run stops for a person, the decisions stored for the
+/// waiting calls (whichever run they were made under) are applied
+/// ([`LLMChain::answer_waiting`](llmchain::chain::LLMChain::answer_waiting)) and the
+/// run goes on. Returns when the run is done, fails, or waits for a decision not made
+/// yet ([`RunOutcome::ReviewRequired`](llmchain::chain::RunOutcome) or `Interrupted`:
+/// pause it with [`Store::pause_run`] and [`new_reviews`]). What workers, `llmchain
+/// run` and `llmchain serve` all run.
+pub async fn run_answering<S: Store>(
+    store: &S,
+    conversation_id: &str,
+    chain: &mut llmchain::chain::LLMChain,
+    mode: llmchain::chain::Mode,
+) -> Result<llmchain::chain::RunOutcome, llmchain::chain::ChainError> {
+    use llmchain::chain::{ChainError, RunOutcome};
+    let mut rounds = 0;
+    loop {
+        let waiting = chain.waiting_calls();
+        if !waiting.is_empty() {
+            let (decided, undecided) = decisions_for(store, conversation_id, &waiting)
+                .await
+                .map_err(|e| ChainError::Persist(crate::sink::sink_error(e)))?;
+            if !undecided.is_empty() || rounds >= MAX_ANSWERED_ROUNDS {
+                return Ok(match chain.pending_review() {
+                    Some(p) => RunOutcome::ReviewRequired(p.clone()),
+                    None => RunOutcome::Interrupted(Vec::new()),
+                });
+            }
+            rounds += 1;
+            if let std::ops::ControlFlow::Break(outcome) = chain.answer_waiting(decided).await? {
+                return Ok(outcome);
+            }
+        }
+        match chain.run(mode.clone()).await? {
+            // A decision may already be stored for these very calls.
+            RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)
+                if !chain.waiting_calls().is_empty() => {}
+            other => return Ok(other),
+        }
+    }
 }
 
 /// Decides the pending review (its latest round) of call `call_id` of conversation
@@ -335,7 +390,7 @@ pub async fn decide_call<S: Store>(
         .await?;
     let review = reviews
         .into_iter()
-        .filter(|r| r.call_id == call_id)
+        .filter(|r| r.call_id == call_id && r.status != ReviewStatus::Voided)
         .max_by_key(|r| r.round)
         .ok_or_else(|| {
             StoreError::ReviewNotFound(format!("call {call_id} of conversation {conversation_id}"))
@@ -356,6 +411,7 @@ mod tests {
             ReviewStatus::Denied,
             ReviewStatus::Rejected,
             ReviewStatus::Cancelled,
+            ReviewStatus::Voided,
         ] {
             assert_eq!(ReviewStatus::parse(s.as_str()), Some(s));
         }

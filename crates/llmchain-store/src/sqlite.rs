@@ -492,6 +492,19 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn truncate_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let conversation = match to {
+            Writer::Conversation(id) => id.to_owned(),
+            Writer::Lease(lease) => check_lease(&mut tx, lease).await?,
+        };
+        let removed =
+            crate::truncate::messages_from::<sqlx::Sqlite>(&mut tx, &conversation, keep, now_ms())
+                .await?;
+        tx.commit().await?;
+        Ok(removed)
+    }
+
     async fn set_tool_status(
         &self,
         to: Writer<'_>,

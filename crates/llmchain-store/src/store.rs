@@ -76,6 +76,17 @@ pub trait Store: Send + Sync {
         message: &Message,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
+    /// Removes the messages of `to`'s conversation from sequence number `keep` on (an
+    /// answer to regenerate): the recorded statuses of their calls go, and their reviews
+    /// are voided (kept for the record; a later call that reuses an id is asked about
+    /// anew, never answered by an old decision). Fenced for a [`Writer::Lease`]. Returns
+    /// how many messages were removed.
+    fn truncate_messages(
+        &self,
+        to: Writer<'_>,
+        keep: i64,
+    ) -> impl Future<Output = StoreResult<u64>> + Send;
+
     /// Records a tool call's execution status (updated in place). Under a lease the
     /// lease check shares the write's transaction: a worker whose lease was taken over
     /// can never mark a call `executing` after the new owner looked at it.

@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 
 use crate::heartbeat::Heartbeat;
 use crate::model::{Lease, Run, RunStatus};
-use crate::review::{decisions_for, new_reviews};
+use crate::review::new_reviews;
 use crate::sink::{StoreSink, keep_extra, load_chain_state, run_state};
 use crate::store::Store;
 
@@ -348,10 +348,6 @@ impl<S: Store + 'static> Worker<S> {
     }
 }
 
-/// How many times one attempt answers waiting calls from the inbox and goes on, at
-/// most, before it pauses the run.
-const MAX_ROUNDS_PER_ATTEMPT: u32 = 64;
-
 /// One claimed run.
 struct RunJob<S> {
     store: Arc<S>,
@@ -534,35 +530,13 @@ impl<S: Store + 'static> RunJob<S> {
         // needs a person now) are answered by the decisions stored in the review inbox
         // for them, whichever run they were made under; the run goes on until it is
         // done or waits for a decision not made yet.
-        let mut rounds = 0;
-        let outcome = loop {
-            let waiting = chain.waiting_calls();
-            if !waiting.is_empty() {
-                match decisions_for(self.store.as_ref(), &run.conversation_id, &waiting).await {
-                    Ok((decided, undecided)) if undecided.is_empty() => {
-                        match chain.answer_waiting(decided).await {
-                            Ok(std::ops::ControlFlow::Continue(())) => {}
-                            Ok(std::ops::ControlFlow::Break(outcome)) => break Ok(outcome),
-                            Err(e) => break Err(e),
-                        }
-                    }
-                    // Waiting for a person.
-                    Ok(_) => break Ok(RunOutcome::Interrupted(Vec::new())),
-                    Err(e) => break Err(ChainError::Persist(crate::sink::sink_error(e))),
-                }
-            }
-            rounds += 1;
-            match chain.run(mode.clone()).await {
-                // A decision may already be stored for these very calls (a bounded
-                // number of times: a tool that keeps interrupting pauses).
-                Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_))
-                    if rounds < MAX_ROUNDS_PER_ATTEMPT && !chain.waiting_calls().is_empty() =>
-                {
-                    continue;
-                }
-                other => break other,
-            }
-        };
+        let outcome = crate::review::run_answering(
+            self.store.as_ref(),
+            &run.conversation_id,
+            &mut chain,
+            mode,
+        )
+        .await;
         forward.abort();
         if stop.is_cancelled() {
             return lost();

@@ -655,6 +655,71 @@ async fn a_tool_that_asks_again_gets_a_new_review<S: Store + 'static>(
     );
 }
 
+/// Regenerating an answer drops the end of the conversation: its calls' statuses go and
+/// their reviews are voided, kept for the record but answering nothing. The model calls
+/// `call_1` again in the new answer: that call is asked about anew (the old approval does
+/// not run it) and runs once more only when a person approves it again.
+async fn truncating_voids_the_reviews_of_dropped_calls<S: Store + 'static>(
+    store: Arc<S>,
+    other: Arc<S>,
+) {
+    let ledger = Ledger::default();
+    let requests = Requests::default();
+    let id = conversation(store.as_ref()).await;
+    enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    let first = other.list_reviews(&ReviewFilter::pending()).await.unwrap()[0].clone();
+    other
+        .decide_review(&first.id, &HumanDecision::Approve, "alice")
+        .await
+        .unwrap();
+    worker(&store, &ledger, &requests).drain().await;
+    assert_eq!(ledger.lock().unwrap().len(), 1);
+    let removed = other
+        .truncate_messages(llmchain_store::Writer::Conversation(&id), 1)
+        .await
+        .unwrap();
+    assert_eq!(removed, 3, "the call, its result and the answer go");
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(stored.conversation.messages.len(), 1);
+    assert!(store.tool_statuses(&id).await.unwrap().is_empty());
+    assert_eq!(
+        store.get_review(&first.id).await.unwrap().unwrap().status,
+        ReviewStatus::Voided
+    );
+
+    enqueue(store.as_ref(), &id, "p").await;
+    worker(&store, &ledger, &requests).drain().await;
+    assert_eq!(
+        ledger.lock().unwrap().len(),
+        1,
+        "the old approval ran nothing"
+    );
+    let pending = other.list_reviews(&ReviewFilter::pending()).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_ne!(pending[0].id, first.id);
+    assert_eq!(pending[0].call_id, first.call_id);
+    let e = other
+        .decide_review(&first.id, &HumanDecision::Approve, "alice")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::ReviewNotPending { .. }), "{e}");
+    other
+        .decide_review(&pending[0].id, &HumanDecision::Approve, "bob")
+        .await
+        .unwrap();
+    worker(&store, &ledger, &requests).drain().await;
+    assert_eq!(ledger.lock().unwrap().len(), 2);
+    let messages = store
+        .get_conversation(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .conversation
+        .messages;
+    assert_eq!(messages.len(), 4);
+}
+
 async fn sqlite() -> (tempfile::TempDir, Arc<SqliteStore>, Arc<SqliteStore>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
@@ -707,4 +772,5 @@ both_backends!(
     a_tools_own_interrupt_waits_in_the_inbox,
     a_decision_outlives_its_run,
     a_tool_that_asks_again_gets_a_new_review,
+    truncating_voids_the_reviews_of_dropped_calls,
 );

@@ -10,4 +10,5 @@ pub(crate) mod mcp;
 pub(crate) mod reviews;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod serve;
 pub(crate) mod worker;

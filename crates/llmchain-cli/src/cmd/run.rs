@@ -686,32 +686,12 @@ async fn agent(
     progress.waiting("waiting for the model…");
     // Runs until done, or until calls wait for a person with no decision stored for
     // them yet (one may be: made while an earlier process held the conversation).
-    let run_until_waiting = async {
-        let mut rounds = 0;
-        loop {
-            let r = chain.run(Mode::while_needs_response()).await;
-            if !matches!(
-                r,
-                Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_))
-            ) || rounds >= 64
-            {
-                break r;
-            }
-            let waiting = chain.waiting_calls();
-            if waiting.is_empty() {
-                break r;
-            }
-            match decisions_for(store.as_ref(), &conversation_id, &waiting).await {
-                Ok((decided, undecided)) if undecided.is_empty() => {
-                    rounds += 1;
-                    if let Err(e) = chain.answer_waiting(decided).await {
-                        break Err(e);
-                    }
-                }
-                _ => break r,
-            }
-        }
-    };
+    let run_until_waiting = llmchain_store::review::run_answering(
+        store.as_ref(),
+        &conversation_id,
+        &mut chain,
+        Mode::while_needs_response(),
+    );
     let result = tokio::select! {
         r = run_until_waiting => r,
         () = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => {

@@ -178,7 +178,7 @@ async fn open_with_retry(
                 );
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = stop_signal() => return Err(CliError::Interrupted("stopped before the database could be reached".into())),
+                    _ = crate::stop::signal() => return Err(CliError::Interrupted("stopped before the database could be reached".into())),
                 }
                 wait = (wait * 2).min(Duration::from_secs(5));
             }
@@ -239,7 +239,7 @@ async fn work(args: WorkerArgs) -> CliResult {
         let shutdown = CancellationToken::new();
         let on_signal = shutdown.clone();
         tokio::spawn(async move {
-            stop_signal().await;
+            crate::stop::signal().await;
             eprintln!("llmchain worker: stopping; waiting for the runs in flight");
             on_signal.cancel();
         });
@@ -283,22 +283,6 @@ fn describe(e: &WorkerEvent) -> String {
         }
         other => format!("{other:?}"),
     }
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The chain of a queued run: this worker's profile of the name the run gives, with the

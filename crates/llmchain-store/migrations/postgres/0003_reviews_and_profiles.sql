@@ -30,8 +30,10 @@ CREATE TABLE reviews (
     decision        TEXT,
     decided_by      TEXT,
     created_at      BIGINT NOT NULL,
-    decided_at      BIGINT,
-    UNIQUE (conversation_id, call_id, round)
+    decided_at      BIGINT
 );
+-- One live review per call and round; a review of a call that a regenerated answer
+-- removed is `voided` (kept, with its decision, for the record) and answers nothing.
+CREATE UNIQUE INDEX reviews_call ON reviews (conversation_id, call_id, round) WHERE status <> 'voided';
 CREATE INDEX reviews_pending ON reviews (created_at) WHERE status = 'pending';
 CREATE INDEX reviews_run ON reviews (run_id);

@@ -30,8 +30,10 @@ CREATE TABLE reviews (
     decision        TEXT,
     decided_by      TEXT,
     created_at      INTEGER NOT NULL,
-    decided_at      INTEGER,
-    UNIQUE (conversation_id, call_id, round)
+    decided_at      INTEGER
 );
+-- One live review per call and round; a review of a call that a regenerated answer
+-- removed is `voided` (kept, with its decision, for the record) and answers nothing.
+CREATE UNIQUE INDEX reviews_call ON reviews (conversation_id, call_id, round) WHERE status <> 'voided';
 CREATE INDEX reviews_pending ON reviews (created_at) WHERE status = 'pending';
 CREATE INDEX reviews_run ON reviews (run_id);

@@ -362,25 +362,15 @@ impl LLMChain {
             .filter_map(|c| c.call_id.clone())
             .collect();
         for call in message.tool_calls.iter_mut() {
-            let Some(id) = call.call_id.as_deref() else {
+            let Some(id) = call.call_id.clone() else {
                 continue;
             };
-            if seen.insert(id.to_owned()) {
-                continue;
+            let fresh = crate::conversation::unique_call_id(&mut seen, &id);
+            if fresh != id {
+                call.call_id = Some(fresh);
+                call.metadata
+                    .insert("wire_call_id".into(), serde_json::Value::from(id));
             }
-            let original = id.to_owned();
-            let mut n = 2u64;
-            let fresh = loop {
-                let candidate = format!("{original}_{n}");
-                if !seen.contains(&candidate) {
-                    break candidate;
-                }
-                n += 1;
-            };
-            seen.insert(fresh.clone());
-            call.call_id = Some(fresh);
-            call.metadata
-                .insert("wire_call_id".into(), serde_json::Value::from(original));
         }
     }
 

@@ -7,8 +7,10 @@ use serde_json::{Map, Value};
 
 use crate::message::Message;
 
+mod call_ids;
 mod consistency;
 
+pub use call_ids::unique_call_id;
 pub use consistency::{Inconsistency, Severity};
 pub(crate) use consistency::{answered_ids, sendable};
 

@@ -1,0 +1,148 @@
+//! `llmchain serve`: the back end of AI SDK front ends (`useChat`), with a chat page of
+//! its own at `/` ([`llmchain_web`]).
+//!
+//! The chains run under one profile of the operator's configuration (`--profile`): its
+//! provider, model, MCP servers (started once, shared by every chat), trust and review
+//! policy; a request never names any of them. A call the policy asks about waits in the
+//! review inbox: the page and `useChat` answer it (`addToolApprovalResponse`), and so
+//! does `llmchain reviews` from anywhere. A bearer token is required unless the server
+//! listens on loopback: `$LLMCHAIN_SERVE_TOKEN` or `--token-file`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmchain::chain::{ChainState, Mode};
+use llmchain_store::Run;
+use llmchain_store::worker::BoxError;
+use llmchain_web::{ChatServer, ServeConfig};
+
+use crate::cmd::conversations::open_store;
+use crate::config::DEFAULT_PROFILE;
+use crate::error::{CliError, CliResult};
+use crate::job::{JobSpec, Reviewer};
+
+/// The environment variable holding the bearer token.
+const TOKEN_ENV: &str = "LLMCHAIN_SERVE_TOKEN";
+
+/// Arguments of `llmchain serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on. Anything but loopback needs a token.
+    #[arg(long, default_value = "127.0.0.1:3000", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Database URL (default: $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's
+    /// data directory).
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+    /// The config file whose profile the chains run under [default: $LLMCHAIN_CONFIG,
+    /// else the standard one].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The profile the chains run under [default: "default"].
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// A file holding the bearer token clients must send [default: $LLMCHAIN_SERVE_TOKEN].
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// An origin allowed to call the API from a browser page elsewhere (CORS);
+    /// repeatable. Off unless given.
+    #[arg(long = "cors", value_name = "ORIGIN")]
+    pub cors: Vec<String>,
+    /// Answers generated at once.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_answers: usize,
+}
+
+/// Runs `llmchain serve`.
+pub(crate) fn run(args: ServeArgs) -> CliResult {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(serve(args))
+}
+
+/// The token: the file's first line, else the environment's.
+fn token(args: &ServeArgs) -> Result<Option<String>, CliError> {
+    let token = match &args.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| CliError::Usage(format!("--token-file {}: {e}", path.display())))?
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        ),
+        None => std::env::var(TOKEN_ENV).ok(),
+    }
+    .filter(|t| !t.is_empty());
+    if let Some(t) = &token
+        && t.len() < 16
+    {
+        return Err(CliError::Usage(
+            "the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 24`)".into(),
+        ));
+    }
+    Ok(token)
+}
+
+async fn serve(args: ServeArgs) -> CliResult {
+    let token = token(&args)?;
+    if token.is_none() && !llmchain_web::is_loopback(&args.listen) {
+        return Err(CliError::Usage(format!(
+            "listening on {} (not loopback) needs a bearer token: set {TOKEN_ENV} or pass --token-file",
+            args.listen
+        )));
+    }
+    let config = crate::config::load_from(args.config.as_deref())?;
+    let profile = args
+        .profile
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
+    let job = JobSpec::from_profile(&profile, config.profile(&profile)?)?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+    // The model and the MCP servers, once for every chat.
+    let parts = job.connect(cwd).await?;
+    let (store, location) = open_store(args.db.clone()).await?;
+    let factory = move |_run: Run, state: ChainState| {
+        let parts = parts.clone();
+        async move {
+            let built = parts.chain(Some(state), Reviewer::Inbox);
+            Ok::<_, BoxError>((built.chain, Mode::while_needs_response()))
+        }
+    };
+    let server = ChatServer::new(Arc::new(store), factory).config(ServeConfig {
+        token,
+        cors_origins: args.cors.clone(),
+        profile: Some(profile.clone()),
+        max_answers: args.max_answers,
+        ..ServeConfig::default()
+    });
+    let shutdown = server.shutdown_token();
+    let _resumer = server.spawn_resumer(Duration::from_secs(2));
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::Runtime(format!("cannot listen on {}: {e}", args.listen)))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    eprintln!(
+        "llmchain serve: http://{local}/ (profile {profile}, {} on {location}); Ctrl-C to stop",
+        job.provider
+    );
+    let stop = shutdown.clone();
+    axum::serve(listener, server.router())
+        .with_graceful_shutdown(async move {
+            crate::stop::signal().await;
+            eprintln!("llmchain serve: stopping; the answers in flight are saved");
+            stop.cancel();
+        })
+        .await
+        .map_err(|e| CliError::Runtime(format!("the server failed: {e}")))?;
+    shutdown.cancel();
+    Ok(())
+}

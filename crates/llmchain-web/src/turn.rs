@@ -1,0 +1,536 @@
+//! One answer of a chat, run on a task of its own (a client that disconnects does not
+//! stop it) under the conversation's run lease, its chunks pushed into the chat's
+//! [`Hub`].
+//!
+//! The chain is the operator's ([`ChainFactory`]: provider, tools, review policy); the
+//! conversation is the store's. A call the policy asks about pauses the run with its
+//! reviews stored (the review inbox), and the answer ends with a `tool-approval-request`
+//! per call, whose approval id is the review's id. The next request (or `llmchain
+//! reviews` from anywhere) decides them; the next turn applies exactly the stored
+//! decisions ([`run_answering`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use llmchain::chain::{ChainCallbacks, ChainError, LLMChain, RunOutcome};
+use llmchain::message::{
+    ExecutionStatus, Message, MessageStatus, Role, TokenUsage, ToolCall, ToolResult,
+};
+use llmchain::provider::StreamEvent;
+use llmchain::tool::CancellationToken;
+use llmchain_store::review::{new_reviews, run_answering};
+use llmchain_store::sink::{StoreSink, keep_extra, load_chain_state, run_state};
+use llmchain_store::{
+    ChainFactory, Heartbeat, NewConversation, ReviewFilter, ReviewStatus, RunState, RunStatus,
+    Store, StoreError, Writer,
+};
+use serde_json::{Value, json};
+
+use crate::hub::Hub;
+use crate::protocol::{Chunk, DONE};
+use crate::ui::{Intent, id_of, output_of};
+
+/// How long the lease of a chat's run lasts between heartbeats (renewed every third).
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The most a chat's conversation may hold before a new message is refused.
+pub(crate) const MAX_MESSAGES: usize = 10_000;
+
+/// What a turn needs of the server.
+pub(crate) struct TurnEnv<S> {
+    pub store: Arc<S>,
+    pub factory: Arc<dyn ChainFactory>,
+    pub worker: String,
+    pub profile: Option<String>,
+    pub shutdown: CancellationToken,
+}
+
+/// Runs one answer of chat `chat` for `intent`, pushing its chunks into `hub`, and ends
+/// the stream (`[DONE]`) whatever happens.
+pub(crate) async fn run<S: Store + 'static>(
+    env: Arc<TurnEnv<S>>,
+    chat: String,
+    intent: Intent,
+    title: Option<String>,
+    hub: Arc<Hub>,
+) {
+    let writer = ChunkWriter::new(hub.clone());
+    if let Err(text) = turn(&env, &chat, intent, title, &writer).await {
+        tracing::info!(chat = %chat, error = %text, "chat turn failed");
+        writer.close_parts();
+        writer.push(Chunk::Error {
+            error_text: llmchain::redact::urls_in(&text),
+        });
+    }
+    hub.push(bytes::Bytes::from_static(DONE));
+    hub.finish();
+}
+
+async fn turn<S: Store + 'static>(
+    env: &TurnEnv<S>,
+    chat: &str,
+    intent: Intent,
+    title: Option<String>,
+    writer: &ChunkWriter,
+) -> Result<(), String> {
+    let store = &env.store;
+    let err = |e: StoreError| e.to_string();
+    if let Intent::Message { .. } = &intent
+        && store.get_conversation(chat).await.map_err(err)?.is_none()
+    {
+        let new = NewConversation::default().with_id(chat);
+        let new = match title {
+            Some(t) => new.with_title(t),
+            None => new,
+        };
+        match store.create_conversation(new).await {
+            Ok(_) | Err(StoreError::ConversationExists(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    // This process holds the chat's run: no other process runs it meanwhile.
+    let mut extra = serde_json::Map::new();
+    extra.insert("serve".into(), json!({"profile": env.profile}));
+    let state = RunState {
+        mode: "while_needs_response".into(),
+        extra,
+        ..Default::default()
+    };
+    let run = store
+        .claim_conversation(chat, &env.worker, LEASE, &state)
+        .await
+        .map_err(|e| match e {
+            StoreError::ConversationNotFound(_) => format!("there is no chat {chat:?}"),
+            other => other.to_string(),
+        })?;
+    let lease = run
+        .lease()
+        .ok_or_else(|| "the chat's run has no lease".to_owned())?;
+    let stop = env.shutdown.child_token();
+    let heartbeat = Heartbeat::spawn(store.clone(), lease.clone(), LEASE, stop.clone());
+    let finish = |status: RunStatus, chain: Option<&LLMChain>| {
+        let mut saved = chain
+            .map(|c| run_state(c.state(), &run.state.mode))
+            .unwrap_or_else(|| run.state.clone());
+        keep_extra(&mut saved, &run.state.extra);
+        saved.status = status;
+        saved
+    };
+
+    // What the request asks, applied under the lease.
+    let stored = store
+        .get_conversation(chat)
+        .await
+        .map_err(err)?
+        .ok_or_else(|| format!("there is no chat {chat:?}"))?;
+    let messages = &stored.conversation.messages;
+    // The answer continues the last assistant message, or starts after the new user
+    // message.
+    let answer_start = |len: usize, messages: &[Message]| {
+        messages
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .map_or(len, |u| u + 1)
+    };
+    let message_id = match intent {
+        Intent::Message { text, client_id } => {
+            let repeated = messages.last().is_some_and(|m| {
+                m.role == Role::User
+                    && client_id.is_some()
+                    && m.metadata.get("ui_id").and_then(Value::as_str) == client_id.as_deref()
+            });
+            if !repeated {
+                if messages.len() >= MAX_MESSAGES {
+                    let _ = store
+                        .complete_run(&lease, &finish(RunStatus::Done, None))
+                        .await;
+                    return Err(format!(
+                        "this chat holds {MAX_MESSAGES} messages, the most it may; start another"
+                    ));
+                }
+                let mut m = Message::user(text);
+                if let Some(id) = client_id {
+                    m.metadata.insert("ui_id".into(), Value::String(id));
+                }
+                store
+                    .append_messages(Writer::Lease(&lease), &[m])
+                    .await
+                    .map_err(err)?;
+            }
+            id_of(messages.len() + usize::from(!repeated))
+        }
+        Intent::Regenerate { from } => {
+            let start = answer_start(messages.len(), messages);
+            let from = from
+                .and_then(|f| usize::try_from(f).ok())
+                .filter(|&f| f >= start && f <= messages.len())
+                .unwrap_or(start);
+            store
+                .truncate_messages(Writer::Lease(&lease), from as i64)
+                .await
+                .map_err(err)?;
+            id_of(from)
+        }
+        Intent::Approvals { .. } | Intent::Continue => {
+            id_of(answer_start(messages.len(), messages))
+        }
+    };
+    writer.push(Chunk::Start {
+        message_id: Some(message_id),
+    });
+    writer.push(Chunk::data(
+        "run",
+        Some("run".into()),
+        json!({"runId": run.id, "conversationId": chat}),
+    ));
+
+    let state = load_chain_state(store.as_ref(), chat, Some(&run.state))
+        .await
+        .map_err(err)?
+        .ok_or_else(|| format!("there is no chat {chat:?}"))?;
+    writer.know_calls(&state.conversation.messages);
+    let (chain, mode) = env
+        .factory
+        .build(&run, state)
+        .await
+        .map_err(|e| format!("cannot build the chain: {e}"))?;
+    let sink = StoreSink::new(store.clone(), chat.to_owned())
+        .with_lease(lease.clone(), mode.name())
+        .keeping(&run.state.extra);
+    let mut chain = chain
+        .with_sink(Arc::new(sink))
+        .with_callbacks(writer.clone());
+    let token = chain.cancellation_token();
+    let forward = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            token.cancel();
+        })
+    };
+    let outcome = run_answering(store.as_ref(), chat, &mut chain, mode).await;
+    forward.abort();
+    let lost = heartbeat.stopped();
+    drop(heartbeat);
+    if let Some(why) = lost {
+        return Err(format!(
+            "the chat's run was taken over or cancelled ({why:?})"
+        ));
+    }
+    writer.close_parts();
+    match outcome {
+        Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
+            let reviews = new_reviews(&chain);
+            let saved = finish(RunStatus::Paused, Some(&chain));
+            store
+                .pause_run(&lease, &saved, &reviews)
+                .await
+                .map_err(err)?;
+            let open = store
+                .list_reviews(&ReviewFilter {
+                    conversation: Some(chat.to_owned()),
+                    status: Some(ReviewStatus::Pending),
+                    ..Default::default()
+                })
+                .await
+                .map_err(err)?;
+            for r in reviews {
+                if let Some(review) = open
+                    .iter()
+                    .find(|o| o.call_id == r.call_id && o.round == r.round)
+                {
+                    writer.push(Chunk::ToolApprovalRequest {
+                        approval_id: review.id.clone(),
+                        tool_call_id: r.call_id,
+                    });
+                }
+            }
+            writer.end_step();
+            writer.push_usage();
+            writer.push(Chunk::Finish {
+                finish_reason: Some("tool-calls"),
+            });
+        }
+        Ok(_) => {
+            let saved = finish(RunStatus::Done, Some(&chain));
+            store.complete_run(&lease, &saved).await.map_err(err)?;
+            writer.end_step();
+            writer.push_usage();
+            writer.push(Chunk::Finish {
+                finish_reason: Some(finish_reason(chain.last_message())),
+            });
+        }
+        Err(ChainError::Cancelled) => {
+            let saved = finish(RunStatus::Cancelled, Some(&chain));
+            let _ = store.complete_run(&lease, &saved).await;
+            return Err("the server is stopping; the chat is saved".into());
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let _ = store
+                .update_run(&lease, &finish(RunStatus::Running, Some(&chain)))
+                .await;
+            let _ = store.fail_run(&lease, &message, false).await;
+            return Err(message);
+        }
+    }
+    Ok(())
+}
+
+/// The `finishReason` of an answer that ended with `last`.
+fn finish_reason(last: Option<&Message>) -> &'static str {
+    match last.map(|m| m.status) {
+        Some(MessageStatus::Length) => "length",
+        Some(MessageStatus::Cancelled) => "other",
+        _ => "stop",
+    }
+}
+
+/// The chain's callbacks as chunks: steps, text and reasoning parts opened and closed
+/// around their deltas, calls with their live argument text, then their results.
+#[derive(Clone)]
+pub(crate) struct ChunkWriter {
+    hub: Arc<Hub>,
+    state: Arc<Mutex<WriterState>>,
+}
+
+#[derive(Default)]
+struct WriterState {
+    in_step: bool,
+    text: Option<String>,
+    reasoning: Option<String>,
+    parts: u32,
+    /// The ids the calls streaming in the current model call will have, by index.
+    streamed: HashMap<u32, String>,
+    /// Call ids the conversation already uses (a streamed call is named as the chain
+    /// will name it: `unique_call_id`).
+    taken: HashSet<String>,
+    /// The ids given to this model call's streamed calls so far.
+    pending: Option<HashSet<String>>,
+    usage: TokenUsage,
+    has_usage: bool,
+}
+
+impl ChunkWriter {
+    fn new(hub: Arc<Hub>) -> Self {
+        ChunkWriter {
+            hub,
+            state: Arc::new(Mutex::new(WriterState::default())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WriterState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn push(&self, chunk: Chunk) {
+        self.hub.push(chunk.to_sse());
+    }
+
+    /// Learns the call ids a conversation already uses.
+    fn know_calls(&self, messages: &[Message]) {
+        let mut st = self.lock();
+        st.taken = messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .filter_map(|c| c.call_id.clone())
+            .collect();
+    }
+
+    fn start_step(&self, st: &mut WriterState) {
+        if !st.in_step {
+            st.in_step = true;
+            self.push(Chunk::StartStep);
+        }
+    }
+
+    fn close(&self, st: &mut WriterState) {
+        if let Some(id) = st.text.take() {
+            self.push(Chunk::TextEnd { id });
+        }
+        if let Some(id) = st.reasoning.take() {
+            self.push(Chunk::ReasoningEnd { id });
+        }
+    }
+
+    /// Closes the open text and reasoning parts.
+    pub(crate) fn close_parts(&self) {
+        let mut st = self.lock();
+        self.close(&mut st);
+    }
+
+    /// Ends the open step.
+    pub(crate) fn end_step(&self) {
+        let mut st = self.lock();
+        self.close(&mut st);
+        if st.in_step {
+            st.in_step = false;
+            self.push(Chunk::FinishStep);
+        }
+    }
+
+    fn push_usage(&self) {
+        let st = self.lock();
+        if st.has_usage {
+            self.push(Chunk::data(
+                "usage",
+                Some("usage".into()),
+                json!({"inputTokens": st.usage.input_tokens, "outputTokens": st.usage.output_tokens}),
+            ));
+        }
+    }
+
+    fn part_id(st: &mut WriterState, kind: &str) -> String {
+        st.parts += 1;
+        format!("{kind}{}", st.parts)
+    }
+}
+
+impl ChainCallbacks for ChunkWriter {
+    fn on_llm_new_delta(&self, event: &StreamEvent<'_>) {
+        let mut st = self.lock();
+        match event {
+            StreamEvent::TextDelta { text, .. } if !text.is_empty() => {
+                self.start_step(&mut st);
+                if let Some(id) = st.reasoning.take() {
+                    self.push(Chunk::ReasoningEnd { id });
+                }
+                let id = match st.text.clone() {
+                    Some(id) => id,
+                    None => {
+                        let id = Self::part_id(&mut st, "t");
+                        self.push(Chunk::TextStart { id: id.clone() });
+                        st.text = Some(id.clone());
+                        id
+                    }
+                };
+                self.push(Chunk::TextDelta {
+                    id,
+                    delta: text.to_string(),
+                });
+            }
+            StreamEvent::ReasoningDelta { text, .. } if !text.is_empty() => {
+                self.start_step(&mut st);
+                if let Some(id) = st.text.take() {
+                    self.push(Chunk::TextEnd { id });
+                }
+                let id = match st.reasoning.clone() {
+                    Some(id) => id,
+                    None => {
+                        let id = Self::part_id(&mut st, "r");
+                        self.push(Chunk::ReasoningStart { id: id.clone() });
+                        st.reasoning = Some(id.clone());
+                        id
+                    }
+                };
+                self.push(Chunk::ReasoningDelta {
+                    id,
+                    delta: text.to_string(),
+                });
+            }
+            StreamEvent::ToolCallStarted {
+                index,
+                call_id,
+                name,
+            } => {
+                self.start_step(&mut st);
+                self.close(&mut st);
+                let mut pending = st.pending.take().unwrap_or_else(|| st.taken.clone());
+                let id = match call_id {
+                    Some(wire) => llmchain::conversation::unique_call_id(&mut pending, wire),
+                    None => format!("call_{index}"),
+                };
+                st.pending = Some(pending);
+                st.streamed.insert(*index, id.clone());
+                self.push(Chunk::ToolInputStart {
+                    tool_call_id: id,
+                    tool_name: name.to_string(),
+                });
+            }
+            StreamEvent::ToolCallArguments { index, fragment } if !fragment.is_empty() => {
+                if let Some(id) = st.streamed.get(index).cloned() {
+                    self.push(Chunk::ToolInputDelta {
+                        tool_call_id: id,
+                        input_text_delta: fragment.to_string(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_llm_token_usage(&self, usage: &TokenUsage) {
+        let mut st = self.lock();
+        st.usage.add(*usage);
+        st.has_usage = true;
+    }
+
+    fn on_llm_new_message(&self, message: &Message) {
+        let mut st = self.lock();
+        self.start_step(&mut st);
+        self.close(&mut st);
+        st.streamed.clear();
+        st.pending = None;
+        for call in &message.tool_calls {
+            let Some(id) = call.call_id.clone() else {
+                continue;
+            };
+            st.taken.insert(id.clone());
+            let name = call.name.clone().unwrap_or_default();
+            if call.is_complete() {
+                self.push(Chunk::ToolInputAvailable {
+                    tool_call_id: id,
+                    tool_name: name,
+                    input: Value::Object(call.arguments_as_map()),
+                });
+            } else {
+                let raw = match &call.arguments {
+                    Some(llmchain::message::Arguments::Raw(r)) => Value::String(r.clone()),
+                    Some(llmchain::message::Arguments::Object(m)) => Value::Object(m.clone()),
+                    None => Value::Null,
+                };
+                self.push(Chunk::ToolInputError {
+                    tool_call_id: id,
+                    tool_name: name,
+                    input: raw,
+                    error_text: "the call's arguments never completed; it does not run".into(),
+                });
+            }
+        }
+        if message.tool_calls.is_empty() && st.in_step {
+            st.in_step = false;
+            self.push(Chunk::FinishStep);
+        }
+    }
+
+    fn on_tool_execution_completed(&self, call: &ToolCall, result: &ToolResult) {
+        let id = call.call_id.clone().unwrap_or_default();
+        if result.is_interrupt() {
+            return;
+        }
+        if call.typed_execution_status() == Some(ExecutionStatus::Denied) {
+            self.push(Chunk::ToolOutputDenied { tool_call_id: id });
+        } else {
+            self.push(Chunk::ToolOutputAvailable {
+                tool_call_id: id,
+                output: output_of(result),
+            });
+        }
+    }
+
+    fn on_tool_execution_failed(&self, call: &ToolCall, result: &ToolResult) {
+        self.push(Chunk::ToolOutputError {
+            tool_call_id: call.call_id.clone().unwrap_or_default(),
+            error_text: result.content_text(),
+        });
+    }
+
+    fn on_tool_response_created(&self, _message: &Message) {
+        let mut st = self.lock();
+        if st.in_step {
+            st.in_step = false;
+            self.push(Chunk::FinishStep);
+        }
+    }
+}
