@@ -79,6 +79,7 @@ use llmchain_store::{
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+mod catch_up;
 pub mod hub;
 pub mod protocol;
 mod turn;

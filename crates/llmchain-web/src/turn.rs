@@ -27,9 +27,10 @@ use llmchain_store::{
 };
 use serde_json::{Value, json};
 
+use crate::catch_up;
 use crate::hub::Hub;
 use crate::protocol::{Chunk, DONE};
-use crate::ui::{Intent, id_of, output_of};
+use crate::ui::{Intent, id_of, output_of, ui_messages};
 
 /// How long the lease of a chat's run lasts between heartbeats (renewed every third).
 const LEASE: Duration = Duration::from_secs(30);
@@ -133,6 +134,12 @@ async fn turn<S: Store + 'static>(
             .rposition(|m| m.role == Role::User)
             .map_or(len, |u| u + 1)
     };
+    // The approvals a client answers: if the store already has their outcomes, the
+    // client is caught up first (see `catch_up`).
+    let answered: HashSet<String> = match &intent {
+        Intent::Approvals { answers } => answers.iter().map(|a| a.id.clone()).collect(),
+        _ => HashSet::new(),
+    };
     let message_id = match intent {
         Intent::Message { text, client_id } => {
             let repeated = messages.last().is_some_and(|m| {
@@ -177,13 +184,28 @@ async fn turn<S: Store + 'static>(
         }
     };
     writer.push(Chunk::Start {
-        message_id: Some(message_id),
+        message_id: Some(message_id.clone()),
     });
     writer.push(Chunk::data(
         "run",
         Some("run".into()),
         json!({"runId": run.id, "conversationId": chat}),
     ));
+    if !answered.is_empty() {
+        let reviews = store
+            .list_reviews(&ReviewFilter {
+                conversation: Some(chat.to_owned()),
+                ..Default::default()
+            })
+            .await
+            .map_err(err)?;
+        let shown = ui_messages(&stored.conversation, &reviews);
+        if let Some(m) = shown.iter().find(|m| m["id"] == message_id.as_str()) {
+            for chunk in catch_up::chunks(m, &answered) {
+                writer.push(chunk);
+            }
+        }
+    }
 
     let state = load_chain_state(store.as_ref(), chat, Some(&run.state))
         .await

@@ -27,6 +27,11 @@ pub(crate) enum Reply {
     Stall(Vec<u8>),
     /// HTTP 429 with `retry-after` of this many seconds.
     RateLimited(u32),
+    /// A whole SSE body, one event at a time with this pause between events (a slow
+    /// model).
+    Trickle(Vec<u8>, Duration),
+    /// This status with this JSON body (a provider's refusal).
+    Status(u16, &'static str),
 }
 
 /// Serves the scripted SSE bodies in order on a background thread; returns the base
@@ -74,6 +79,22 @@ pub(crate) fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
                                 r#"{"error":{"message":"Rate limit reached for requests","type":"requests"}}"#,
                             ))
                             .unwrap(),
+                        Some(Reply::Trickle(body, pause)) => {
+                            use futures_util::StreamExt;
+                            let text = String::from_utf8(body).unwrap();
+                            let events: Vec<String> =
+                                text.split_inclusive("\n\n").map(str::to_owned).collect();
+                            let chunks = futures_util::stream::iter(events).then(move |e| async move {
+                                tokio::time::sleep(pause).await;
+                                Ok::<_, std::io::Error>(Bytes::from(e))
+                            });
+                            sse.body(Body::from_stream(chunks)).unwrap()
+                        }
+                        Some(Reply::Status(code, body)) => Response::builder()
+                            .status(code)
+                            .header("content-type", "application/json")
+                            .body(Body::from(body))
+                            .unwrap(),
                         None => Response::builder()
                             .status(StatusCode::INTERNAL_SERVER_ERROR)
                             .body(Body::from(r#"{"error":{"message":"no more replies"}}"#))
@@ -102,7 +123,17 @@ pub(crate) fn llmchain_with_env(
     dir: &std::path::Path,
     env: &[(&str, &str)],
 ) -> Output {
-    Command::new(BIN)
+    llmchain_command(args, dir)
+        // After the removals: what the test sets wins.
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs")
+}
+
+/// The command [`llmchain`] runs, for a test that spawns it (a server).
+pub(crate) fn llmchain_command(args: &[&str], dir: &std::path::Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
         .args(args)
         .current_dir(dir)
         .env_remove("OPENAI_API_KEY")
@@ -112,13 +143,11 @@ pub(crate) fn llmchain_with_env(
         .env_remove("LLMCHAIN_DATABASE_URL")
         .env_remove("LLMCHAIN_PROVIDER")
         .env_remove("LLMCHAIN_MODEL")
+        .env_remove("LLMCHAIN_SERVE_TOKEN")
         // The default database goes into the test's directory.
         .env("XDG_DATA_HOME", dir)
-        .env("XDG_CONFIG_HOME", dir)
-        // After the removals: what the test sets wins.
-        .envs(env.iter().copied())
-        .output()
-        .expect("the binary runs")
+        .env("XDG_CONFIG_HOME", dir);
+    command
 }
 
 /// [`llmchain`] with `stdin` piped in.
@@ -400,5 +429,89 @@ pub(crate) fn on_both_databases(test: &str, body: impl Fn(&std::path::Path, &str
     if let Some(pg) = pg_db(test) {
         let dir = tempfile::tempdir().unwrap();
         body(dir.path(), &pg);
+    }
+}
+
+/// `llmchain serve` running in `dir` on a port of its own, killed when dropped.
+pub(crate) struct Served {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    port: u16,
+    args: Vec<String>,
+    dir: std::path::PathBuf,
+}
+
+impl Served {
+    /// Starts `llmchain serve --listen 127.0.0.1:<free port> ARGS` and waits until it
+    /// answers.
+    pub(crate) fn start(dir: &std::path::Path, args: &[&str]) -> Served {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let child = Self::spawn(dir, port, &args);
+        let served = Served {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            args,
+            dir: dir.to_owned(),
+        };
+        served.wait_ready();
+        served
+    }
+
+    fn spawn(dir: &std::path::Path, port: u16, args: &[String]) -> std::process::Child {
+        let listen = format!("127.0.0.1:{port}");
+        let mut all = vec!["serve", "--listen", &listen];
+        all.extend(args.iter().map(String::as_str));
+        llmchain_command(&all, dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(format!("serve-{port}.log")))
+                    .unwrap(),
+            )
+            .spawn()
+            .expect("llmchain serve starts")
+    }
+
+    fn wait_ready(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "llmchain serve did not listen in 30 s: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the server (SIGKILL: nothing is saved on the way out) and starts it again
+    /// on the same port.
+    pub(crate) fn restart(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.child = Self::spawn(&self.dir, self.port, &self.args);
+        self.wait_ready();
+    }
+
+    /// What the server printed.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("serve-{}.log", self.port)))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
