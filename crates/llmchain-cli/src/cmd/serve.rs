@@ -135,7 +135,7 @@ async fn serve(args: ServeArgs) -> CliResult {
         job.provider
     );
     let stop = shutdown.clone();
-    axum::serve(listener, server.router())
+    axum::serve(llmchain_web::nodelay_listener(listener), server.router())
         .with_graceful_shutdown(async move {
             crate::stop::signal().await;
             eprintln!("llmchain serve: stopping; the answers in flight are saved");
