@@ -166,8 +166,8 @@ fn main() {
         b
     }
     .enable_all()
-        .build()
-        .unwrap();
+    .build()
+    .unwrap();
     rt.block_on(async move {
         let store = Arc::new(SqliteStore::open(db).await.expect("the database opens"));
         let model = Arc::new(ClockModel { pace, deltas });
@@ -187,6 +187,8 @@ fn main() {
             .await
             .unwrap();
         println!("listening http://{}", listener.local_addr().unwrap());
-        axum::serve(llmchain_web::nodelay_listener(listener), server.router()).await.unwrap();
+        axum::serve(llmchain_web::nodelay_listener(listener), server.router())
+            .await
+            .unwrap();
     });
 }

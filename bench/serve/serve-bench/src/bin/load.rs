@@ -174,7 +174,8 @@ fn main() {
         let t0 = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..concurrency {
-            let (client, base, next, run) = (client.clone(), base.clone(), next.clone(), run.clone());
+            let (client, base, next, run) =
+                (client.clone(), base.clone(), next.clone(), run.clone());
             tasks.push(tokio::spawn(async move {
                 let mut outcomes = Vec::new();
                 loop {
@@ -195,8 +196,15 @@ fn main() {
         stop.store(true, Ordering::Relaxed);
         sampler.join().unwrap();
         let ok = all.iter().filter(|o| o.ok).count();
-        let errors: Vec<&str> = all.iter().filter_map(|o| o.error.as_deref()).take(3).collect();
-        let mut lat: Vec<u64> = all.iter().flat_map(|o| o.latencies_ns.iter().copied()).collect();
+        let errors: Vec<&str> = all
+            .iter()
+            .filter_map(|o| o.error.as_deref())
+            .take(3)
+            .collect();
+        let mut lat: Vec<u64> = all
+            .iter()
+            .flat_map(|o| o.latencies_ns.iter().copied())
+            .collect();
         lat.sort_unstable();
         let chunks: usize = all.iter().map(|o| o.chunks).sum();
         println!(
