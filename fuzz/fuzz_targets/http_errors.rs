@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use llmchain::provider::http::{provider_message, reported_headers, retry_after};
+use llmchain::http::{provider_message, reported_headers, retry_after};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 fn parse(data: &[u8]) -> (u16, HeaderMap, Vec<u8>) {

@@ -11,8 +11,7 @@
 use std::sync::Arc;
 
 use llmchain::chain::{ChainState, LLMChain};
-use llmchain::provider::Format;
-use llmchain::provider::http::{HttpModel, HttpModelConfig, base_url_env_var};
+use llmchain::http::{HttpModel, HttpModelConfig, ProviderSpec};
 use llmchain::tool::Tool;
 use llmchain_mcp::McpTool;
 use serde::{Deserialize, Serialize};
@@ -159,7 +158,7 @@ pub(crate) struct Built {
 #[derive(Clone)]
 pub(crate) struct Parts {
     model: Arc<HttpModel>,
-    format: Format,
+    spec: &'static ProviderSpec,
     builtins: Vec<Tool>,
     mcp_tools: Vec<McpTool>,
     trust: Vec<String>,
@@ -184,7 +183,7 @@ impl JobSpec {
     /// The job of profile `name`: its settings, with the defaults for what it leaves out.
     pub(crate) fn from_profile(name: &str, p: &Profile) -> Result<JobSpec, CliError> {
         let provider = p.provider.clone().unwrap_or_else(|| "openai".into());
-        let format = parse_provider(&provider)?;
+        let spec = parse_provider(&provider)?;
         let approve = p.approve.clone().unwrap_or_else(|| "auto".into());
         parse_policy(&approve)?;
         Ok(JobSpec {
@@ -192,7 +191,7 @@ impl JobSpec {
             model: p
                 .model
                 .clone()
-                .unwrap_or_else(|| default_model(format).to_owned()),
+                .unwrap_or_else(|| spec.default_model.to_owned()),
             provider,
             base_url: p.base_url.clone(),
             mcp: p.mcp.clone(),
@@ -278,25 +277,25 @@ impl JobSpec {
     /// process's environment), the built-in tools (reading files under `cwd`, or the
     /// job's root) and the MCP servers' tools.
     pub(crate) async fn connect(&self, cwd: std::path::PathBuf) -> Result<Parts, CliError> {
-        let format = parse_provider(&self.provider)?;
+        let spec = parse_provider(&self.provider)?;
         let policy = self.policy()?;
-        let base_override = self.base_url.clone();
-        let config = HttpModelConfig::from_lookup(format, self.model.clone(), |k| {
-            if k == base_url_env_var(format) && base_override.is_some() {
-                return base_override.clone();
-            }
-            std::env::var(k).ok()
-        })
-        .map_err(|e| CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string()))))?;
-        let mut config = config;
+        let model_err = |e: llmchain::model::ModelError| {
+            CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string())))
+        };
+        let mut config = HttpModelConfig::for_provider(spec, self.model.clone())
+            .read_env(|k| std::env::var(k).ok())
+            .map_err(model_err)?;
+        if let Some(url) = &self.base_url {
+            config.base_url = url.clone();
+        }
+        config.validate().map_err(model_err)?;
         if let Some(n) = self.max_tokens {
             config = config.max_tokens(n);
         }
         if self.temperature.is_some() {
             config.temperature = self.temperature;
         }
-        let model = HttpModel::new(config)
-            .map_err(|e| CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string()))))?;
+        let model = HttpModel::new(config).map_err(model_err)?;
         let builtins = if self.no_builtin_tools {
             Vec::new()
         } else {
@@ -347,7 +346,7 @@ impl JobSpec {
         };
         Ok(Parts {
             model: Arc::new(model),
-            format,
+            spec,
             builtins,
             mcp_tools,
             trust: self.trust.clone(),
@@ -368,9 +367,9 @@ impl JobSpec {
 }
 
 impl Parts {
-    /// The wire format.
-    pub(crate) fn format(&self) -> Format {
-        self.format
+    /// The provider.
+    pub(crate) fn spec(&self) -> &'static ProviderSpec {
+        self.spec
     }
 
     /// The review handler of the job's policy for these tools.
@@ -414,34 +413,31 @@ impl Parts {
     }
 }
 
-/// The wire format of a `--provider` name.
-pub(crate) fn parse_provider(p: &str) -> Result<Format, CliError> {
-    Ok(match p {
-        "openai" | "openai_chat" => Format::OpenAiChat,
-        "openai_responses" => Format::OpenAiResponses,
-        "anthropic" => Format::Anthropic,
-        "gemini" => Format::Gemini,
-        "ollama" => Format::Ollama,
-        other => {
-            return Err(CliError::Usage(format!(
-                "unknown --provider '{other}': expected openai, openai_responses, anthropic, gemini or ollama"
-            )));
-        }
+/// The provider of a `--provider` name (the library's registry: names, aliases).
+pub(crate) fn parse_provider(p: &str) -> Result<&'static ProviderSpec, CliError> {
+    llmchain::http::provider(p).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown --provider '{p}': expected one of {}",
+            llmchain::http::providers::names().join(", ")
+        ))
     })
 }
 
-/// The model used when `--model` is not given.
-pub(crate) fn default_model(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiChat => "gpt-4.1",
-        Format::OpenAiResponses => "gpt-5",
-        Format::Anthropic => "claude-sonnet-4-5",
-        Format::Gemini => "gemini-2.5-flash",
-        Format::Ollama => "llama3.2",
-        // A format added to the library later needs its own default; until then the
-        // user names the model.
-        _ => "",
+/// `--provider`'s help: every provider of the registry, with its default model.
+pub(crate) fn provider_help() -> String {
+    let mut s = String::from(
+        "The provider [default: $LLMCHAIN_PROVIDER, the continued conversation's, the profile's, else openai]:",
+    );
+    for p in llmchain::http::providers::PROVIDERS {
+        s.push_str(&format!(
+            "\n  {:<17} {} (model {}; {})",
+            p.name,
+            p.summary,
+            p.default_model,
+            p.env_vars().join(", ")
+        ));
     }
+    s
 }
 
 /// Whitespace folded to single spaces: one line for an error message.

@@ -511,7 +511,30 @@ fn an_unknown_provider_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = llmchain(&["run", "--provider", "nope", "hello"], dir.path());
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown --provider 'nope'"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown --provider 'nope'"), "{err}");
+    assert!(err.contains("azure") && err.contains("mistral"), "{err}");
+}
+
+/// `--help` reads the library's provider registry: every provider, its default model
+/// and the variables it reads; a provider's own errors name its variables.
+#[test]
+fn the_providers_come_from_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = llmchain(&["run", "--help"], dir.path());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for p in llmchain::http::providers::PROVIDERS {
+        assert!(help.contains(p.name), "{} missing from --help", p.name);
+        assert!(help.contains(p.default_model), "{}'s model", p.name);
+    }
+    assert!(help.contains("AZURE_OPENAI_API_KEY") && help.contains("GROQ_API_KEY"));
+    let out = llmchain(&["run", "--provider", "azure", "hello"], dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", common::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("AZURE_OPENAI_RESOURCE"), "{err}");
+    let out = llmchain(&["run", "--provider", "groq", "hello"], dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("GROQ_API_KEY"), "{err}");
 }
 
 fn texts(replies: &[ResponseScript]) -> Vec<Vec<u8>> {

@@ -42,8 +42,8 @@
 //! let store = Arc::new(SqliteStore::open("chats.db").await?);
 //! // The operator's chain: a model, tools, a review handler (here, none).
 //! let factory = |_run: Run, state: ChainState| async move {
-//!     let model = llmchain::provider::http::HttpModel::new(
-//!         llmchain::provider::http::HttpModelConfig::from_env(
+//!     let model = llmchain::http::HttpModel::new(
+//!         llmchain::http::HttpModelConfig::from_env(
 //!             llmchain::provider::Format::Anthropic,
 //!             "claude-sonnet-4-5",
 //!         )?,

@@ -17,8 +17,8 @@ use axum::response::Response;
 use criterion::{Criterion, criterion_group, criterion_main};
 use llmchain::chain::{ChatModel, collect_stream};
 use llmchain::conversation::Conversation;
+use llmchain::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::message::Message;
-use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain::provider::{DecoderConfig, Format};
 

@@ -58,6 +58,8 @@
 #[cfg(feature = "runtime")]
 pub mod chain;
 pub mod conversation;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod message;
 #[cfg(feature = "model")]
 pub mod model;
@@ -134,5 +136,5 @@ pub mod prelude {
     pub use schemars::JsonSchema;
 
     #[cfg(feature = "http")]
-    pub use crate::provider::http::{HttpModel, HttpModelConfig};
+    pub use crate::http::{HttpModel, HttpModelConfig};
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use http_support::*;
 use llmchain::chain::{ChatModel, HttpErrorKind, ModelError, collect_stream};
+use llmchain::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::message::{Message, ToolCall, ToolCallAttrs, ToolCallStatus, ToolResult};
-use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain::provider::{DecoderConfig, Format};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use llmchain::provider::http::{provider_message, reported_headers, retry_after};
+use llmchain::http::{provider_message, reported_headers, retry_after};
 use proptest::prelude::*;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 

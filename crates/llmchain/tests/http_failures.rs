@@ -13,8 +13,8 @@ use http_support::*;
 use llmchain::chain::{
     ChainError, ChatModel, LLMChain, Mode, ModelError, ModelEvent, collect_stream,
 };
+use llmchain::http::{HttpModel, HttpModelConfig, Timeouts};
 use llmchain::message::{Message, MessageStatus};
-use llmchain::provider::http::{HttpModel, HttpModelConfig, Timeouts};
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain::provider::{Format, StreamEvent};
 use llmchain::tool::{Tool, ToolOutput};

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use http_support::*;
 use llmchain::chain::{ChatModel, HttpErrorKind, ModelError, collect_stream};
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::{Message, ToolResult};
-use llmchain::provider::http::{HttpModel, HttpModelConfig};
 use llmchain::provider::{DecoderConfig, Format};
 use serde_json::json;
 

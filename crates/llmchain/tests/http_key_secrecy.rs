@@ -17,8 +17,8 @@ use http_support::failing::*;
 use http_support::*;
 use llmchain::chain::ChatModel;
 use llmchain::chain::collect_stream;
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::provider::Format;
-use llmchain::provider::http::{HttpModel, HttpModelConfig};
 use serde_json::json;
 
 /// A `MakeWriter` collecting everything a tracing subscriber writes.

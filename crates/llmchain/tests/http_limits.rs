@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use http_support::failing::*;
 use http_support::*;
 use llmchain::chain::{ChainError, ChatModel, LLMChain, Mode, ModelError, collect_stream};
+use llmchain::http::{HttpModel, HttpModelConfig, Timeouts};
 use llmchain::message::{Message, MessageStatus};
 use llmchain::provider::Format;
-use llmchain::provider::http::{HttpModel, HttpModelConfig, Timeouts};
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain::tool::Tool;
 

@@ -6,7 +6,7 @@ mod http_support;
 use http_support::*;
 use llmchain::chain::{ChatModel, HttpErrorKind, ModelError, ModelEvent, collect_stream};
 use llmchain::conversation::Conversation;
-use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
+use llmchain::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain::provider::{DecodeOutcome, DecoderConfig, Format, StreamEvent};
 use serde_json::json;

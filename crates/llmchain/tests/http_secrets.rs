@@ -9,8 +9,8 @@ mod http_support;
 use http_support::failing::*;
 use http_support::*;
 use llmchain::chain::{ChatModel, ModelError, collect_stream};
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::provider::Format;
-use llmchain::provider::http::{HttpModel, HttpModelConfig};
 use llmchain::provider::render::{ResponseScript, render_stream};
 
 fn model(format: Format, base: &str) -> HttpModel {

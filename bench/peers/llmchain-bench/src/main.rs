@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use llmchain::model::{ChatModel, collect_stream};
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{Arguments, Message, ToolCall, ToolResult};
-use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
+use llmchain::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::{DecoderConfig, Format, RequestOptions, StreamEvent};
 use serde_json::Value;
 

@@ -65,9 +65,11 @@ pub(crate) fn run(args: EncodeArgs) -> CliResult {
         .map_err(|e| CliError::Usage(format!("invalid conversation {}: {e}", args.conversation)))?;
     check(&conv, &args.conversation)?;
     let opts = RequestOptions {
-        model: args
-            .model
-            .unwrap_or_else(|| crate::job::default_model(format).to_owned()),
+        model: args.model.unwrap_or_else(|| {
+            llmchain::http::providers::for_format(format)
+                .default_model
+                .to_owned()
+        }),
         stream: args.stream,
         ..RequestOptions::default()
     };

@@ -17,9 +17,9 @@ use std::time::Duration;
 use llmchain::chain::{
     Callbacks, ChainError, HumanDecision, Mode, ModelError, ReviewDecision, RunOutcome,
 };
+use llmchain::http::ProviderSpec;
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
-use llmchain::provider::http::{base_url_env_var, key_env_vars};
-use llmchain::provider::{Format, StreamEvent};
+use llmchain::provider::StreamEvent;
 use llmchain_store::review::decisions_for;
 use llmchain_store::sink::load_chain_state;
 use llmchain_store::{
@@ -32,8 +32,8 @@ use crate::config::{Config, DEFAULT_PROFILE};
 use crate::error::{CliError, CliResult};
 use crate::held_run::HeldRun;
 use crate::job::{
-    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, default_model, one_line,
-    parse_provider, policy_name,
+    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, one_line, parse_provider,
+    policy_name,
 };
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
@@ -58,10 +58,9 @@ pub(crate) struct RunArgs {
     /// profile is used [default: the continued conversation's, else "default"].
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// Provider: openai (Chat Completions, also any compatible server),
-    /// openai_responses, anthropic, gemini or ollama [default: $LLMCHAIN_PROVIDER, the
-    /// continued conversation's, the profile's, else openai].
-    #[arg(long)]
+    /// The provider (`--help` lists them) [default: $LLMCHAIN_PROVIDER, the continued
+    /// conversation's, the profile's, else openai].
+    #[arg(long, long_help = crate::job::provider_help())]
     pub provider: Option<String>,
     /// Model id [default: $LLMCHAIN_MODEL, the continued conversation's, the profile's,
     /// else the provider's current model: openai gpt-4.1, openai_responses gpt-5,
@@ -223,7 +222,7 @@ fn job_of(
                 .filter(|p| !p.is_empty())
         })
         .unwrap_or_else(|| base.provider.clone());
-    let format = parse_provider(&provider)?;
+    let spec = parse_provider(&provider)?;
     // The profile's model and base URL belong to the profile's provider, the recorded
     // model to the recorded provider.
     let same_provider = provider == base.provider;
@@ -246,7 +245,7 @@ fn job_of(
                     .filter(|m| !m.is_empty())
             })
             .or_else(|| same_provider.then(|| base.model.clone()))
-            .unwrap_or_else(|| default_model(format).to_owned()),
+            .unwrap_or_else(|| spec.default_model.to_owned()),
         base_url: args
             .base_url
             .clone()
@@ -343,11 +342,12 @@ fn check_recorded(
     }
     // Where this user's configuration sends requests: the profile's or the flag's base
     // URL, else the provider's environment variable.
-    let env_var = base_url_env_var(parse_provider(&job.provider).unwrap_or(Format::OpenAiChat));
-    let configured = job
-        .base_url
-        .clone()
-        .or_else(|| std::env::var(env_var).ok().filter(|v| !v.is_empty()));
+    let env_vars = parse_provider(&job.provider).map_or(&[][..], |s| s.base_url_env);
+    let configured = job.base_url.clone().or_else(|| {
+        env_vars
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|v| !v.is_empty()))
+    });
     if args.base_url.is_none()
         && recorded.provider == job.provider
         && let Some(url) = recorded.base_url.as_deref().map(redact::url)
@@ -362,7 +362,13 @@ fn check_recorded(
             configured
                 .as_deref()
                 .map(redact::url)
-                .unwrap_or_else(|| format!("the provider's own address (or ${env_var})"))
+                .unwrap_or_else(|| format!(
+                    "the provider's own address{}",
+                    env_vars
+                        .first()
+                        .map(|v| format!(" (or ${v})"))
+                        .unwrap_or_default()
+                ))
         )));
     }
     Ok(())
@@ -548,7 +554,7 @@ async fn agent(
     continued: Option<String>,
 ) -> CliResult {
     let parts = job.connect(cwd).await?;
-    let format = parts.format();
+    let spec = parts.spec();
     let store = Arc::new(store);
     let conversation_id = match continued {
         Some(id) => id,
@@ -643,7 +649,7 @@ async fn agent(
         };
         if let Err(e) = chain.answer_waiting(decisions).await {
             held.fail(&e.to_string(), Some(chain.state())).await;
-            return Err(CliError::Runtime(explain(&e, format)));
+            return Err(CliError::Runtime(explain(&e, spec)));
         }
     }
 
@@ -727,7 +733,7 @@ async fn agent(
             )));
         }
         Err(e) => {
-            let text = explain(&e, format);
+            let text = explain(&e, spec);
             held.fail(&text, Some(chain.state())).await;
             return Err(CliError::Runtime(text));
         }
@@ -953,31 +959,32 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
         })
 }
 
-/// A one-line error that says what to set.
-fn explain(e: &ChainError, format: Format) -> String {
+/// A one-line error that says what to set (the provider's own variables).
+fn explain(e: &ChainError, spec: &ProviderSpec) -> String {
     let model_error = match e {
         ChainError::Model(m) | ChainError::AllFallbacksFailed(m) => Some(m),
         _ => None,
     };
+    let base = match spec.base_url_env.first() {
+        Some(v) => format!("--base-url or {v}"),
+        None => "--base-url".to_owned(),
+    };
     let hint = match model_error {
-        Some(ModelError::Connect { .. }) | Some(ModelError::Timeout { .. }) => format!(
-            " (is the server running? set --base-url or {})",
-            base_url_env_var(format)
-        ),
+        Some(ModelError::Connect { .. }) | Some(ModelError::Timeout { .. }) => {
+            format!(" (is the server running? set {base})")
+        }
         Some(ModelError::Http {
             status: 401 | 403, ..
         }) => {
-            let vars = key_env_vars(format);
-            if vars.is_empty() {
+            if spec.key_env.is_empty() {
                 String::new()
             } else {
-                format!(" (check {})", vars.join(" or "))
+                format!(" (check {})", spec.key_env.join(" or "))
             }
         }
-        Some(ModelError::Http { status: 404, .. }) => format!(
-            " (check --model, and the address: --base-url or {})",
-            base_url_env_var(format)
-        ),
+        Some(ModelError::Http { status: 404, .. }) => {
+            format!(" (check --model, and the address: {base})")
+        }
         _ => String::new(),
     };
     one_line(&format!("{e}{hint}"))

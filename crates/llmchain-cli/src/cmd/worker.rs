@@ -71,8 +71,8 @@ pub(crate) struct WorkerArgs {
 #[derive(Debug, Default, clap::Args)]
 #[command(next_help_heading = "The profile \"default\" (over the config file's)")]
 pub(crate) struct ProfileFlags {
-    /// Provider: openai, openai_responses, anthropic, gemini or ollama.
-    #[arg(long)]
+    /// The provider (`--help` lists them).
+    #[arg(long, long_help = crate::job::provider_help())]
     pub provider: Option<String>,
     /// Model id.
     #[arg(long)]

@@ -156,3 +156,55 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod extra_fields {
+    use serde_json::{Map, Value, json};
+
+    use crate::conversation::{Conversation, ToolDefinition};
+    use crate::message::Message;
+    use crate::provider::{Format, RequestOptions};
+
+    /// Every encoder merges extra fields one way: a top-level key given there replaces
+    /// the typed one, once (a body with a key twice is read differently by servers).
+    #[test]
+    fn an_extra_key_replaces_the_typed_one_in_every_format() {
+        let mut conv = Conversation::new();
+        conv.system = Some("be brief".into());
+        conv.tools.push(
+            serde_json::from_value::<ToolDefinition>(json!({
+                "name": "t",
+                "description": "a tool",
+                "parameters_schema": {"type": "object", "properties": {}},
+            }))
+            .unwrap(),
+        );
+        conv.messages.push(Message::user("hi"));
+        for format in Format::ALL {
+            let opts = RequestOptions {
+                model: "m".into(),
+                stream: true,
+                max_tokens: Some(100),
+                temperature: Some(0.7),
+                extra: Map::new(),
+            };
+            let plain = format.codec().encode(&conv, &opts).unwrap();
+            let typed: Map<String, Value> = serde_json::from_slice(&plain).unwrap();
+            for key in typed.keys() {
+                let mut with = opts.clone();
+                with.extra.insert(key.clone(), json!("from extra"));
+                let body = format.codec().encode(&conv, &with).unwrap();
+                let parsed: Map<String, Value> = serde_json::from_slice(&body).unwrap();
+                assert_eq!(parsed[key], "from extra", "{format}: {key}");
+                // Parsing keeps the last of a repeated key: a body with no repeats
+                // serializes back to as many bytes.
+                assert_eq!(
+                    serde_json::to_vec(&parsed).unwrap().len(),
+                    body.len(),
+                    "{format}: {key} written twice: {}",
+                    String::from_utf8_lossy(&body)
+                );
+            }
+        }
+    }
+}

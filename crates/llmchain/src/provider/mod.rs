@@ -47,6 +47,3 @@ impl Format {
         }
     }
 }
-
-#[cfg(feature = "http")]
-pub mod http;

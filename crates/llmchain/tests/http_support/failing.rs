@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use llmchain::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::Format;
-use llmchain::provider::http::{HttpModel, HttpModelConfig, RetryPolicy};
 use llmchain::provider::render::{ResponseScript, render_stream};
 
 use super::Server;

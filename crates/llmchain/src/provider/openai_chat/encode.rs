@@ -19,7 +19,7 @@ use crate::conversation::{
 use crate::message::{
     Arguments, ContentPart, ContentType, Message, Role, ToolCall, ToolResult, parts_to_string,
 };
-use crate::provider::encoding::body_size_hint;
+use crate::provider::encoding::{body_size_hint, to_body};
 use crate::provider::placement::{self, Kind};
 use crate::provider::{EncodeError, RequestOptions};
 
@@ -49,23 +49,10 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
         }),
         max_tokens: opts.max_tokens,
         temperature: opts.temperature,
-        extra: &opts.extra,
     };
-    to_vec(&body, FORMAT, body_size_hint(conv))
-}
-
-/// Serialises to JSON bytes, mapping the (impossible for these types) error.
-pub(crate) fn to_vec<T: Serialize>(
-    v: &T,
-    format: &'static str,
-    size_hint: usize,
-) -> Result<Vec<u8>, EncodeError> {
-    let mut out = Vec::with_capacity(size_hint);
-    serde_json::to_writer(&mut out, v).map_err(|e| EncodeError::Unsupported {
-        format,
-        message: e.to_string(),
-    })?;
-    Ok(out)
+    // Extra fields are merged by the one rule every encoder follows: a key given there
+    // replaces the typed one.
+    to_body(FORMAT, &body, opts, body_size_hint(conv))
 }
 
 fn push_message<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<WireMsg<'a>>) {
@@ -236,8 +223,6 @@ struct Body<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
-    #[serde(flatten)]
-    extra: &'a Map<String, Value>,
 }
 
 #[derive(Serialize)]

@@ -7,7 +7,7 @@ mod encode;
 
 pub use decode::decode_response;
 pub(crate) use encode::{
-    ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec,
+    ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text,
     tool_parameters,
 };
 pub use encode::{encode, strict_schema};

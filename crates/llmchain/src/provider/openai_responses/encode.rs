@@ -7,13 +7,13 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::conversation::{Conversation, ToolChoice, ToolDefinition, answered_ids, sendable};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
-use crate::provider::encoding::body_size_hint;
+use crate::provider::encoding::{body_size_hint, to_body};
 use crate::provider::openai_chat::{
-    ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text, to_vec,
+    ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text,
     tool_parameters,
 };
 use crate::provider::placement::{self, Kind};
@@ -71,9 +71,10 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
         stream: opts.stream.then_some(true),
         max_output_tokens: opts.max_tokens,
         temperature: opts.temperature,
-        extra: &opts.extra,
     };
-    to_vec(&body, FORMAT, body_size_hint(conv))
+    // Extra fields are merged by the one rule every encoder follows: a key given there
+    // replaces the typed one.
+    to_body(FORMAT, &body, opts, body_size_hint(conv))
 }
 
 fn push_items<'a>(m: &'a Message, answered: &'a HashSet<&str>, out: &mut Vec<Item<'a>>) {
@@ -148,8 +149,6 @@ struct Body<'a> {
     max_output_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
-    #[serde(flatten)]
-    extra: &'a Map<String, Value>,
 }
 
 enum Item<'a> {

@@ -6,13 +6,19 @@
 //! streamed bytes go through [`Codec::stream_decoder`](crate::provider::Codec::stream_decoder)
 //! as they arrive, so each decoded event reaches the caller as soon as its bytes do.
 //!
-//! | format | endpoint | auth |
+//! Each provider is one [`providers::ProviderSpec`] in
+//! [`providers::PROVIDERS`]: its codec, the route of a request for a model, its auth
+//! (a key header, request signing, cached tokens: [`Auth`]), its headers, default model
+//! and the environment variables it reads. [`HttpModel`] holds no `match` over them.
+//!
+//! | provider | endpoint | auth |
 //! |---|---|---|
-//! | OpenAI Chat | `{base}/chat/completions` (base ends in `/v1`) | `Authorization: Bearer` |
-//! | OpenAI Responses | `{base}/responses` | `Authorization: Bearer` |
-//! | Anthropic | `{base}/v1/messages` | `x-api-key`, `anthropic-version` |
-//! | Gemini | `{base}/v1beta/models/{model}:streamGenerateContent?alt=sse` / `:generateContent` | `x-goog-api-key` |
-//! | Ollama | `{base}/api/chat` | none |
+//! | `openai` (and Mistral, DeepSeek, Groq, xAI, OpenRouter, Together) | `{base}/chat/completions` (base ends in `/v1`) | `Authorization: Bearer` |
+//! | `openai_responses` | `{base}/responses` | `Authorization: Bearer` |
+//! | `anthropic` | `{base}/v1/messages` | `x-api-key`, `anthropic-version` |
+//! | `gemini` | `{base}/v1beta/models/{model}:streamGenerateContent?alt=sse` / `:generateContent` | `x-goog-api-key` |
+//! | `ollama` | `{base}/api/chat` | none |
+//! | `azure`, `azure_responses` | `https://{resource}.openai.azure.com/openai/v1/chat/completions` (or `/responses`); with an API version `/openai/deployments/{model}/chat/completions?api-version=` | `api-key`, or an Entra ID bearer token |
 //!
 //! ## Failures
 //!
@@ -34,14 +40,16 @@
 //!   in a header marked sensitive; an error message that echoes it has it cut out; URLs
 //!   never carry it (Gemini gets `x-goog-api-key`, not `?key=`).
 
+mod auth;
+pub mod azure;
 mod client;
 mod config;
 mod endpoint;
 mod error_body;
+pub mod providers;
 
+pub use auth::{Auth, AuthFuture, BearerTokens, KeyHeader, Token, TokenFuture, TokenSource};
 pub use client::HttpModel;
-pub use config::{
-    ApiKey, DEFAULT_MAX_RESPONSE_BYTES, HttpModelConfig, RetryPolicy, Timeouts, base_url_env_var,
-    default_base_url, key_env_vars, provider_name,
-};
+pub use config::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, HttpModelConfig, RetryPolicy, Timeouts};
 pub use error_body::{provider_message, reported_headers, retry_after};
+pub use providers::{ProviderSpec, provider};

@@ -4,6 +4,13 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::auth::Auth;
+use super::providers::{self, ProviderSpec};
 use crate::model::ModelError;
 use crate::provider::Format;
 
@@ -105,7 +112,7 @@ impl RetryPolicy {
 /// Everything an [`HttpModel`](super::HttpModel) is configured with.
 ///
 /// ```
-/// use llmchain::provider::http::{HttpModelConfig, RetryPolicy};
+/// use llmchain::http::{HttpModelConfig, RetryPolicy};
 ///
 /// let config = HttpModelConfig::anthropic("claude-sonnet-4-5")
 ///     .api_key("sk-ant-secret")
@@ -115,15 +122,24 @@ impl RetryPolicy {
 /// ```
 #[derive(Clone)]
 pub struct HttpModelConfig {
-    /// The wire format.
-    pub format: Format,
-    /// The model id.
+    /// The provider: its codec, routes, auth, defaults ([`providers`](super::providers)).
+    pub spec: &'static ProviderSpec,
+    /// The model id (a deployment name on Azure, a model or inference-profile id or ARN
+    /// on Bedrock).
     pub model: String,
     /// The key (none for Ollama and keyless compatible servers).
     pub api_key: Option<ApiKey>,
-    /// The base URL. OpenAI formats: up to and including `/v1` (as `OPENAI_BASE_URL`);
-    /// Anthropic, Gemini and Ollama: the host root.
+    /// How requests authenticate, replacing the provider's default (the key in its
+    /// header): a token source, request signing, a scheme of your own.
+    pub auth: Option<Arc<dyn Auth>>,
+    /// The base URL; empty: the provider's default (which may be built from
+    /// [`settings`](Self::settings), as Bedrock's region). OpenAI formats: up to and
+    /// including `/v1` (as `OPENAI_BASE_URL`); Anthropic, Gemini and Ollama: the host
+    /// root.
     pub base_url: String,
+    /// The provider's settings: `region`, `project`, `location`, `api_version`,
+    /// `resource` (see each provider's [`SettingSpec`](super::providers::SettingSpec)s).
+    pub settings: BTreeMap<String, String>,
     /// Extra headers sent on every request (organization, project, `anthropic-version`,
     /// `anthropic-beta`, ...). A header set here replaces the default of the same name.
     pub headers: Vec<(String, String)>,
@@ -137,7 +153,10 @@ pub struct HttpModelConfig {
     pub max_tokens: Option<u32>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
-    /// A display name for the provider in errors and traces (default: from the format).
+    /// Extra top-level body fields; a key given here replaces the typed one.
+    pub extra: Map<String, Value>,
+    /// A display name for the provider in errors and traces (default: the provider's
+    /// name).
     pub provider: String,
     /// Cap on a response's body, streamed or not (default [`DEFAULT_MAX_RESPONSE_BYTES`]).
     pub max_response_bytes: usize,
@@ -151,120 +170,116 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 /// secret as the key).
 impl fmt::Debug for HttpModelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let base = super::endpoint::Endpoint::new(&self.normalized_base_url(), "", &[])
+        let base = self
+            .resolved_base_url()
+            .ok()
+            .and_then(|u| super::endpoint::Endpoint::new(&u, "", &[]).ok())
             .map(|e| e.shown)
-            .unwrap_or_else(|_| "(not a URL)".to_owned());
+            .unwrap_or_else(|| "(not a URL)".to_owned());
         let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpModelConfig")
-            .field("format", &self.format)
+            .field("provider", &self.spec.name)
             .field("model", &self.model)
             .field("api_key", &self.api_key)
+            .field("auth", &self.auth)
             .field("base_url", &base)
+            .field("settings", &self.settings)
             .field("headers", &headers)
             .field("timeouts", &self.timeouts)
             .field("retry", &self.retry)
             .field("stream", &self.stream)
             .field("max_tokens", &self.max_tokens)
             .field("temperature", &self.temperature)
-            .field("provider", &self.provider)
+            .field("extra", &self.extra.keys().collect::<Vec<_>>())
             .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }
 
-/// The default base URL of a format.
-pub fn default_base_url(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiChat | Format::OpenAiResponses => "https://api.openai.com/v1",
-        Format::Anthropic => "https://api.anthropic.com",
-        Format::Gemini => "https://generativelanguage.googleapis.com",
-        Format::Ollama => "http://127.0.0.1:11434",
-    }
-}
-
-/// The short provider name of a format, as the CLI's `--provider` takes it.
-pub fn provider_name(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiChat => "openai",
-        Format::OpenAiResponses => "openai_responses",
-        Format::Anthropic => "anthropic",
-        Format::Gemini => "gemini",
-        Format::Ollama => "ollama",
-    }
-}
-
-/// The environment variables a format's key is read from, in order.
-pub fn key_env_vars(format: Format) -> &'static [&'static str] {
-    match format {
-        Format::OpenAiChat | Format::OpenAiResponses => &["OPENAI_API_KEY"],
-        Format::Anthropic => &["ANTHROPIC_API_KEY"],
-        Format::Gemini => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-        Format::Ollama => &[],
-    }
-}
-
-/// The environment variable a format's base URL is read from.
-pub fn base_url_env_var(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiChat | Format::OpenAiResponses => "OPENAI_BASE_URL",
-        Format::Anthropic => "ANTHROPIC_BASE_URL",
-        Format::Gemini => "GEMINI_BASE_URL",
-        Format::Ollama => "OLLAMA_HOST",
-    }
-}
-
 impl HttpModelConfig {
-    /// A config with defaults for `format`: default base URL, no key, streaming.
+    /// A config with defaults for the built-in provider of `format` (OpenAI, OpenAI
+    /// Responses, Anthropic, Gemini, Ollama): its base URL, no key, streaming.
     pub fn new(format: Format, model: impl Into<String>) -> Self {
+        Self::for_provider(providers::for_format(format), model)
+    }
+
+    /// A config with defaults for `spec`, one of [`providers::PROVIDERS`] or a
+    /// provider of your own.
+    pub fn for_provider(spec: &'static ProviderSpec, model: impl Into<String>) -> Self {
         HttpModelConfig {
-            format,
+            spec,
             model: model.into(),
             api_key: None,
-            base_url: default_base_url(format).to_owned(),
+            auth: None,
+            base_url: String::new(),
+            settings: spec
+                .settings
+                .iter()
+                .filter_map(|s| Some((s.key.to_owned(), s.default?.to_owned())))
+                .collect(),
             headers: Vec::new(),
             timeouts: Timeouts::default(),
             retry: RetryPolicy::default(),
             stream: true,
             max_tokens: None,
             temperature: None,
-            provider: provider_name(format).to_owned(),
+            extra: Map::new(),
+            provider: spec.name.to_owned(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
+    /// The provider named `name` ([`providers::provider`]), with its defaults.
+    pub fn named(name: &str, model: impl Into<String>) -> Result<Self, ModelError> {
+        Ok(Self::for_provider(providers::provider_or_err(name)?, model))
+    }
+
     /// OpenAI Chat Completions (also any compatible server: set [`base_url`](Self::base_url)).
     pub fn openai(model: impl Into<String>) -> Self {
-        Self::new(Format::OpenAiChat, model)
+        Self::for_provider(&providers::OPENAI, model)
     }
 
     /// OpenAI Responses.
     pub fn openai_responses(model: impl Into<String>) -> Self {
-        Self::new(Format::OpenAiResponses, model)
+        Self::for_provider(&providers::OPENAI_RESPONSES, model)
     }
 
     /// Anthropic Messages.
     pub fn anthropic(model: impl Into<String>) -> Self {
-        Self::new(Format::Anthropic, model)
+        Self::for_provider(&providers::ANTHROPIC, model)
     }
 
     /// Google Gemini.
     pub fn gemini(model: impl Into<String>) -> Self {
-        Self::new(Format::Gemini, model)
+        Self::for_provider(&providers::GEMINI, model)
     }
 
     /// Ollama's native `/api/chat` (no key).
     pub fn ollama(model: impl Into<String>) -> Self {
-        Self::new(Format::Ollama, model)
+        Self::for_provider(&providers::OLLAMA, model)
     }
 
-    /// A config for `format` from the environment: the key from `OPENAI_API_KEY`,
-    /// `ANTHROPIC_API_KEY`, `GEMINI_API_KEY` or `GOOGLE_API_KEY`; the base URL from
-    /// `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`, `GEMINI_BASE_URL` or `OLLAMA_HOST`;
-    /// `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID` as organization and project headers.
-    /// A missing key is an error only when the check in [`validate`](Self::validate)
-    /// says so (the provider's own endpoint).
+    /// The wire format.
+    pub fn format(&self) -> Format {
+        self.spec.format()
+    }
+
+    /// A config for the built-in provider of `format` from the environment
+    /// ([`from_env_for`](Self::from_env_for)).
     pub fn from_env(format: Format, model: impl Into<String>) -> Result<Self, ModelError> {
-        Self::from_lookup(format, model, |k| std::env::var(k).ok())
+        Self::from_env_for(providers::for_format(format), model)
+    }
+
+    /// A config for `spec` from the environment: its key, base URL and settings from
+    /// the variables it names (`OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`, `AWS_REGION`...),
+    /// and what else it reads (`OPENAI_ORG_ID`, credentials files). A missing key is an
+    /// error only when the check in [`validate`](Self::validate) says so (the
+    /// provider's own endpoint).
+    pub fn from_env_for(
+        spec: &'static ProviderSpec,
+        model: impl Into<String>,
+    ) -> Result<Self, ModelError> {
+        Self::from_lookup_for(spec, model, |k| std::env::var(k).ok())
     }
 
     /// As [`from_env`](Self::from_env) with a custom variable lookup (for tests).
@@ -273,31 +288,55 @@ impl HttpModelConfig {
         model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelError> {
-        let get = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
-        let mut c = Self::new(format, model);
-        c.api_key = key_env_vars(format)
-            .iter()
-            .find_map(|k| get(k))
-            .map(|k| ApiKey::new(k.trim()));
-        if let Some(url) = get(base_url_env_var(format)) {
-            c.base_url = url;
-        }
-        if matches!(format, Format::OpenAiChat | Format::OpenAiResponses) {
-            if let Some(org) = get("OPENAI_ORG_ID") {
-                c.headers.push(("OpenAI-Organization".into(), org));
-            }
-            if let Some(p) = get("OPENAI_PROJECT_ID") {
-                c.headers.push(("OpenAI-Project".into(), p));
-            }
-        }
+        Self::from_lookup_for(providers::for_format(format), model, lookup)
+    }
+
+    /// As [`from_env_for`](Self::from_env_for) with a custom variable lookup.
+    pub fn from_lookup_for(
+        spec: &'static ProviderSpec,
+        model: impl Into<String>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ModelError> {
+        let c = Self::for_provider(spec, model).read_env(lookup)?;
         c.validate()?;
         Ok(c)
+    }
+
+    /// Reads what the provider takes from the environment (`lookup`), without
+    /// [`validate`](Self::validate): its key, base URL and settings from the variables
+    /// it names, and what else it reads (headers, credentials files). For a caller that
+    /// sets more (a base URL of its own) before validating.
+    pub fn read_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let spec = self.spec;
+        let get = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
+        if let Some(key) = providers::key_from(spec.key_env, &get) {
+            self.api_key = Some(key);
+        }
+        if let Some(url) = spec.base_url_env.iter().find_map(|k| get(k)) {
+            self.base_url = url;
+        }
+        for s in spec.settings {
+            if let Some(v) = s.env.iter().find_map(|k| get(k)) {
+                self.settings.insert(s.key.to_owned(), v.trim().to_owned());
+            }
+        }
+        if let Some(read) = spec.from_env {
+            read(&mut self, &get)?;
+        }
+        Ok(self)
     }
 
     /// Sets the key.
     #[must_use]
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(ApiKey::new(key));
+        self
+    }
+
+    /// Sets how requests authenticate (replacing the key header).
+    #[must_use]
+    pub fn auth(mut self, auth: Arc<dyn Auth>) -> Self {
+        self.auth = Some(auth);
         self
     }
 
@@ -308,10 +347,25 @@ impl HttpModelConfig {
         self
     }
 
+    /// Sets a provider setting (`region`, `project`, `location`, `api_version`,
+    /// `resource`).
+    #[must_use]
+    pub fn setting(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.settings.insert(key.into(), value.into());
+        self
+    }
+
     /// Adds a header sent on every request.
     #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds a top-level body field (it replaces a typed one of the same name).
+    #[must_use]
+    pub fn extra(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(key.into(), value);
         self
     }
 
@@ -362,41 +416,122 @@ impl HttpModelConfig {
         self
     }
 
-    /// Checks the config can make a request: a key is required for the OpenAI,
-    /// Anthropic and Gemini formats when talking to the provider's own endpoint (a
-    /// custom base URL may be a keyless compatible server); the base URL must be http(s).
+    /// Checks the config can make a request: the base URL must be http(s) (and the
+    /// settings it is built from set), and a provider that needs a key has one (or an
+    /// [`auth`](Self::auth)) when talking to its own endpoint (a custom base URL may be
+    /// a keyless compatible server).
     pub fn validate(&self) -> Result<(), ModelError> {
-        let url = self.normalized_base_url();
+        let url = self.resolved_base_url()?;
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ModelError::Config(format!(
-                "the base URL for {} must start with http:// or https:// (got {url:?}; set {})",
+                "the base URL for {} must start with http:// or https:// (got {url:?}{})",
                 self.provider,
-                base_url_env_var(self.format)
+                self.spec
+                    .base_url_env
+                    .first()
+                    .map(|v| format!("; set {v}"))
+                    .unwrap_or_default()
             )));
         }
-        let needs_key = !key_env_vars(self.format).is_empty()
-            && url.trim_end_matches('/') == default_base_url(self.format);
-        if needs_key && self.api_key.is_none() {
-            let vars = key_env_vars(self.format).join(" or ");
+        let at_default =
+            self.base_url.trim().is_empty() || url == self.default_base_url().unwrap_or_default();
+        if self.spec.key_required && at_default && self.api_key.is_none() && self.auth.is_none() {
+            let vars = self.spec.key_env.join(" or ");
+            let base = self
+                .spec
+                .base_url_env
+                .first()
+                .map(|v| format!(" (or {v} for a compatible server without a key)"))
+                .unwrap_or_default();
             return Err(ModelError::Config(format!(
-                "no API key for {}: set {vars} (or {} for a compatible server without a key)",
-                self.provider,
-                base_url_env_var(self.format)
+                "no API key for {}: set {vars}{base}",
+                self.provider
             )));
         }
         Ok(())
     }
 
-    /// The base URL with a scheme (Ollama's `OLLAMA_HOST` is often `host:port`) and no
-    /// trailing slash.
-    pub fn normalized_base_url(&self) -> String {
-        let url = self.base_url.trim().trim_end_matches('/');
-        if self.format == Format::Ollama && !url.contains("://") {
-            format!("http://{url}")
-        } else {
-            url.to_owned()
-        }
+    /// The provider's default base URL with its settings filled in.
+    pub fn default_base_url(&self) -> Result<String, ModelError> {
+        fill(self.spec.default_base_url, self.spec, &self.settings)
     }
+
+    /// The base URL requests go under: the one set, else the provider's default; with
+    /// a scheme (Ollama's `OLLAMA_HOST` is often `host:port`), without a trailing slash
+    /// or an ending the routes add themselves.
+    pub fn resolved_base_url(&self) -> Result<String, ModelError> {
+        let given = self.base_url.trim();
+        let mut url = if given.is_empty() {
+            self.default_base_url()?
+        } else {
+            given.to_owned()
+        };
+        if let Some(scheme) = self.spec.bare_host_scheme
+            && !url.contains("://")
+        {
+            url = format!("{scheme}://{url}");
+        }
+        let mut url = url.trim_end_matches('/').to_owned();
+        for suffix in self.spec.trim_base_suffixes {
+            if let Some(cut) = url.strip_suffix(suffix) {
+                url = cut.to_owned();
+                break;
+            }
+        }
+        Ok(url)
+    }
+
+    /// As [`resolved_base_url`](Self::resolved_base_url), for a config known valid.
+    pub fn normalized_base_url(&self) -> String {
+        self.resolved_base_url().unwrap_or_default()
+    }
+}
+
+/// `template` with each `{setting}` replaced by its value, or an error naming the
+/// variable to set.
+fn fill(
+    template: &str,
+    spec: &ProviderSpec,
+    settings: &BTreeMap<String, String>,
+) -> Result<String, ModelError> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let key = &rest[open + 1..open + close];
+        match settings.get(key).filter(|v| !v.is_empty()) {
+            Some(v) if v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => out.push_str(v),
+            Some(v) => {
+                return Err(ModelError::Config(format!(
+                    "the {key} setting of {} is {v:?}: only letters, digits and '-' make a host name",
+                    spec.name
+                )));
+            }
+            None => {
+                let vars = spec
+                    .settings
+                    .iter()
+                    .find(|s| s.key == key)
+                    .map(|s| s.env.join(" or "))
+                    .unwrap_or_default();
+                let base = spec
+                    .base_url_env
+                    .first()
+                    .map(|v| format!(", or the whole base URL with {v}"))
+                    .unwrap_or_default();
+                return Err(ModelError::Config(format!(
+                    "{} needs its {key}: set {vars}{base} (or HttpModelConfig::setting(\"{key}\", ...))",
+                    spec.name
+                )));
+            }
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -9,28 +9,31 @@ use futures_util::{Stream, StreamExt, stream};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use super::auth::Auth;
 use super::config::HttpModelConfig;
 use super::endpoint::Endpoint;
 use super::error_body::{http_error, redact, reported_headers};
+use super::providers::RouteContext;
 use crate::conversation::Conversation;
 use crate::message::{Message, MessageStatus};
 use crate::model::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::provider::{
-    Codec, DecodeOutcome, DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder,
-    StreamEvent,
+    Codec, DecodeOutcome, DecoderConfig, EventBatch, RequestOptions, StreamDecoder, StreamEvent,
 };
 
 /// Longest error body read from a failed response.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// A [`ChatModel`] over HTTP for any [`Format`].
+/// A [`ChatModel`] over HTTP for any provider of [`providers`](super::providers).
 ///
 /// ```no_run
 /// use llmchain::chain::{ChatModel, collect_stream};
 /// use llmchain::conversation::Conversation;
 /// use llmchain::message::Message;
 /// use llmchain::provider::Format;
-/// use llmchain::provider::http::HttpModel;
+/// use llmchain::http::HttpModel;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let model = HttpModel::from_env(Format::Anthropic, "claude-sonnet-4-5")?;
@@ -46,6 +49,7 @@ pub struct HttpModel {
     client: reqwest::Client,
     endpoint: Endpoint,
     headers: HeaderMap,
+    auth: Option<Arc<dyn Auth>>,
     codec: &'static dyn Codec,
     decoder_config: DecoderConfig,
 }
@@ -179,7 +183,7 @@ impl HttpModel {
             .redirect(same_origin_redirects())
             .build()
             .map_err(|e| config_err(format!("could not build the HTTP client: {e}")))?;
-        let base = config.normalized_base_url();
+        let base = config.resolved_base_url()?;
         // One path segment, whatever the model id holds (`/`, `..`, `?`, `#`): a model
         // id cannot change which endpoint the request (and its key) goes to.
         let model_path = path_segment(
@@ -188,23 +192,26 @@ impl HttpModel {
                 .strip_prefix("models/")
                 .unwrap_or(&config.model),
         );
-        let (path, query): (String, &[(&str, &str)]) = match (config.format, config.stream) {
-            (Format::OpenAiChat, _) => ("/chat/completions".into(), &[]),
-            (Format::OpenAiResponses, _) => ("/responses".into(), &[]),
-            (Format::Anthropic, _) => ("/v1/messages".into(), &[]),
-            (Format::Gemini, true) => (
-                format!("/v1beta/models/{model_path}:streamGenerateContent"),
-                &[("alt", "sse")],
-            ),
-            (Format::Gemini, false) => {
-                (format!("/v1beta/models/{model_path}:generateContent"), &[])
-            }
-            (Format::Ollama, _) => ("/api/chat".into(), &[]),
-        };
-        let endpoint = Endpoint::new(&base, &path, query)?;
+        let route = (config.spec.route)(&RouteContext {
+            model_segment: &model_path,
+            model: &config.model,
+            stream: config.stream,
+            settings: &config.settings,
+        })?;
+        let query: Vec<(&str, &str)> = route
+            .query
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let endpoint = Endpoint::new(&base, &route.path, &query)?;
         let headers = build_headers(&config)?;
+        let auth = match &config.auth {
+            Some(a) => Some(a.clone()),
+            None => (config.spec.auth)(&config)?,
+        };
         Ok(HttpModel {
-            codec: config.format.codec(),
+            codec: (config.spec.codec)(),
+            auth,
             config,
             client,
             endpoint,
@@ -219,7 +226,10 @@ impl HttpModel {
 
     /// A model for `format` configured from the environment
     /// ([`HttpModelConfig::from_env`]).
-    pub fn from_env(format: Format, model: impl Into<String>) -> Result<Self, ModelError> {
+    pub fn from_env(
+        format: crate::provider::Format,
+        model: impl Into<String>,
+    ) -> Result<Self, ModelError> {
         Self::new(HttpModelConfig::from_env(format, model)?)
     }
 
@@ -241,9 +251,13 @@ impl HttpModel {
             stream: self.config.stream,
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
-            extra: Default::default(),
+            extra: self.config.extra.clone(),
         };
-        Ok(self.codec.encode(conversation, &opts)?)
+        let body = self.codec.encode(conversation, &opts)?;
+        match self.config.spec.prepare_body {
+            Some(prepare) => prepare(body),
+            None => Ok(body),
+        }
     }
 
     fn secret(&self) -> Option<&str> {
@@ -319,13 +333,10 @@ impl HttpModel {
                 attempt = *attempt,
                 "sending model request"
             );
-            let result = self
-                .client
-                .post(&self.endpoint.request_url)
-                .headers(self.headers.clone())
-                .body(body.clone())
-                .send()
-                .await;
+            let result = match self.request(body).await {
+                Ok(request) => self.client.execute(request).await,
+                Err(e) => return Err(e),
+            };
             let error = match result {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) if resp.status().is_redirection() => {
@@ -347,6 +358,22 @@ impl HttpModel {
             };
             Err(error)
         }
+    }
+
+    /// The request of one attempt, authenticated now (a fresh token, a signature
+    /// dated now).
+    async fn request(&self, body: &bytes::Bytes) -> Result<reqwest::Request, ModelError> {
+        let mut request = self
+            .client
+            .post(&self.endpoint.request_url)
+            .headers(self.headers.clone())
+            .body(body.clone())
+            .build()
+            .map_err(|e| config_err(format!("could not build the request: {e}")))?;
+        if let Some(auth) = &self.auth {
+            auth.authorize(&mut request).await?;
+        }
+        Ok(request)
     }
 
     /// The wait before another attempt after `error`, or `None` to give up.
@@ -492,44 +519,17 @@ async fn read_capped(
 fn build_headers(config: &HttpModelConfig) -> Result<HeaderMap, ModelError> {
     let mut h = HeaderMap::new();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let secret = |v: String| {
-        let mut v = HeaderValue::from_str(&v)
-            .map_err(|_| config_err("the API key contains characters a header cannot hold"))?;
-        v.set_sensitive(true);
-        Ok::<_, ModelError>(v)
-    };
-    let key = config
-        .api_key
-        .as_ref()
-        .map(|k| k.expose_secret().to_owned());
-    match config.format {
-        Format::OpenAiChat | Format::OpenAiResponses | Format::Ollama => {
-            if let Some(k) = key {
-                h.insert(
-                    reqwest::header::AUTHORIZATION,
-                    secret(format!("Bearer {k}"))?,
-                );
-            }
-        }
-        Format::Anthropic => {
-            if let Some(k) = key {
-                h.insert("x-api-key", secret(k)?);
-            }
-            h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
-        }
-        Format::Gemini => {
-            if let Some(k) = key {
-                h.insert("x-goog-api-key", secret(k)?);
-            }
-        }
+    for (name, value) in config.spec.headers {
+        h.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
     }
     if config.stream {
-        let accept = if config.format == Format::Ollama {
-            "application/x-ndjson"
-        } else {
-            "text/event-stream"
-        };
-        h.insert(reqwest::header::ACCEPT, HeaderValue::from_static(accept));
+        h.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static(config.spec.stream_accept),
+        );
     }
     for (name, value) in &config.headers {
         let n = HeaderName::from_bytes(name.as_bytes())
@@ -670,7 +670,7 @@ impl Run<'_> {
                         .get(CONTENT_TYPE)
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
-                    !ct.starts_with("application/json") || model.config.format == Format::Ollama
+                    !ct.starts_with("application/json") || model.config.spec.stream_may_be_json
                 };
                 if is_stream {
                     self.phase = Phase::Streaming {
