@@ -24,6 +24,32 @@ def fixtures(fmt, *exts):
     return sorted(p for p in (FIXTURES / fmt).iterdir() if p.suffix.lstrip(".") in exts)
 
 
+def bedrock_frames(chunks_text):
+    """AWS event-stream frames for the AI SDK's one-decoded-frame-per-line fixtures."""
+    import json
+    import struct
+    import zlib
+
+    out = bytearray()
+    for i, line in enumerate(l for l in chunks_text.splitlines() if l.strip()):
+        (kind, payload), = json.loads(line).items()
+        payload["p"] = "abcdefghij"[: i % 10 + 1]
+        exception = kind.endswith("Exception")
+        headers = bytearray()
+        for name, value in (
+            (":exception-type" if exception else ":event-type", kind),
+            (":content-type", "application/json"),
+            (":message-type", "exception" if exception else "event"),
+        ):
+            headers += bytes([len(name)]) + name.encode() + b"\x07"
+            headers += struct.pack(">H", len(value)) + value.encode()
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        prelude = struct.pack(">II", 16 + len(headers) + len(body), len(headers))
+        frame = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
+        out += frame + struct.pack(">I", zlib.crc32(frame))
+    return bytes(out)
+
+
 def doc_blocks():
     """The ```json blocks of docs/storage-format.md as (name, kind, bytes)."""
     text = (ROOT / "docs/storage-format.md").read_text()
@@ -72,6 +98,16 @@ def main():
             if p.suffix == ".json":
                 add("fuzz", "complete_and_map", name, body)
                 add("fuzz", "preview", name, fragments(body))
+    # Bedrock: the AI SDK's decoded frames, framed again (AWS event-stream bytes).
+    bedrock = FIXTURES / "bedrock_converse"
+    for p in sorted(bedrock.glob("*.chunks.txt")):
+        body = bedrock_frames(p.read_text())
+        add("fuzz", "bedrock_stream", p.name, b"\x06" + body)
+        fmt_byte = 5 + 6 * 7
+        add("fuzz", "decode_body", f"bedrock-{p.name}", bytes([fmt_byte]) + body)
+    for p in sorted((bedrock / "eventstream").glob("*")):
+        if not p.name.startswith("LICENSE"):
+            add("fuzz", "bedrock_stream", f"aws-{p.name}", b"\x05" + p.read_bytes())
     for name, body in all_sse:
         add("fuzz", "sse_framing", name, bytes([len(body) // 3 % 256]) + body)
     for name, kind, body in doc_blocks():

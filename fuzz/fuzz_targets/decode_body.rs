@@ -1,5 +1,5 @@
 //! Arbitrary bytes as the captured body of `llmchain decode`: the first byte picks the
-//! format (mod 5) and a chunk size; `Codec::decode_body` (stream or whole document, as
+//! format (mod the number of formats) and a chunk size; `Codec::decode_body` (stream or whole document, as
 //! the CLI calls it) never panics, gives the same result fed whole and chunked, and its
 //! report serializes. `decode_response` is run on every body too, which is the only
 //! fuzzing the non-streaming OpenAI Chat and Responses decoders get.

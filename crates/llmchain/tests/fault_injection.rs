@@ -115,11 +115,28 @@ fn fixtures() -> Vec<(Format, PathBuf)> {
         let Ok(dir) = std::fs::read_dir(root.join(format.as_str())) else {
             continue;
         };
-        let mut paths: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        let mut paths: Vec<PathBuf> = Vec::new();
+        let mut pending: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        // Bodies may sit in subfolders (Bedrock's event-stream frames); notes and
+        // licences beside them are not bodies.
+        while let Some(path) = pending.pop() {
+            if path.is_dir() {
+                if let Ok(inner) = std::fs::read_dir(&path) {
+                    pending.extend(inner.filter_map(|e| e.ok().map(|e| e.path())));
+                }
+            } else if !is_note(&path) {
+                paths.push(path);
+            }
+        }
         paths.sort();
         out.extend(paths.into_iter().map(|p| (format, p)));
     }
     out
+}
+
+fn is_note(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.ends_with(".md") || name.starts_with("LICENSE")
 }
 
 /// Decodes `body` fed in `chunk`-byte pieces; events are drained and counted.

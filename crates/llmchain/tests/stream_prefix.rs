@@ -7,16 +7,8 @@ use std::path::Path;
 use llmchain::provider::Format;
 use proptest::prelude::*;
 
-const FORMATS: [Format; 5] = [
-    Format::OpenAiChat,
-    Format::OpenAiResponses,
-    Format::Anthropic,
-    Format::Gemini,
-    Format::Ollama,
-];
-
 fn check(body: &[u8]) -> Result<(), String> {
-    for format in FORMATS {
+    for format in Format::ALL {
         let c = format.codec();
         let whole = c.is_stream_body(body);
         for end in 0..=body.len() {
@@ -37,9 +29,14 @@ fn check(body: &[u8]) -> Result<(), String> {
 fn every_prefix_of_every_fixture_agrees_with_the_whole_body() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut n = 0;
-    for dir in std::fs::read_dir(&root).unwrap() {
-        for file in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+    let mut pending = vec![root];
+    while let Some(dir) = pending.pop() {
+        for file in std::fs::read_dir(dir).unwrap() {
             let path = file.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
             let body = std::fs::read(&path).unwrap();
             // Every prefix of small bodies; the first 4 KiB of large ones.
             check(&body[..body.len().min(4096)]).unwrap();

@@ -613,29 +613,18 @@ pub(crate) use time::format_ms;
 
 /// Times for humans, in UTC.
 mod time {
-    /// `YYYY-MM-DD HH:MM:SS UTC` from milliseconds since the Unix epoch.
-    ///
-    /// Hand-written (days → civil date, H. Hinnant's algorithm) to avoid a date-time
-    /// dependency for one line of output.
+    /// `YYYY-MM-DD HH:MM:SS UTC` from milliseconds since the Unix epoch (times out of
+    /// 1970–9999, which no store writes, are clamped: humantime formats only those).
     pub(crate) fn format_ms(ms: i64) -> String {
-        let secs = ms.div_euclid(1000);
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = doy - (153 * mp + 2) / 5 + 1;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        let year = yoe + era * 400 + i64::from(month <= 2);
-        format!(
-            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-            rem / 3600,
-            rem % 3600 / 60,
-            rem % 60
-        )
+        const LAST: u64 = 253_402_300_799_000; // 9999-12-31 23:59:59
+        let ms = u64::try_from(ms).unwrap_or(0).min(LAST);
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        let mut s = humantime::format_rfc3339_seconds(at).to_string();
+        // "2026-12-05T00:51:15Z" -> "2026-12-05 00:51:15 UTC"
+        s.replace_range(10..11, " ");
+        s.pop();
+        s.push_str(" UTC");
+        s
     }
 
     #[cfg(test)]
@@ -648,6 +637,8 @@ mod time {
                 super::format_ms(1_798_761_599_000),
                 "2026-12-31 23:59:59 UTC"
             );
+            assert_eq!(super::format_ms(-5), "1970-01-01 00:00:00 UTC");
+            assert_eq!(super::format_ms(i64::MAX), "9999-12-31 23:59:59 UTC");
         }
     }
 }

@@ -436,7 +436,10 @@ impl HttpModelConfig {
         let at_default =
             self.base_url.trim().is_empty() || url == self.default_base_url().unwrap_or_default();
         if self.spec.key_required && at_default && self.api_key.is_none() && self.auth.is_none() {
-            let vars = self.spec.key_env.join(" or ");
+            let mut vars = self.spec.key_env.join(" or ");
+            if !self.spec.credentials_help.is_empty() {
+                vars = format!("{}, or {vars}", self.spec.credentials_help);
+            }
             let base = self
                 .spec
                 .base_url_env

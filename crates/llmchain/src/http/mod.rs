@@ -41,6 +41,8 @@
 //!   never carry it (Gemini gets `x-goog-api-key`, not `?key=`).
 
 mod auth;
+#[cfg(feature = "bedrock")]
+pub mod aws;
 pub mod azure;
 mod client;
 mod config;

@@ -110,6 +110,9 @@ pub struct ProviderSpec {
     pub key_env: &'static [&'static str],
     /// A key (or other credentials) is needed at the default base URL.
     pub key_required: bool,
+    /// Other ways to give credentials, named in the error when there are none (empty:
+    /// only the key variables).
+    pub credentials_help: &'static str,
     /// Settings read from the environment.
     pub settings: &'static [SettingSpec],
     /// Headers sent on every request (a header the caller sets replaces one here).
@@ -267,6 +270,7 @@ pub const OPENAI_SPEC: ProviderSpec = ProviderSpec {
     base_url_env: &["OPENAI_BASE_URL"],
     key_env: &["OPENAI_API_KEY"],
     key_required: true,
+    credentials_help: "",
     settings: &[],
     headers: &[],
     stream_accept: "text/event-stream",
@@ -301,6 +305,7 @@ pub static ANTHROPIC: ProviderSpec = ProviderSpec {
     base_url_env: &["ANTHROPIC_BASE_URL"],
     key_env: &["ANTHROPIC_API_KEY"],
     key_required: true,
+    credentials_help: "",
     settings: &[],
     headers: &[("anthropic-version", "2023-06-01")],
     stream_accept: "text/event-stream",
@@ -324,6 +329,7 @@ pub static GEMINI: ProviderSpec = ProviderSpec {
     base_url_env: &["GEMINI_BASE_URL"],
     key_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
     key_required: true,
+    credentials_help: "",
     settings: &[],
     headers: &[],
     stream_accept: "text/event-stream",
@@ -347,6 +353,7 @@ pub static OLLAMA: ProviderSpec = ProviderSpec {
     base_url_env: &["OLLAMA_HOST"],
     key_env: &[],
     key_required: false,
+    credentials_help: "",
     settings: &[],
     headers: &[],
     stream_accept: "application/x-ndjson",
@@ -435,6 +442,8 @@ pub static PROVIDERS: &[&ProviderSpec] = &[
     &OLLAMA,
     &super::azure::AZURE,
     &super::azure::AZURE_RESPONSES,
+    #[cfg(feature = "bedrock")]
+    &super::aws::BEDROCK,
     &MISTRAL,
     &DEEPSEEK,
     &GROQ,

@@ -57,6 +57,7 @@ fn title(format: &str) -> &str {
         "anthropic" => "Anthropic",
         "gemini" => "Gemini",
         "ollama" => "Ollama",
+        "bedrock_converse" => "Bedrock Converse",
         other => other,
     }
 }

@@ -26,16 +26,19 @@ pub enum Format {
     Gemini,
     /// Ollama `/api/chat`.
     Ollama,
+    /// AWS Bedrock Converse and ConverseStream (event-stream frames).
+    BedrockConverse,
 }
 
 impl Format {
     /// All formats.
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::OpenAiChat,
         Format::OpenAiResponses,
         Format::Anthropic,
         Format::Gemini,
         Format::Ollama,
+        Format::BedrockConverse,
     ];
 
     /// The canonical name (`openai_chat`, ...).
@@ -46,6 +49,7 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::Gemini => "gemini",
             Format::Ollama => "ollama",
+            Format::BedrockConverse => "bedrock_converse",
         }
     }
 }
@@ -59,7 +63,7 @@ impl fmt::Display for Format {
 /// An unknown format name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown format '{0}': expected one of openai_chat (or openai), openai_responses, anthropic, gemini, ollama"
+    "unknown format '{0}': expected one of openai_chat (or openai), openai_responses, anthropic, gemini, ollama, bedrock_converse (or bedrock)"
 )]
 pub struct UnknownFormat(pub String);
 
@@ -72,6 +76,7 @@ impl FromStr for Format {
             "anthropic" => Format::Anthropic,
             "gemini" | "google" => Format::Gemini,
             "ollama" => Format::Ollama,
+            "bedrock_converse" | "bedrock" | "converse" => Format::BedrockConverse,
             other => return Err(UnknownFormat(other.to_owned())),
         })
     }

@@ -6,6 +6,7 @@
 
 mod anthropic;
 mod assembly;
+mod bedrock;
 mod encoding;
 mod error;
 mod event;
@@ -26,6 +27,7 @@ pub(crate) mod wire;
 
 pub use anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS};
 pub use assembly::{SYNTHESIZED_ID_KEY, SYNTHETIC_CALL_ID, THOUGHT_SIGNATURE_KEY};
+pub use bedrock::BedrockCodec;
 pub use error::{DecodeError, EncodeError};
 pub use event::{EventBatch, StopReason, StreamEvent};
 pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
@@ -44,6 +46,7 @@ impl Format {
             Format::Anthropic => &AnthropicCodec,
             Format::Gemini => &gemini::GeminiCodec,
             Format::Ollama => &OllamaCodec,
+            Format::BedrockConverse => &BedrockCodec,
         }
     }
 }

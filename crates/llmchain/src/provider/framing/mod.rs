@@ -1,5 +1,6 @@
 //! Byte-stream framing shared by the streaming decoders: Server-Sent Events
-//! ([`SseFramer`]) and newline-delimited JSON ([`NdjsonFramer`]).
+//! ([`SseFramer`]), newline-delimited JSON ([`NdjsonFramer`]) and AWS event-stream
+//! frames ([`EventStreamFramer`]).
 //!
 //! Both are fed arbitrary byte chunks and call back once per complete event or line. The
 //! bytes handed to the callback borrow from the fed chunk when the event lies wholly
@@ -10,8 +11,10 @@
 //! an HTTP client or an async runtime, and these framers must be pure, chunking-independent
 //! and zero-copy for the decode hot path.
 
+mod eventstream;
 mod ndjson;
 mod sse;
 
+pub use eventstream::{EventStreamFramer, Frame, encode_frame};
 pub use ndjson::NdjsonFramer;
 pub use sse::{SseEvent, SseFramer};

@@ -280,7 +280,15 @@ impl State {
         match item.kind.as_deref() {
             Some("function_call") => {
                 let item_id = item.id.as_deref().unwrap_or("");
-                let pos = match self.item_pos(item_id) {
+                // A finished item whose id was never announced, naming a call already
+                // streaming (an id garbled in transit, a proxy rewriting ids) finishes
+                // that call: it must not become a second call with the same id.
+                let known = self.item_pos(item_id).or_else(|| {
+                    done.then_some(item.call_id.as_deref())
+                        .flatten()
+                        .and_then(|c| self.asm.last_call_with_id(c))
+                });
+                let pos = match known {
                     Some(p) => {
                         self.asm.update_call(p, item.call_id.as_deref(), None);
                         if self.asm.call(p).is_some_and(|c| c.name.is_empty()) {

@@ -1,0 +1,58 @@
+//! The Bedrock Converse codec (`POST /model/{modelId}/converse` and
+//! `/converse-stream`): request encoder, event-stream decoder (AWS's binary framing,
+//! [`EventStreamFramer`](super::framing::EventStreamFramer)) and Converse response
+//! decoder.
+
+mod decode;
+mod encode;
+
+use super::error::{DecodeError, EncodeError};
+use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+use super::outcome::DecodeOutcome;
+use crate::conversation::Conversation;
+
+/// The Bedrock Converse codec.
+///
+/// ```
+/// use llmchain::provider::{BedrockCodec, Codec, DecoderConfig};
+/// let body = br#"{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"tooluse_1","name":"get_weather","input":{"city":"Tokyo"}}}]}},"stopReason":"tool_use","usage":{"inputTokens":12,"outputTokens":7,"totalTokens":19}}"#;
+/// let out = BedrockCodec.decode_response(body, DecoderConfig::default()).unwrap();
+/// assert_eq!(out.message.tool_calls[0].arguments_as_map()["city"], "Tokyo");
+/// assert_eq!(out.stop_reason, Some(llmchain::provider::StopReason::ToolCalls));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BedrockCodec;
+
+impl Codec for BedrockCodec {
+    fn format(&self) -> Format {
+        Format::BedrockConverse
+    }
+
+    fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
+        encode::encode(conv, opts)
+    }
+
+    /// Event-stream frames, unless the body is one JSON document.
+    fn is_stream_body(&self, body: &[u8]) -> bool {
+        body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
+    }
+
+    fn is_stream_prefix(&self, prefix: &[u8]) -> Option<bool> {
+        prefix
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .map(|b| *b != b'{')
+    }
+
+    fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
+        Box::new(decode::StreamDec::new(config))
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        config: DecoderConfig,
+    ) -> Result<DecodeOutcome, DecodeError> {
+        decode::decode_whole(body, config, &mut |_| {})
+    }
+}
