@@ -9,9 +9,6 @@
 //! Needs `LLMCHAIN_TEST_CLOUD_PYTHON` (a Python with botocore: `.ci/third-party`), else
 //! it prints `SKIPPED`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
 use llmchain::chain::{ChatModel, ModelError, collect_stream};
 use llmchain::conversation::Conversation;
 use llmchain::http::aws::BEDROCK;
@@ -20,61 +17,39 @@ use llmchain::message::Message;
 use llmchain::provider::StopReason;
 use serde_json::{Value, json};
 
-struct Mock {
-    child: Child,
-    base: String,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
+#[path = "servers/cloud_mock.rs"]
+mod cloud_mock;
 
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+use cloud_mock::CloudMock;
+
+struct Mock {
+    server: CloudMock,
+    base: String,
+    _dir: tempfile::TempDir,
 }
 
 impl Mock {
     fn start(test: &str, script: Value) -> Option<Mock> {
-        let Ok(python) = std::env::var("LLMCHAIN_TEST_CLOUD_PYTHON") else {
-            eprintln!(
-                "SKIPPED {test}: LLMCHAIN_TEST_CLOUD_PYTHON is not set (eval \"$(.ci/third-party)\")"
-            );
-            return None;
-        };
+        let python = cloud_mock::python(test)?;
         let dir = tempfile::tempdir().unwrap();
-        let script_path = dir.path().join("script.json");
-        std::fs::write(&script_path, script.to_string()).unwrap();
-        let log = dir.path().join("log.jsonl");
-        let mut child = Command::new(python)
-            .arg(concat!(
+        let server = CloudMock::start(
+            &python,
+            std::path::Path::new(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/servers/bedrock_server.py"
-            ))
-            .arg(&script_path)
-            .arg(&log)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
+            )),
+            &script,
+            dir.path(),
+        );
         Some(Mock {
-            child,
-            base,
-            log,
+            base: server.base.clone(),
+            server,
             _dir: dir,
         })
     }
 
     fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        self.server.requests()
     }
 }
 

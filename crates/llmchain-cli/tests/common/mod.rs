@@ -515,3 +515,14 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// The cloud test servers' runner, shared with the `llmchain` crate's tests.
+#[path = "../../../llmchain/tests/servers/cloud_mock.rs"]
+pub(crate) mod cloud_mock;
+
+/// The path of a cloud test server of the `llmchain` crate.
+pub(crate) fn cloud_server(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../llmchain/tests/servers")
+        .join(name)
+}

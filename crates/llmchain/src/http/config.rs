@@ -438,7 +438,11 @@ impl HttpModelConfig {
         if self.spec.key_required && at_default && self.api_key.is_none() && self.auth.is_none() {
             let mut vars = self.spec.key_env.join(" or ");
             if !self.spec.credentials_help.is_empty() {
-                vars = format!("{}, or {vars}", self.spec.credentials_help);
+                vars = if vars.is_empty() {
+                    self.spec.credentials_help.to_owned()
+                } else {
+                    format!("{}, or {vars}", self.spec.credentials_help)
+                };
             }
             let base = self
                 .spec
@@ -456,7 +460,10 @@ impl HttpModelConfig {
 
     /// The provider's default base URL with its settings filled in.
     pub fn default_base_url(&self) -> Result<String, ModelError> {
-        fill(self.spec.default_base_url, self.spec, &self.settings)
+        match self.spec.default_base_url_fn {
+            Some(f) => f(self.spec, &self.settings),
+            None => fill(self.spec.default_base_url, self.spec, &self.settings),
+        }
     }
 
     /// The base URL requests go under: the one set, else the provider's default; with
@@ -492,7 +499,7 @@ impl HttpModelConfig {
 
 /// `template` with each `{setting}` replaced by its value, or an error naming the
 /// variable to set.
-fn fill(
+pub(crate) fn fill(
     template: &str,
     spec: &ProviderSpec,
     settings: &BTreeMap<String, String>,

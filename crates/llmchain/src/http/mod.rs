@@ -18,6 +18,9 @@
 //! | `anthropic` | `{base}/v1/messages` | `x-api-key`, `anthropic-version` |
 //! | `gemini` | `{base}/v1beta/models/{model}:streamGenerateContent?alt=sse` / `:generateContent` | `x-goog-api-key` |
 //! | `ollama` | `{base}/api/chat` | none |
+//! | `bedrock` (feature `bedrock`) | `https://bedrock-runtime.{region}.amazonaws.com/model/{model}/converse-stream` / `/converse` | SigV4, or a Bedrock API key as a bearer token |
+//! | `vertex` (feature `vertex`) | `https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:streamGenerateContent?alt=sse`; express mode `https://aiplatform.googleapis.com/v1/publishers/google/models/{model}:…` | a Google OAuth token (service account, application default credentials), or `x-goog-api-key` in express mode |
+//! | `vertex-anthropic` (feature `vertex`) | `…/publishers/anthropic/models/{model}:streamRawPredict` / `:rawPredict` | a Google OAuth token |
 //! | `azure`, `azure_responses` | `https://{resource}.openai.azure.com/openai/v1/chat/completions` (or `/responses`); with an API version `/openai/deployments/{model}/chat/completions?api-version=` | `api-key`, or an Entra ID bearer token |
 //!
 //! ## Failures
@@ -49,6 +52,8 @@ mod config;
 mod endpoint;
 mod error_body;
 pub mod providers;
+#[cfg(feature = "vertex")]
+pub mod vertex;
 
 pub use auth::{Auth, AuthFuture, BearerTokens, KeyHeader, Token, TokenFuture, TokenSource};
 pub use client::HttpModel;

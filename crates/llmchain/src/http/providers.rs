@@ -87,6 +87,10 @@ pub type FromEnvFn =
 /// A provider's default auth: from the config's key, or `None` for no auth.
 pub type AuthFn = fn(&HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError>;
 
+/// Computes a provider's default base URL from its settings, when a template with
+/// `{setting}` placeholders cannot (Vertex AI's host depends on the location's kind).
+pub type BaseUrlFn = fn(&ProviderSpec, &BTreeMap<String, String>) -> Result<String, ModelError>;
+
 /// Adjusts an encoded request body for a provider.
 pub type PrepareBodyFn = fn(Vec<u8>) -> Result<Vec<u8>, ModelError>;
 
@@ -104,6 +108,8 @@ pub struct ProviderSpec {
     pub default_model: &'static str,
     /// The base URL, with `{setting}` placeholders (`https://{location}-aiplatform...`).
     pub default_base_url: &'static str,
+    /// Computes the default base URL instead of the template, when set.
+    pub default_base_url_fn: Option<BaseUrlFn>,
     /// Variables a base URL is read from.
     pub base_url_env: &'static [&'static str],
     /// Variables a key is read from.
@@ -267,6 +273,7 @@ pub const OPENAI_SPEC: ProviderSpec = ProviderSpec {
     codec: openai_chat_codec,
     default_model: "gpt-4.1",
     default_base_url: "https://api.openai.com/v1",
+    default_base_url_fn: None,
     base_url_env: &["OPENAI_BASE_URL"],
     key_env: &["OPENAI_API_KEY"],
     key_required: true,
@@ -302,6 +309,7 @@ pub static ANTHROPIC: ProviderSpec = ProviderSpec {
     codec: anthropic_codec,
     default_model: "claude-sonnet-4-5",
     default_base_url: "https://api.anthropic.com",
+    default_base_url_fn: None,
     base_url_env: &["ANTHROPIC_BASE_URL"],
     key_env: &["ANTHROPIC_API_KEY"],
     key_required: true,
@@ -326,6 +334,7 @@ pub static GEMINI: ProviderSpec = ProviderSpec {
     codec: gemini_codec,
     default_model: "gemini-2.5-flash",
     default_base_url: "https://generativelanguage.googleapis.com",
+    default_base_url_fn: None,
     base_url_env: &["GEMINI_BASE_URL"],
     key_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
     key_required: true,
@@ -350,6 +359,7 @@ pub static OLLAMA: ProviderSpec = ProviderSpec {
     codec: ollama_codec,
     default_model: "llama3.2",
     default_base_url: "http://127.0.0.1:11434",
+    default_base_url_fn: None,
     base_url_env: &["OLLAMA_HOST"],
     key_env: &[],
     key_required: false,
@@ -444,6 +454,10 @@ pub static PROVIDERS: &[&ProviderSpec] = &[
     &super::azure::AZURE_RESPONSES,
     #[cfg(feature = "bedrock")]
     &super::aws::BEDROCK,
+    #[cfg(feature = "vertex")]
+    &super::vertex::VERTEX,
+    #[cfg(feature = "vertex")]
+    &super::vertex::VERTEX_ANTHROPIC,
     &MISTRAL,
     &DEEPSEEK,
     &GROQ,

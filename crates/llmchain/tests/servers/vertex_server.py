@@ -159,11 +159,16 @@ def check_assertion(assertion, state, audiences):
     if kid and "kid" in header and header["kid"] != kid:
         return "kid %r is not the key's id %r" % (header["kid"], kid), header, claims
     try:
+        # `sub` is checked below: Google's endpoint takes `"sub": null` (gcp_auth sends
+        # it), which PyJWT's own check refuses.
         jwt.decode(assertion, key=state.public_key, algorithms=["RS256"], audience=audiences,
                    issuer=script.get("client_email"),
-                   options={"require": ["iss", "aud", "iat", "exp", "scope"]})
+                   options={"require": ["iss", "aud", "iat", "exp", "scope"],
+                            "verify_sub": False})
     except jwt.InvalidTokenError as e:
         return "%s: %s" % (type(e).__name__, e), header, claims
+    if claims.get("sub") is not None and not isinstance(claims["sub"], str):
+        return "sub %r is neither a string nor null" % claims["sub"], header, claims
     if CLOUD_PLATFORM not in str(claims.get("scope", "")).split():
         return "scope %r lacks %s" % (claims.get("scope"), CLOUD_PLATFORM), header, claims
     if not isinstance(claims["iat"], int) or not isinstance(claims["exp"], int):

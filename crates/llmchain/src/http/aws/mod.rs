@@ -159,6 +159,7 @@ pub static BEDROCK: ProviderSpec = ProviderSpec {
     codec,
     default_model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
     default_base_url: "https://bedrock-runtime.{region}.amazonaws.com",
+    default_base_url_fn: None,
     base_url_env: &["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"],
     key_env: &["AWS_BEARER_TOKEN_BEDROCK"],
     key_required: true,
