@@ -19,7 +19,10 @@ const MIN_FRAME: usize = PRELUDE + 4;
 /// One frame: its string headers and its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame<'a> {
-    headers: Vec<(&'a str, &'a str)>,
+    /// The header bytes, checked whole by the parser (read again on lookup rather than
+    /// collected: a frame has three or four headers, and a `Vec` a frame cost more than
+    /// the lookups).
+    headers: &'a [u8],
     /// The payload bytes.
     pub payload: &'a [u8],
 }
@@ -27,11 +30,49 @@ pub struct Frame<'a> {
 impl<'a> Frame<'a> {
     /// The string header `name` (`:message-type`, `:event-type`, `:exception-type`...).
     pub fn header(&self, name: &str) -> Option<&'a str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| *v)
+        let mut h = self.headers;
+        while let Ok(Some((n, kind, value, rest))) = next_header(h) {
+            if kind == STRING && n == name.as_bytes() {
+                return std::str::from_utf8(value).ok();
+            }
+            h = rest;
+        }
+        None
     }
+}
+
+/// The header type of a string.
+const STRING: u8 = 7;
+
+/// The header at the start of `h`: its name, type and value bytes and what follows, or
+/// `None` at the end; `Err` names what is wrong.
+#[allow(clippy::type_complexity)]
+fn next_header(h: &[u8]) -> Result<Option<(&[u8], u8, &[u8], &[u8])>, &'static str> {
+    let Some((&n, rest)) = h.split_first() else {
+        return Ok(None);
+    };
+    let n = n as usize;
+    let (Some(name), Some(&kind)) = (rest.get(..n), rest.get(n)) else {
+        return Err("a frame's header runs past its headers");
+    };
+    let rest = &rest[n + 1..];
+    let (len_bytes, value_len) = match kind {
+        0 | 1 => (0, 0),
+        2 => (0, 1),
+        3 => (0, 2),
+        4 => (0, 4),
+        5 | 8 => (0, 8),
+        9 => (0, 16),
+        6 | 7 => match rest.get(..2) {
+            Some(b) => (2, be16(b) as usize),
+            None => return Err("a frame's header runs past its headers"),
+        },
+        _ => return Err("a frame's header has an unknown type"),
+    };
+    let Some(value) = rest.get(len_bytes..len_bytes + value_len) else {
+        return Err("a frame's header runs past its headers");
+    };
+    Ok(Some((name, kind, value, &rest[len_bytes + value_len..])))
 }
 
 /// Frames from chunks of any size.
@@ -58,30 +99,39 @@ impl EventStreamFramer {
         mut chunk: &[u8],
         on_frame: &mut dyn FnMut(Frame<'_>) -> Result<(), DecodeError>,
     ) -> Result<(), DecodeError> {
-        // Frames that lie whole in the chunk are read in place.
-        if self.buf.is_empty() {
-            while let Some(len) = self.frame_len(chunk)? {
-                if chunk.len() < len {
-                    break;
-                }
-                let (frame, rest) = chunk.split_at(len);
-                on_frame(parse(self.format, frame)?)?;
-                chunk = rest;
+        // A frame begun in an earlier chunk: only the bytes it still lacks are copied.
+        if !self.buf.is_empty() {
+            if self.buf.len() < PRELUDE {
+                let take = (PRELUDE - self.buf.len()).min(chunk.len());
+                self.buf.extend_from_slice(&chunk[..take]);
+                chunk = &chunk[take..];
             }
-            self.buf.extend_from_slice(chunk);
-            return Ok(());
+            let Some(len) = self.frame_len(&self.buf)? else {
+                return Ok(());
+            };
+            let take = (len - self.buf.len()).min(chunk.len());
+            self.buf.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+            if self.buf.len() < len {
+                return Ok(());
+            }
+            let frame = std::mem::take(&mut self.buf);
+            let r = parse(self.format, &frame).and_then(|f| on_frame(f));
+            // The allocation is kept for the next straddling frame.
+            self.buf = frame;
+            self.buf.clear();
+            r?;
         }
-        self.buf.extend_from_slice(chunk);
-        let mut start = 0;
-        while let Some(len) = self.frame_len(&self.buf[start..])? {
-            if self.buf.len() - start < len {
+        // Frames that lie whole in the chunk are read in place.
+        while let Some(len) = self.frame_len(chunk)? {
+            if chunk.len() < len {
                 break;
             }
-            let frame = parse(self.format, &self.buf[start..start + len])?;
-            on_frame(frame)?;
-            start += len;
+            let (frame, rest) = chunk.split_at(len);
+            on_frame(parse(self.format, frame)?)?;
+            chunk = rest;
         }
-        self.buf.drain(..start);
+        self.buf.extend_from_slice(chunk);
         Ok(())
     }
 
@@ -142,41 +192,16 @@ fn parse<'a>(format: &'static str, frame: &'a [u8]) -> Result<Frame<'a>, DecodeE
             "a frame fails its message checksum (the stream is corrupt)",
         ));
     }
-    let mut h = &frame[PRELUDE..PRELUDE + headers_len];
+    let headers = &frame[PRELUDE..PRELUDE + headers_len];
     let payload = &frame[PRELUDE + headers_len..total - 4];
-    let mut headers = Vec::new();
-    let take = |h: &mut &'a [u8], n: usize| -> Result<&'a [u8], DecodeError> {
-        if h.len() < n {
-            return Err(bad("a frame's header runs past its headers"));
-        }
-        let (a, b) = h.split_at(n);
-        *h = b;
-        Ok(a)
-    };
-    while !h.is_empty() {
-        let n = take(&mut h, 1)?[0] as usize;
-        let name = std::str::from_utf8(take(&mut h, n)?)
-            .map_err(|_| bad("a frame's header name is not UTF-8"))?;
-        let kind = take(&mut h, 1)?[0];
-        let value_len = match kind {
-            0 | 1 => 0,
-            2 => 1,
-            3 => 2,
-            4 => 4,
-            5 | 8 => 8,
-            9 => 16,
-            6 | 7 => be16(take(&mut h, 2)?) as usize,
-            other => {
-                return Err(bad(&format!(
-                    "a frame's header has an unknown type {other}"
-                )));
-            }
-        };
-        let value = take(&mut h, value_len)?;
-        if kind == 7 {
-            let value = std::str::from_utf8(value)
-                .map_err(|_| bad("a frame's string header is not UTF-8"))?;
-            headers.push((name, value));
+    // The headers' layout is checked here; their text when one is looked up (a name
+    // that is not UTF-8 cannot be one looked up, a value that is not is refused then).
+    let mut h = headers;
+    loop {
+        match next_header(h) {
+            Ok(Some((_, _, _, rest))) => h = rest,
+            Ok(None) => break,
+            Err(m) => return Err(bad(m)),
         }
     }
     Ok(Frame { headers, payload })
