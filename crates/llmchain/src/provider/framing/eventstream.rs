@@ -116,7 +116,7 @@ impl EventStreamFramer {
                 return Ok(());
             }
             let frame = std::mem::take(&mut self.buf);
-            let r = parse(self.format, &frame).and_then(|f| on_frame(f));
+            let r = parse(self.format, &frame).and_then(&mut *on_frame);
             // The allocation is kept for the next straddling frame.
             self.buf = frame;
             self.buf.clear();
