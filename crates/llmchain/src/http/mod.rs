@@ -55,6 +55,10 @@ pub mod providers;
 #[cfg(feature = "vertex")]
 pub mod vertex;
 
+/// The HTTP client crate, re-exported for [`Auth`] implementations (which sign a
+/// `reqwest::Request`) to name the same version.
+pub use reqwest;
+
 pub use auth::{Auth, AuthFuture, BearerTokens, KeyHeader, Token, TokenFuture, TokenSource};
 pub use client::HttpModel;
 pub use config::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, HttpModelConfig, RetryPolicy, Timeouts};
