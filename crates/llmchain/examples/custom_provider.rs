@@ -49,7 +49,10 @@ impl Auth for GatewaySignature {
 
 /// `{base}/gateway/v2/models/{model}/chat`.
 fn route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
-    Ok(Route::path(format!("/gateway/v2/models/{}/chat", c.model_segment)))
+    Ok(Route::path(format!(
+        "/gateway/v2/models/{}/chat",
+        c.model_segment
+    )))
 }
 
 fn auth(config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
@@ -92,7 +95,12 @@ fn gateway() -> String {
         }
         let length: usize = head
             .iter()
-            .find_map(|h| h.to_ascii_lowercase().strip_prefix("content-length: ")?.parse().ok())
+            .find_map(|h| {
+                h.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")?
+                    .parse()
+                    .ok()
+            })
             .unwrap_or(0);
         let mut body = vec![0; length];
         reader.read_exact(&mut body).unwrap();
@@ -110,9 +118,16 @@ fn gateway() -> String {
         let (status, body) = if ok {
             ("200 OK", sse)
         } else {
-            ("401 Unauthorized", "{\"error\":{\"message\":\"bad signature\"}}")
+            (
+                "401 Unauthorized",
+                "{\"error\":{\"message\":\"bad signature\"}}",
+            )
         };
-        let kind = if ok { "text/event-stream" } else { "application/json" };
+        let kind = if ok {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
         let mut stream = reader.into_inner();
         write!(
             stream,
@@ -133,7 +148,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{} sends to {}", GATEWAY.name, model.url());
 
     let mut conversation = Conversation::new();
-    conversation.messages.push(Message::user("Weather in Paris?"));
+    conversation
+        .messages
+        .push(Message::user("Weather in Paris?"));
     let out = collect_stream(model.stream(&conversation), |_| {}).await?;
     for call in &out.message.tool_calls {
         println!(
