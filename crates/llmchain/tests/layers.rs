@@ -219,12 +219,13 @@ const RULES: &[Rule] = &[
         to: &[&["provider"], &["model"], &["http"], &["chain"]],
     },
     Rule {
-        why: "only the OpenAI Chat and Anthropic decoders know the fast paths",
+        why: "only the OpenAI Chat, Anthropic and Bedrock decoders know the fast paths",
         from: &[],
         except: &[
             &["provider", "scan"],
             &["provider", "openai_chat"],
             &["provider", "anthropic"],
+            &["provider", "bedrock"],
             &["provider", "assembly"],
         ],
         to: &[&["provider", "scan"]],
