@@ -80,6 +80,46 @@ pub(crate) struct JobSpec {
     /// `--temperature`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// `-o KEY=VALUE`: provider options, written into the request body over the typed
+    /// fields.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// `--no-stream`: ask for the whole answer at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_stream: bool,
+}
+
+/// `-o KEY=VALUE` pairs as request-body fields: a value that is JSON (a number, `true`,
+/// an object...) as that, any other as a string. `model` and `stream` have flags of
+/// their own and are refused here.
+pub(crate) fn parse_options(
+    pairs: &[String],
+) -> Result<serde_json::Map<String, serde_json::Value>, CliError> {
+    let mut out = serde_json::Map::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(CliError::Usage(format!(
+                "-o takes KEY=VALUE (e.g. -o top_p=0.9), not {pair:?}"
+            )));
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(CliError::Usage(format!("-o {pair:?} has no key")));
+        }
+        if let Some(flag) = match key {
+            "model" => Some("--model"),
+            "stream" => Some("--no-stream"),
+            _ => None,
+        } {
+            return Err(CliError::Usage(format!(
+                "-o {key}=... is not taken: use {flag}"
+            )));
+        }
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        out.insert(key.to_owned(), value);
+    }
+    Ok(out)
 }
 
 /// What a queued run says about itself: options that cannot start a command, reach a
@@ -103,6 +143,12 @@ pub(crate) struct QueuedOptions {
     /// its profile gives, never for less).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approve: Option<String>,
+    /// `-o KEY=VALUE`: provider options (request-body fields; data, not commands).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// `--no-stream`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_stream: bool,
 }
 
 impl QueuedOptions {
@@ -217,6 +263,10 @@ impl JobSpec {
         self.max_tokens = o.max_tokens.or(self.max_tokens);
         self.temperature = o.temperature.or(self.temperature);
         self.tool_choice = o.tool_choice.clone().or(self.tool_choice);
+        for (k, v) in &o.options {
+            self.options.insert(k.clone(), v.clone());
+        }
+        self.no_stream |= o.no_stream;
         if let Some(asked) = &o.approve {
             let asked = parse_policy(asked)?;
             if strictness(asked) > strictness(self.policy()?) {
@@ -294,6 +344,12 @@ impl JobSpec {
         }
         if self.temperature.is_some() {
             config.temperature = self.temperature;
+        }
+        for (k, v) in &self.options {
+            config = config.extra(k.clone(), v.clone());
+        }
+        if self.no_stream {
+            config = config.stream(false);
         }
         let model = HttpModel::new(config).map_err(model_err)?;
         let builtins = if self.no_builtin_tools {

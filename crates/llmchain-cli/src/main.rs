@@ -65,6 +65,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // With --json, a failure is also one JSON object on stdout, for the script reading it.
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -78,7 +83,11 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
             }
-            eprintln!("{}", usage_text(&e.render().to_string()));
+            let text = usage_text(&e.render().to_string());
+            eprintln!("{text}");
+            if json {
+                print_json_error("usage", text.trim_start_matches("llmchain: "), 2);
+            }
             return ExitCode::from(2);
         }
     };
@@ -101,9 +110,25 @@ fn main() -> ExitCode {
             // Errors carry text from outside (a provider's message, an MCP server's
             // stderr): escaped like every other such text.
             eprintln!("llmchain: {}", shown::block(&e.to_string()));
+            if json {
+                let (kind, code) = match &e {
+                    error::CliError::Usage(_) => ("usage", 2),
+                    error::CliError::Runtime(_) => ("runtime", 1),
+                    error::CliError::Interrupted(_) => ("interrupted", 130),
+                };
+                print_json_error(kind, &e.to_string(), code);
+            }
             e.exit_code()
         }
     }
+}
+
+/// `{"error": {"kind", "message", "exit_code"}}` on stdout (the message JSON-escaped,
+/// control characters included).
+fn print_json_error(kind: &str, message: &str, exit_code: u8) {
+    let v =
+        serde_json::json!({"error": {"kind": kind, "message": message, "exit_code": exit_code}});
+    println!("{v}");
 }
 
 /// Clap's usage error, whole: what is wrong or missing, a tip, the usage line and the

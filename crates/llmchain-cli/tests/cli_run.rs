@@ -875,3 +875,94 @@ fn escape_sequences_from_tools_are_shown_escaped() {
             .contains('\u{1b}')
     );
 }
+
+/// `-s` sets the system prompt, `-o KEY=VALUE` writes provider options into the body
+/// (over the typed fields: `-o temperature` beats `--temperature`), `--no-stream` asks
+/// for the whole answer at once; `-o` without `=` or for `model` says what to do.
+#[test]
+fn system_options_and_no_stream_reach_the_request() {
+    use common::{Reply, serve_replies};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, seen) = serve_replies(vec![Reply::Status(
+        200,
+        r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{\"ok\":true}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}"#,
+    )]);
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "-s",
+            "Answer in JSON.",
+            "-o",
+            "top_p=0.5",
+            "-o",
+            r#"response_format={"type":"json_object"}"#,
+            "-o",
+            "temperature=0.1",
+            "-o",
+            "user=alice",
+            "--temperature",
+            "0.9",
+            "--no-stream",
+            "Is it ok?",
+        ],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(r#"{"ok":true}"#), "{stdout}");
+    let seen = seen.lock().unwrap();
+    let body = &seen[0].1;
+    assert_eq!(body["messages"][0]["content"], "Answer in JSON.");
+    assert_eq!(body["top_p"], 0.5);
+    assert_eq!(body["response_format"]["type"], "json_object");
+    assert_eq!(body["temperature"], 0.1);
+    assert_eq!(body["user"], "alice");
+    assert!(body.get("stream").is_none_or(|s| s == false), "{body}");
+
+    for (bad, says) in [
+        ("top_p", "KEY=VALUE"),
+        ("model=gpt", "--model"),
+        ("stream=true", "--no-stream"),
+    ] {
+        let out = llmchain(&["run", "--base-url", &base, "-o", bad, "hi"], dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains(says), "{bad}: {stderr}");
+    }
+}
+
+/// With `--json`, a failure is one JSON object on stdout (and the usual line on
+/// stderr): a provider that cannot be reached, and a usage error.
+#[test]
+fn json_failures_are_a_json_object_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = llmchain(
+        &["run", "--json", "--base-url", "http://127.0.0.1:9/v1", "hi"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "runtime");
+    assert_eq!(v["error"]["exit_code"], 1);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not reach"),
+        "{v}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("llmchain: "));
+    let out = llmchain(&["run", "--json", "--temperature", "hot", "hi"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "usage");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("hot"),
+        "{v}"
+    );
+}

@@ -460,3 +460,73 @@ async fn line_breaks_in_titles_and_names_cannot_draw_rows() {
     assert!(!show.lines().any(|l| l.starts_with("[9] user")), "{show}");
     assert!(!show.lines().any(|l| l.starts_with("FAKE")), "{show}");
 }
+
+/// `search` finds words in titles, messages, tool arguments and results (ignoring case;
+/// a JSON key alone is not a match) with the line they are in; `delete` removes a
+/// conversation by a prefix of its id, and refuses while a run of it is open.
+#[tokio::test(flavor = "current_thread")]
+async fn search_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.db");
+    let (weather, _) = populate(&path).await;
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut c = Conversation::new();
+    c.messages.push(Message::user(
+        "Plan a trip to Lisbon, 100% by train_and_bus",
+    ));
+    c.messages
+        .push(Message::assistant("Day 1: the Alfama.\nDay 2: Sintra."));
+    let trip = store
+        .create_conversation(NewConversation::from_conversation(c).with_title("trip"))
+        .await
+        .unwrap();
+    store.pool().close().await;
+    let url = format!("sqlite://{}", path.display());
+    let search = |text: &str| {
+        let o = llmchain(&["conversations", "--db", &url, "search", text], None);
+        assert!(o.status.success(), "{o:?}");
+        (stdout(&o), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (out, _) = search("SINTRA");
+    assert!(out.contains(&trip) && !out.contains(&weather), "{out}");
+    assert!(
+        out.contains("assistant: Day 1: the Alfama.\\nDay 2: Sintra."),
+        "{out}"
+    );
+    // Tool arguments and results, and LIKE's wildcards taken literally.
+    let (out, _) = search("\"city\":\"paris\"");
+    assert!(out.contains(&weather), "{out}");
+    let (out, _) = search("18c");
+    assert!(out.contains(&weather) && out.contains("tool: 18C"), "{out}");
+    let (out, _) = search("100%");
+    assert!(out.contains(&trip), "{out}");
+    let (out, err) = search("0%b");
+    assert!(
+        out.is_empty() && err.contains("no conversation holds"),
+        "{out}"
+    );
+    let (out, _) = search("train_and");
+    assert!(out.contains(&trip), "{out}");
+    // "role" and "content" are keys of every stored message, not text in them.
+    let (out, _) = search("content");
+    assert!(out.is_empty(), "{out}");
+    let json = llmchain(
+        &["conversations", "--db", &url, "search", "weather", "--json"],
+        None,
+    );
+    let row: serde_json::Value = serde_json::from_str(stdout(&json).trim()).unwrap();
+    assert_eq!(row["id"], json!(weather));
+    assert_eq!(row["match"], "title: weather");
+
+    // The weather conversation's dead run is still open (its lease lapsed, not its run).
+    let refused = llmchain(&["conversations", "--db", &url, "delete", &weather], None);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("llmchain runs cancel"));
+    let deleted = llmchain(&["conversations", "--db", &url, "delete", &trip[..8]], None);
+    assert!(deleted.status.success(), "{deleted:?}");
+    assert!(stdout(&deleted).contains(&format!("deleted conversation {trip} (trip)")));
+    let (out, _) = search("Sintra");
+    assert!(out.is_empty(), "{out}");
+    let gone = llmchain(&["conversations", "--db", &url, "show", &trip], None);
+    assert!(!gone.status.success());
+}

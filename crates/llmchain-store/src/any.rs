@@ -97,6 +97,13 @@ impl Store for AnyStore {
     async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
         delegate!(self, s => s.list_conversations(limit))
     }
+    async fn search_conversations(
+        &self,
+        text: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        delegate!(self, s => s.search_conversations(text, limit))
+    }
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
         delegate!(self, s => s.append_message(id, message))
     }

@@ -403,6 +403,28 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    async fn search_conversations(
+        &self,
+        text: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        let (title, body) = crate::store::like_patterns(text);
+        let rows = sqlx::query(
+            "SELECT c.id, c.title, c.metadata, c.next_seq, c.created_at, c.updated_at \
+             FROM conversations c WHERE c.title ILIKE $1 ESCAPE '\\' OR EXISTS (SELECT 1 FROM \
+             messages m WHERE m.conversation_id = c.id AND m.body ILIKE $2 ESCAPE '\\') \
+             ORDER BY c.updated_at DESC, c.id LIMIT $3",
+        )
+        .bind(title)
+        .bind(body)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| read::summary(row.try_get("id")?, row))
+            .collect()
+    }
+
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {
         // One statement, so one round trip and one commit: the counter update locks the
         // conversation row (serialising appends) and the insert takes the old value.

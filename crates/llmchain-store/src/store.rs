@@ -49,6 +49,16 @@ pub trait Store: Send + Sync {
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<ConversationSummary>>> + Send;
 
+    /// Conversations whose title or stored messages contain `text` (ignoring ASCII case),
+    /// most recently updated first. Messages are matched as stored (JSON: `text` is
+    /// looked for as a JSON string would hold it), so a caller that shows a match reads
+    /// the messages to find it in their text.
+    fn search_conversations(
+        &self,
+        text: &str,
+        limit: i64,
+    ) -> impl Future<Output = StoreResult<Vec<ConversationSummary>>> + Send;
+
     /// Appends one message; returns its sequence number. O(1): nothing is rewritten.
     fn append_message(
         &self,
@@ -309,4 +319,27 @@ pub trait Store: Send + Sync {
     /// Deletes finished runs last changed before `before_ms` (milliseconds since the
     /// Unix epoch); returns how many.
     fn prune_runs(&self, before_ms: i64) -> impl Future<Output = StoreResult<u64>> + Send;
+}
+
+/// A `LIKE` pattern (escape character `\`) matching `text` anywhere: as itself in a
+/// title, and as a JSON string holds it in a stored message.
+pub(crate) fn like_patterns(text: &str) -> (String, String) {
+    fn escape(s: &str) -> String {
+        let mut out = String::with_capacity(s.len() + 2);
+        out.push('%');
+        for c in s.chars() {
+            if matches!(c, '%' | '_' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('%');
+        out
+    }
+    let json = serde_json::to_string(text).unwrap_or_default();
+    let inner = json
+        .strip_prefix('"')
+        .and_then(|j| j.strip_suffix('"'))
+        .unwrap_or(text);
+    (escape(text), escape(inner))
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use llmchain::message::{ContentType, Message};
-use llmchain_store::{AnyStore, Store, StoreError, StoredConversation};
+use llmchain_store::{AnyStore, ConversationSummary, Store, StoreError, StoredConversation};
 
 use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
 use crate::error::{CliError, CliResult};
@@ -40,6 +40,24 @@ pub(crate) enum Action {
         /// One JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Conversations whose title or messages (text, tool calls, tool results) contain
+    /// TEXT, ignoring case, most recently updated first, each with the line it is in.
+    Search {
+        /// What to look for.
+        text: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a conversation with its messages, tool statuses, runs and reviews (refused
+    /// while a run of it is open: cancel it first with `llmchain runs cancel`).
+    Delete {
+        /// The conversation id (or a unique prefix of it).
+        id: String,
     },
     /// Show a conversation's messages, tool calls (with their execution status) and runs.
     Show {
@@ -189,14 +207,14 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
     // Reading never creates the database.
     let store = match &args.action {
         Action::Resume { .. } => open_store(args.db).await?.0,
-        Action::List { .. } => match open_existing(args.db).await? {
+        Action::List { .. } | Action::Search { .. } => match open_existing(args.db).await? {
             Some((store, _)) => store,
             None => {
                 eprintln!("no conversations");
                 return Ok(None);
             }
         },
-        Action::Show { id } | Action::Export { id, .. } => {
+        Action::Show { id } | Action::Export { id, .. } | Action::Delete { id } => {
             match open_existing(args.db.clone()).await? {
                 Some((store, _)) => store,
                 None => {
@@ -213,33 +231,62 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
     let data = matches!(args.action, Action::Export { .. });
     let mut ask: AskTheModel = None;
     match args.action {
+        Action::Search { text, limit, json } => {
+            if text.trim().is_empty() {
+                return Err(CliError::Usage("give something to search for".into()));
+            }
+            // The store matches stored JSON (its keys too): each candidate is read and
+            // kept only when its title or a message's text holds the words.
+            let candidates = store
+                .search_conversations(&text, (limit.max(1) * 4).min(400))
+                .await
+                .map_err(store_error)?;
+            let mut found = 0;
+            for s in candidates {
+                if found >= limit {
+                    break;
+                }
+                let Some(hit) = search_hit(&store, &s, &text).await? else {
+                    continue;
+                };
+                found += 1;
+                summary_line(&store, &mut out, &s, json, Some(&hit)).await?;
+            }
+            if found == 0 && !json {
+                eprintln!("no conversation holds {}", crate::shown::inline(&text, 80));
+            }
+        }
+        Action::Delete { id } => {
+            let id = resolve_id(&store, &id).await?;
+            let runs = store.list_runs(&id).await.map_err(store_error)?;
+            if let Some(open) = runs.iter().find(|r| r.state.status.is_open()) {
+                return Err(CliError::Usage(format!(
+                    "conversation {id} has an open run ({}, {}): cancel it first with \
+                     `llmchain runs cancel {}`",
+                    open.id,
+                    open.state.status.as_str(),
+                    open.id
+                )));
+            }
+            let title = store
+                .get_conversation(&id)
+                .await
+                .map_err(store_error)?
+                .and_then(|c| c.summary.title);
+            if !store.delete_conversation(&id).await.map_err(store_error)? {
+                return Err(CliError::Usage(format!("no conversation with id {id:?}")));
+            }
+            out.push_str(&format!(
+                "deleted conversation {id}{}\n",
+                title
+                    .map(|t| format!(" ({})", crate::shown::inline(&t, 80)))
+                    .unwrap_or_default()
+            ));
+        }
         Action::List { limit, json } => {
             let list = store.list_conversations(limit).await.map_err(store_error)?;
             for s in &list {
-                // How its last run ended, when that was not done: failed, interrupted.
-                let last = store
-                    .list_runs(&s.id)
-                    .await
-                    .map_err(store_error)?
-                    .pop()
-                    .map(|r| r.state.status);
-                let mark = last.and_then(run_mark);
-                if json {
-                    let mut v = serde_json::to_value(s).map_err(runtime)?;
-                    v["last_run"] = last.map(|st| st.as_str()).into();
-                    out.push_str(&serde_json::to_string(&v).map_err(runtime)?);
-                    out.push('\n');
-                } else {
-                    out.push_str(&format!(
-                        "{}  {}  {:>5} {}  {}{}\n",
-                        s.id,
-                        time::format_ms(s.updated_at),
-                        s.message_count,
-                        messages_word(s.message_count),
-                        mark.map(|m| format!("[{m}] ")).unwrap_or_default(),
-                        crate::shown::inline(s.title.as_deref().unwrap_or(""), 200)
-                    ));
-                }
+                summary_line(&store, &mut out, s, json, None).await?;
             }
             if list.is_empty() && !json {
                 eprintln!("no conversations");
@@ -458,6 +505,106 @@ fn print(out: &str) -> CliResult {
 
 /// The conversation `given` names: its id, or a prefix of exactly one id (as git takes
 /// a commit); the most recently updated one when `given` is empty.
+/// One line of `list` or `search` about `s` (with the line a search found, under it),
+/// or its JSON object.
+async fn summary_line(
+    store: &AnyStore,
+    out: &mut String,
+    s: &ConversationSummary,
+    json: bool,
+    hit: Option<&str>,
+) -> Result<(), CliError> {
+    let runtime = |e: serde_json::Error| CliError::Runtime(e.to_string());
+    // How its last run ended, when that was not done: failed, interrupted.
+    let last = store
+        .list_runs(&s.id)
+        .await
+        .map_err(store_error)?
+        .pop()
+        .map(|r| r.state.status);
+    let mark = last.and_then(run_mark);
+    if json {
+        let mut v = serde_json::to_value(s).map_err(runtime)?;
+        v["last_run"] = last.map(|st| st.as_str()).into();
+        if let Some(hit) = hit {
+            v["match"] = hit.into();
+        }
+        out.push_str(&serde_json::to_string(&v).map_err(runtime)?);
+        out.push('\n');
+    } else {
+        out.push_str(&format!(
+            "{}  {}  {:>5} {}  {}{}\n",
+            s.id,
+            time::format_ms(s.updated_at),
+            s.message_count,
+            messages_word(s.message_count),
+            mark.map(|m| format!("[{m}] ")).unwrap_or_default(),
+            crate::shown::inline(s.title.as_deref().unwrap_or(""), 200)
+        ));
+        if let Some(hit) = hit {
+            out.push_str(&format!("    {}\n", crate::shown::inline(hit, 200)));
+        }
+    }
+    Ok(())
+}
+
+/// Where `text` is in `s` (ignoring case): its title, else the first message whose
+/// text, tool call arguments or tool result holds it, as a short excerpt; `None` when
+/// only the stored form matched (a JSON key).
+async fn search_hit(
+    store: &AnyStore,
+    s: &ConversationSummary,
+    text: &str,
+) -> Result<Option<String>, CliError> {
+    let needle = text.to_lowercase();
+    if let Some(t) = &s.title
+        && t.to_lowercase().contains(&needle)
+    {
+        return Ok(Some(format!("title: {t}")));
+    }
+    let Some(stored) = store.get_conversation(&s.id).await.map_err(store_error)? else {
+        return Ok(None);
+    };
+    for m in &stored.conversation.messages {
+        let mut texts: Vec<String> = m.text().into_iter().collect();
+        texts.extend(
+            m.tool_calls
+                .iter()
+                .map(|c| serde_json::Value::Object(c.arguments_as_map()).to_string()),
+        );
+        texts.extend(
+            m.tool_results
+                .iter()
+                .flat_map(|r| r.content.iter().map(|p| p.content.clone())),
+        );
+        for t in texts {
+            if let Some(excerpt) = excerpt(&t, &needle) {
+                return Ok(Some(format!("{}: {excerpt}", m.role.as_str())));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// About 40 characters either side of the first place `needle` (lowercase) is in
+/// `text`, ignoring case.
+fn excerpt(text: &str, needle: &str) -> Option<String> {
+    let lower = text.to_lowercase();
+    // Lowercasing may change lengths: find the match by characters.
+    let at = lower.find(needle)?;
+    let chars_before = lower[..at].chars().count();
+    let len = needle.chars().count();
+    let start = chars_before.saturating_sub(40);
+    let mut out: String = text.chars().skip(start).take(len + 80).collect();
+    if start > 0 {
+        out.insert(0, '…');
+    }
+    if text.chars().count() > start + len + 80 {
+        out.push('…');
+    }
+    Some(out)
+}
+
 pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, CliError> {
     if given.is_empty() {
         let latest = store.list_conversations(1).await.map_err(store_error)?;

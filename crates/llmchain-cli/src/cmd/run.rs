@@ -32,8 +32,8 @@ use crate::config::{Config, DEFAULT_PROFILE};
 use crate::error::{CliError, CliResult};
 use crate::held_run::HeldRun;
 use crate::job::{
-    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, one_line, parse_provider,
-    policy_name,
+    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, one_line, parse_options,
+    parse_provider, policy_name,
 };
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
@@ -71,8 +71,17 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub base_url: Option<String>,
     /// System prompt.
-    #[arg(long)]
+    #[arg(short = 's', long)]
     pub system: Option<String>,
+    /// A provider option, written into the request body (over a field llmchain sets):
+    /// `-o top_p=0.9 -o reasoning_effort=low -o 'response_format={"type":"json_object"}'`.
+    /// A value that is JSON goes as that, any other as a string. Repeatable.
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+    /// Ask for the whole answer at once instead of a stream (for servers or proxies that
+    /// stream badly).
+    #[arg(long)]
+    pub no_stream: bool,
     /// MCP servers whose tools join the built-in ones [default when continuing: the
     /// conversation's].
     #[command(flatten)]
@@ -291,6 +300,13 @@ fn job_of(
         temperature: args
             .temperature
             .or_else(|| recorded.and_then(|j| j.temperature)),
+        // The conversation's options, with this run's over them.
+        options: {
+            let mut o = recorded.map(|j| j.options.clone()).unwrap_or_default();
+            o.extend(parse_options(&args.options)?);
+            o
+        },
+        no_stream: args.no_stream,
     };
     if let (Some(r), Some(id)) = (recorded, conversation) {
         check_recorded(r, &job, args, id)?;
@@ -390,6 +406,8 @@ pub(crate) async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<Jo
                 tool_choice: options.tool_choice,
                 max_tokens: options.max_tokens,
                 temperature: options.temperature,
+                options: options.options,
+                no_stream: options.no_stream,
                 ..JobSpec::default()
             }));
         }
@@ -484,6 +502,8 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
         temperature: args.temperature,
         tool_choice: args.tool_choice.clone(),
         approve: args.approve.map(policy_name),
+        options: parse_options(&args.options)?,
+        no_stream: args.no_stream,
     };
     let mut state = RunState {
         mode: Mode::while_needs_response().name().to_owned(),
@@ -875,6 +895,10 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
         progress.clone(),
     );
     let (m1, m2) = (mid_line.clone(), mid_line.clone());
+    // Whether the answer's text came as deltas (an unstreamed answer, `--no-stream`,
+    // comes whole with its message).
+    let streamed = Arc::new(AtomicBool::new(false));
+    let (s1, s2) = (streamed.clone(), streamed);
     let stdout_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     // Calls answered by the review without running (their result is the reason).
     let unrun: Arc<Mutex<HashSet<String>>> = Arc::default();
@@ -896,6 +920,7 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
                         out!("{text}");
                     }
                     m1.store(!text.ends_with('\n'), Ordering::Relaxed);
+                    s1.store(true, Ordering::Relaxed);
                 }
                 StreamEvent::ReasoningDelta { text, .. } => {
                     eprint!("{}", crate::shown::block(text));
@@ -903,7 +928,19 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
                 _ => {}
             }
         })
-        .on_llm_new_message(move |_| {
+        .on_llm_new_message(move |m| {
+            if !s2.swap(false, Ordering::Relaxed)
+                && stream_text
+                && m.role == Role::Assistant
+                && let Some(text) = m.text().filter(|t| !t.is_empty())
+            {
+                if stdout_is_terminal {
+                    out!("{}", crate::shown::block(&text));
+                } else {
+                    out!("{text}");
+                }
+                m2.store(!text.ends_with('\n'), Ordering::Relaxed);
+            }
             if m2.swap(false, Ordering::Relaxed) {
                 outln!();
             }

@@ -72,6 +72,47 @@ pub(crate) async fn conformance<S: Store>(store: &S) {
         .unwrap_err();
     assert!(matches!(err, StoreError::ConversationExists(_)), "{err}");
 
+    // Search: the title and the stored messages, ignoring ASCII case; LIKE's wildcards
+    // and the JSON escaping of quotes are taken care of.
+    let found = |v: Vec<llmchain_store::ConversationSummary>| -> Vec<String> {
+        v.into_iter().map(|s| s.id).collect()
+    };
+    assert_eq!(
+        found(store.search_conversations("WEATHER", 10).await.unwrap()),
+        std::slice::from_ref(&id)
+    );
+    assert_eq!(
+        found(store.search_conversations("what's", 10).await.unwrap()),
+        std::slice::from_ref(&id)
+    );
+    for absent in ["w_ather?", "%", "100%", "a\\b", "\"x\"", "nothing here"] {
+        assert!(
+            store
+                .search_conversations(absent, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{absent}"
+        );
+    }
+    let quoted = store
+        .create_conversation(NewConversation::from_conversation({
+            let mut c = llmchain::conversation::Conversation::new();
+            c.messages
+                .push(Message::user("say \"hi\" 100% of_the time"));
+            c
+        }))
+        .await
+        .unwrap();
+    for text in ["\"hi\"", "100%", "of_the", "SAY"] {
+        assert_eq!(
+            found(store.search_conversations(text, 10).await.unwrap()),
+            std::slice::from_ref(&quoted),
+            "{text}"
+        );
+    }
+    assert!(store.delete_conversation(&quoted).await.unwrap());
+
     // Appends are numbered contiguously.
     let mut assistant = Message::assistant_with_calls(
         "Checking.",
