@@ -39,7 +39,10 @@ enum Command {
     Encode(cmd::encode::EncodeArgs),
     /// Run an offline agent conversation on the embedded defaults.
     Demo(cmd::demo::DemoArgs),
-    /// Stored conversations: list, show, resume, export.
+    /// Chat in a terminal: one conversation, a question a line, answers streamed, tool
+    /// calls reviewed as in `run`; Ctrl-C cancels the answer, Ctrl-D ends the session.
+    Chat(Box<cmd::chat::ChatArgs>),
+    /// Stored conversations: list, search, show, resume, export, delete.
     Conversations(cmd::conversations::ConversationsArgs),
     /// Serve the built-in tools over MCP, or list and call MCP servers' tools.
     Mcp(cmd::mcp::McpArgs),
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Encode(args) => cmd::encode::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Chat(args) => cmd::chat::run(*args),
         Command::Conversations(args) => cmd::conversations::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Run(args) => cmd::run::run(*args),

@@ -385,3 +385,88 @@ fn a_worker_in_a_terminal_never_asks() {
     let list = common::llmchain(&["reviews", "--db", &db, "list"], dir.path());
     assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 3);
 }
+
+/// `llmchain chat` in a terminal: two questions in one conversation (the second request
+/// carries the first exchange), Ctrl-C mid-answer cancels that answer and the session
+/// goes on, Up recalls a question, Ctrl-D ends the session; `chat -c` reopens the
+/// conversation and shows where it stands.
+#[test]
+fn chat_keeps_one_conversation_and_survives_ctrl_c() {
+    if !have_tmux("chat_keeps_one_conversation") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_url(dir.path());
+    let whole = String::from_utf8(sse(&ResponseScript::text("Well, it began as a fort."))).unwrap();
+    let mut first_event = String::new();
+    for event in whole.split_inclusive("\n\n") {
+        first_event.push_str(event);
+        if event.contains("Well") {
+            break;
+        }
+    }
+    let (base, seen) = serve_replies(vec![
+        Reply::Body(sse(&ResponseScript::text("Paris."))),
+        Reply::Stall(first_event.into_bytes()),
+        Reply::Body(sse(&ResponseScript::text("The Seine."))),
+        Reply::Body(sse(&ResponseScript::text("Yes, the Seine."))),
+    ]);
+    let chat_line = |extra: &str| {
+        format!(
+            "trap true INT; cd {} && env -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} chat --base-url {base} --db {db} --model m {extra}; echo EXIT=$?; sleep 60",
+            dir.path().display(),
+            dir.path().display()
+        )
+    };
+    let t = Session::start("llmchain-chat", &chat_line(""));
+    t.wait_for("Ctrl-D to quit");
+    t.type_text("Capital of France?");
+    t.keys(&["Enter"]);
+    t.wait_for("Paris.");
+    t.type_text("Tell me its history");
+    t.keys(&["Enter"]);
+    t.wait_for("Well");
+    t.keys(&["C-c"]);
+    t.wait_for("(answer cancelled)");
+    t.type_text("Its river?");
+    t.keys(&["Enter"]);
+    t.wait_for("The Seine.");
+    // Up twice recalls the question before last; Ctrl-U clears it again.
+    t.keys(&["Up", "Up"]);
+    t.wait_for("› Tell me its history");
+    t.keys(&["C-u", "C-d"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    drop(t);
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let last = seen[2].1["messages"].as_array().unwrap();
+    let text: Vec<String> = last.iter().map(|m| m["content"].to_string()).collect();
+    let text = text.join(" ");
+    for needle in [
+        "Capital of France?",
+        "Paris.",
+        "Tell me its history",
+        "Its river?",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let out = common::llmchain(&["conversations", "--db", &db, "list"], dir.path());
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.contains("Capital of France?"), "{list}");
+
+    // -c reopens it: the last exchange is shown, the next question goes on from it.
+    let t = Session::start("llmchain-chat-c", &chat_line("-c"));
+    let screen = t.wait_for("Ctrl-D to quit");
+    assert!(
+        screen.contains("› Its river?") && screen.contains("The Seine."),
+        "{screen}"
+    );
+    t.type_text("Sure?");
+    t.keys(&["Enter"]);
+    t.wait_for("Yes, the Seine.");
+    t.keys(&["C-d"]);
+    t.wait_for("EXIT=0");
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub(crate) mod chat;
 pub(crate) mod conversations;
 pub(crate) mod decode;
 pub(crate) mod demo;

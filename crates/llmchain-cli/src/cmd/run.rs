@@ -44,7 +44,7 @@ use crate::stdout::{out, outln};
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// Arguments of `llmchain run`.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 #[command(
     after_help = "A tool call running longer than 500 ms shows a progress line on stderr (only \
                   when stderr is a terminal).\nCtrl-C cancels the run cleanly: the stored \
@@ -545,7 +545,7 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
 }
 
 /// A conversation's title: the prompt's first line, at most 60 characters.
-fn title_of(prompt: &str) -> String {
+pub(crate) fn title_of(prompt: &str) -> String {
     prompt
         .lines()
         .find(|l| !l.trim().is_empty())

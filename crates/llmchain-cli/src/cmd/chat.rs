@@ -1,0 +1,196 @@
+//! `llmchain chat`: an interactive loop over one conversation.
+//!
+//! Each line typed is the conversation's next user message, answered as `llmchain run
+//! --conversation ID` answers it (streamed text, tools, review questions, the
+//! conversation stored as it goes). Ctrl-C while an answer streams cancels that answer
+//! (what arrived is kept, marked cancelled) and the session goes on; Ctrl-C at the
+//! prompt clears the line; Ctrl-D or `/exit` ends the session. Line editing and history
+//! (kept beside the default database, `chat_history`) are `rustyline`'s.
+
+use std::io::IsTerminal;
+
+use llmchain::message::Role;
+use llmchain_store::{NewConversation, Store};
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+
+use crate::cmd::conversations::{open_store, resolve_id, store_error};
+use crate::cmd::run::{RunArgs, title_of};
+use crate::error::{CliError, CliResult};
+
+/// Arguments of `llmchain chat`: those of `run` (`--provider`, `--model`, `-s`, `-o`,
+/// `--mcp`, `--approve`, `-c`...); a prompt given is the first question.
+#[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("json", |a| a.hide(true)),
+    mut_arg("enqueue", |a| a.hide(true)),
+    mut_arg("max_attempts", |a| a.hide(true)),
+    mut_arg("priority", |a| a.hide(true)),
+    mut_arg("prompt", |a| a.help("The first question (then the session goes on)")),
+    after_help = "In the session: a line is a question; /new starts a new conversation, \
+                  /exit (or Ctrl-D) ends the session, /help says this. Ctrl-C cancels the \
+                  answer being written (it is kept, marked cancelled) or clears the line."
+)]
+pub(crate) struct ChatArgs {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// What the session says at `/help`.
+const HELP: &str = "a line is a question; /new starts a new conversation; /exit or Ctrl-D ends \
+                    the session; Ctrl-C cancels the answer being written or clears the line";
+
+/// Runs `llmchain chat`.
+pub(crate) fn run(args: ChatArgs) -> CliResult {
+    let base = args.run;
+    if base.json || base.enqueue {
+        return Err(CliError::Usage(
+            "chat answers here, as text: use `llmchain run` for --json or --enqueue".into(),
+        ));
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Usage(
+            "llmchain chat needs a terminal; for questions from a pipe use `llmchain run`".into(),
+        ));
+    }
+    let mut session = Session::open(&base)?;
+    let mut editor =
+        DefaultEditor::new().map_err(|e| CliError::Runtime(format!("cannot edit lines: {e}")))?;
+    let history = history_path();
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    eprintln!(
+        "{} (/help for help, Ctrl-D to quit)",
+        match &session.id {
+            Some(id) => format!("conversation {id}"),
+            None => "a new conversation".to_owned(),
+        }
+    );
+    let mut first = base.prompt.clone();
+    loop {
+        let line = match first.take() {
+            Some(p) => p,
+            None => match editor.readline("› ") {
+                Ok(line) => line,
+                Err(ReadlineError::Interrupted) => continue,
+                Err(ReadlineError::Eof) => break,
+                Err(e) => return Err(CliError::Runtime(format!("cannot read a line: {e}"))),
+            },
+        };
+        let question = line.trim();
+        if question.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(question);
+        match question {
+            "/exit" | "/quit" => break,
+            "/help" => {
+                eprintln!("{HELP}");
+                continue;
+            }
+            "/new" => {
+                session.id = None;
+                eprintln!("a new conversation");
+                continue;
+            }
+            _ => {}
+        }
+        match session.turn(&base, question) {
+            Ok(()) => {}
+            // The answer was cancelled and is stored: the session goes on.
+            Err(CliError::Interrupted(_)) => eprintln!("(answer cancelled)"),
+            Err(e) => eprintln!("llmchain: {}", crate::shown::block(&e.to_string())),
+        }
+    }
+    if let Some(h) = &history {
+        if let Some(dir) = h.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = editor.save_history(h);
+    }
+    Ok(())
+}
+
+/// The conversation of the session, once there is one.
+struct Session {
+    id: Option<String>,
+}
+
+impl Session {
+    /// The conversation `-c` or `--conversation` names, or none yet.
+    fn open(args: &RunArgs) -> Result<Session, CliError> {
+        if !args.continue_latest && args.conversation.is_none() {
+            return Ok(Session { id: None });
+        }
+        block_on(async {
+            let (store, _) = open_store(args.db.clone()).await?;
+            let id = resolve_id(&store, args.conversation.as_deref().unwrap_or("")).await?;
+            // The last exchange, to say where the conversation stands.
+            if let Some(stored) = store.get_conversation(&id).await.map_err(store_error)? {
+                let last = |role: Role| {
+                    stored
+                        .conversation
+                        .messages
+                        .iter()
+                        .rev()
+                        .find(|m| m.role == role)
+                        .and_then(|m| m.text())
+                };
+                if let Some(q) = last(Role::User) {
+                    eprintln!("› {}", crate::shown::inline(&q, 200));
+                }
+                if let Some(a) = last(Role::Assistant) {
+                    eprintln!("{}", crate::shown::block(&a));
+                }
+            }
+            Ok(Session { id: Some(id) })
+        })
+    }
+
+    /// Asks `question` in the conversation (created with it as its title first).
+    fn turn(&mut self, base: &RunArgs, question: &str) -> CliResult {
+        let id = match &self.id {
+            Some(id) => id.clone(),
+            None => {
+                let id = block_on(async {
+                    let (store, _) = open_store(base.db.clone()).await?;
+                    let mut conversation = llmchain::conversation::Conversation::new();
+                    conversation.system = base.system.clone();
+                    store
+                        .create_conversation(
+                            NewConversation::from_conversation(conversation)
+                                .with_title(title_of(question)),
+                        )
+                        .await
+                        .map_err(store_error)
+                })?;
+                self.id = Some(id.clone());
+                id
+            }
+        };
+        crate::cmd::run::run(RunArgs {
+            prompt: Some(question.to_owned()),
+            conversation: Some(id),
+            continue_latest: false,
+            ..base.clone()
+        })
+    }
+}
+
+/// Runs `f` on a runtime of its own (each turn's `run` makes its own).
+fn block_on<T>(f: impl std::future::Future<Output = Result<T, CliError>>) -> Result<T, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?
+        .block_on(f)
+}
+
+/// `chat_history` beside the default database.
+fn history_path() -> Option<std::path::PathBuf> {
+    llmchain_store::default_sqlite_path()
+        .ok()?
+        .parent()
+        .map(|d| d.join("chat_history"))
+}
