@@ -332,8 +332,9 @@ impl JobSpec {
         let model_err = |e: llmchain::model::ModelError| {
             CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string())))
         };
+        // The environment, then the keys file (`llmchain keys`).
         let mut config = HttpModelConfig::for_provider(spec, self.model.clone())
-            .read_env(|k| std::env::var(k).ok())
+            .read_env(crate::keys::lookup_for(spec)?)
             .map_err(model_err)?;
         if let Some(url) = &self.base_url {
             config.base_url = url.clone();

@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod held_run;
 mod job;
+mod keys;
 mod parts;
 mod progress;
 mod review;
@@ -46,6 +47,9 @@ enum Command {
     Conversations(cmd::conversations::ConversationsArgs),
     /// Serve the built-in tools over MCP, or list and call MCP servers' tools.
     Mcp(cmd::mcp::McpArgs),
+    /// Provider keys kept in a file only you can read (the environment still wins):
+    /// set, list, remove.
+    Keys(cmd::keys::KeysArgs),
     /// Run an agent against a provider over HTTP, with the built-in tools (or queue it
     /// for a worker with --enqueue).
     Run(Box<cmd::run::RunArgs>),
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Chat(args) => cmd::chat::run(*args),
         Command::Conversations(args) => cmd::conversations::run(args),
+        Command::Keys(args) => cmd::keys::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Run(args) => cmd::run::run(*args),
         Command::Runs(args) => cmd::runs::run(args),

@@ -966,3 +966,26 @@ fn json_failures_are_a_json_object_on_stdout() {
         "{v}"
     );
 }
+
+/// An answer cut by the token limit says so on stderr, with how to go on.
+#[test]
+fn an_answer_cut_by_max_tokens_says_so() {
+    use llmchain::provider::render::ScriptStop;
+    let dir = tempfile::tempdir().unwrap();
+    let cut = ResponseScript::text("The first three colors are red, gre")
+        .with_stop(ScriptStop::MaxTokens);
+    let (base, _) = serve(vec![render_stream(Format::OpenAiChat, &cut).unwrap()]);
+    let out = llmchain(
+        &["run", "--base-url", &base, "--max-tokens", "8", "Colors?"],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("red, gre"), "{stdout}");
+    assert!(
+        stderr.contains("note: the answer was cut short by the token limit (--max-tokens 8)")
+            && stderr.contains("continue`"),
+        "{stderr}"
+    );
+}

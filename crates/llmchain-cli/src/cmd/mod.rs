@@ -7,6 +7,7 @@ pub(crate) mod demo;
 pub(crate) mod encode;
 mod id_prefix;
 mod input;
+pub(crate) mod keys;
 pub(crate) mod mcp;
 pub(crate) mod reviews;
 pub(crate) mod run;

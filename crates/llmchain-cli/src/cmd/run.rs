@@ -798,6 +798,19 @@ async fn agent(
         "usage: {} in {calls} model call(s)",
         crate::usage::summary(&usage)
     );
+    // An answer the token limit cut short says so, with what to do.
+    if new
+        .iter()
+        .any(|m| m.role == Role::Assistant && m.status == llmchain::message::MessageStatus::Length)
+    {
+        eprintln!(
+            "note: the answer was cut short by the token limit{}: go on with `llmchain run{db_flag} \
+             --conversation {conversation_id} continue`, or ask again with a higher --max-tokens",
+            job.max_tokens
+                .map(|n| format!(" (--max-tokens {n})"))
+                .unwrap_or_default()
+        );
+    }
     eprintln!(
         "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
     );

@@ -1,0 +1,128 @@
+//! Provider keys kept outside the database: a JSON file of `{"provider": "key"}`
+//! readable by its owner only (mode 0600), `$LLMCHAIN_KEYS`, else
+//! `$XDG_CONFIG_HOME/llmchain/keys.json` (else `~/.config/llmchain/keys.json`).
+//!
+//! The environment wins: a provider's key variable (`OPENAI_API_KEY`...) set is used
+//! instead of the file's key. Keys go only into the provider's auth header: never into
+//! the store (a run records its job without them), the terminal or an error message.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use llmchain::http::ProviderSpec;
+
+use crate::error::CliError;
+
+/// The variable naming the keys file.
+pub(crate) const KEYS_ENV: &str = "LLMCHAIN_KEYS";
+
+/// The largest keys file read.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// Where the keys file is (whether or not it exists).
+pub(crate) fn path() -> Result<PathBuf, CliError> {
+    if let Some(p) = std::env::var_os(KEYS_ENV).filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let dir = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .ok_or_else(|| {
+            CliError::Usage("cannot find the config directory: set XDG_CONFIG_HOME or HOME".into())
+        })?;
+    Ok(dir.join("llmchain").join("keys.json"))
+}
+
+/// The keys in the file (none when it does not exist). A file others may read is
+/// refused, as ssh refuses such a key.
+pub(crate) fn load() -> Result<BTreeMap<String, String>, CliError> {
+    use std::io::Read as _;
+    let path = path()?;
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => {
+            return Err(CliError::Usage(format!(
+                "cannot read the keys file {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = file
+            .metadata()
+            .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(CliError::Usage(format!(
+                "the keys file {} may be read by others (mode {:o}): run `chmod 600 {}`",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            )));
+        }
+    }
+    let mut text = String::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(CliError::Usage(format!(
+            "the keys file {} is larger than 1 MiB",
+            path.display()
+        )));
+    }
+    // The parse error names a line and column, never the text (it holds keys).
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::Usage(format!(
+            "the keys file {} is not a JSON object of provider names and keys (line {}, column {})",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+/// Writes `keys`, creating the file (mode 0600) and its directory as needed; replaced
+/// whole through a temporary file, so a crash leaves the old or the new one.
+pub(crate) fn save(keys: &BTreeMap<String, String>) -> Result<PathBuf, CliError> {
+    use std::io::Write as _;
+    let path = path()?;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    // tempfile creates it with mode 0600.
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| CliError::Runtime(format!("cannot write in {}: {e}", dir.display())))?;
+    let text = serde_json::to_string_pretty(keys).unwrap_or_default();
+    tmp.write_all(text.as_bytes())
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| CliError::Runtime(format!("cannot write the keys file: {e}")))?;
+    tmp.persist(&path)
+        .map_err(|e| CliError::Runtime(format!("cannot write {}: {}", path.display(), e.error)))?;
+    Ok(path)
+}
+
+/// The environment, then the keys file for `spec`'s key variables: what a provider's
+/// config reads.
+pub(crate) fn lookup_for(
+    spec: &'static ProviderSpec,
+) -> Result<impl Fn(&str) -> Option<String>, CliError> {
+    let from_file = if spec.key_env.iter().any(|v| std::env::var_os(v).is_some()) {
+        None
+    } else {
+        load()?.remove(spec.name)
+    };
+    Ok(move |k: &str| {
+        std::env::var(k).ok().or_else(|| {
+            spec.key_env
+                .contains(&k)
+                .then(|| from_file.clone())
+                .flatten()
+        })
+    })
+}
