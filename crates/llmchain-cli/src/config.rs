@@ -126,6 +126,11 @@ pub(crate) fn path() -> Result<PathBuf, CliError> {
     if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
+    Ok(dir()?.join("config.toml"))
+}
+
+/// llmchain's config directory: `$XDG_CONFIG_HOME/llmchain`, else `~/.config/llmchain`.
+pub(crate) fn dir() -> Result<PathBuf, CliError> {
     let dir = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -133,7 +138,7 @@ pub(crate) fn path() -> Result<PathBuf, CliError> {
         .ok_or_else(|| {
             CliError::Usage("cannot find the config directory: set XDG_CONFIG_HOME or HOME".into())
         })?;
-    Ok(dir.join("llmchain").join("config.toml"))
+    Ok(dir.join("llmchain"))
 }
 
 /// The config file's profiles: `file` when given (it must exist), else the standard

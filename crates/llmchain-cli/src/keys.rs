@@ -24,14 +24,7 @@ pub(crate) fn path() -> Result<PathBuf, CliError> {
     if let Some(p) = std::env::var_os(KEYS_ENV).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    let dir = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .ok_or_else(|| {
-            CliError::Usage("cannot find the config directory: set XDG_CONFIG_HOME or HOME".into())
-        })?;
-    Ok(dir.join("llmchain").join("keys.json"))
+    Ok(crate::config::dir()?.join("keys.json"))
 }
 
 /// The keys in the file (none when it does not exist). A file others may read is
