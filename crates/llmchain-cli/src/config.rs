@@ -20,6 +20,11 @@
 //! approve = "ask"
 //! tools = ["write_file", "read_text_file"]
 //! root = "/srv/notes"
+//!
+//! # Short names for models (`--model fast`); a provider's name before the first `:`.
+//! [aliases]
+//! fast = "gpt-4.1-mini"
+//! claude = "anthropic:claude-sonnet-4-5"
 //! ```
 //!
 //! An interactive `run` takes its profile's settings, and its flags win over them. A
@@ -89,6 +94,8 @@ pub(crate) struct Config {
     pub path: Option<PathBuf>,
     /// By name.
     pub profiles: BTreeMap<String, Profile>,
+    /// `[aliases]`: short names for models, `NAME = "MODEL"` or `"PROVIDER:MODEL"`.
+    pub aliases: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -96,6 +103,7 @@ impl Default for Config {
         Config {
             path: None,
             profiles: BTreeMap::from([(DEFAULT_PROFILE.to_owned(), Profile::default())]),
+            aliases: BTreeMap::new(),
         }
     }
 }
@@ -118,6 +126,21 @@ impl Config {
     /// The profile names.
     pub(crate) fn names(&self) -> Vec<String> {
         self.profiles.keys().cloned().collect()
+    }
+
+    /// What the alias `name` stands for: a provider when it names one
+    /// (`"anthropic:claude-haiku-4-5"`), and the model. A model id may hold `:`
+    /// (`bedrock:anthropic.claude-3-5-haiku-20241022-v1:0`): only a known provider's
+    /// name before the first one is taken as the provider.
+    pub(crate) fn alias(&self, name: &str) -> Option<(Option<&'static str>, String)> {
+        let target = self.aliases.get(name)?;
+        Some(match target.split_once(':') {
+            Some((p, model)) => match llmchain::http::provider(p) {
+                Some(spec) => (Some(spec.name), model.to_owned()),
+                None => (None, target.clone()),
+            },
+            None => (None, target.clone()),
+        })
     }
 }
 
@@ -179,6 +202,12 @@ pub(crate) fn load() -> Result<Config, CliError> {
 fn parse(text: &str) -> Result<Config, String> {
     let one_line = |e: toml::de::Error| crate::job::one_line(&e.to_string());
     let mut table: toml::Table = toml::from_str(text).map_err(one_line)?;
+    let aliases: BTreeMap<String, String> = match table.remove("aliases") {
+        None => BTreeMap::new(),
+        Some(v) => v
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("[aliases]: {}", one_line(e)))?,
+    };
     let named = match table.remove("profiles") {
         None => toml::Table::new(),
         Some(toml::Value::Table(t)) => t,
@@ -211,6 +240,7 @@ fn parse(text: &str) -> Result<Config, String> {
     Ok(Config {
         path: None,
         profiles,
+        aliases,
     })
 }
 

@@ -50,6 +50,8 @@ enum Command {
     /// Provider keys kept in a file only you can read (the environment still wins):
     /// set, list, remove.
     Keys(cmd::keys::KeysArgs),
+    /// The models a provider serves (asked of its API), and the config file's aliases.
+    Models(cmd::models::ModelsArgs),
     /// Run an agent against a provider over HTTP, with the built-in tools (or queue it
     /// for a worker with --enqueue).
     Run(Box<cmd::run::RunArgs>),
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Conversations(args) => cmd::conversations::run(args),
         Command::Keys(args) => cmd::keys::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
+        Command::Models(args) => cmd::models::run(args),
         Command::Run(args) => cmd::run::run(*args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Reviews(args) => cmd::reviews::run(args),

@@ -9,6 +9,7 @@ mod id_prefix;
 mod input;
 pub(crate) mod keys;
 pub(crate) mod mcp;
+pub(crate) mod models;
 pub(crate) mod reviews;
 pub(crate) mod run;
 pub(crate) mod runs;

@@ -221,9 +221,17 @@ fn job_of(
         _ => DEFAULT_PROFILE.to_owned(),
     };
     let base = JobSpec::from_profile(&name, config.profile(&name)?)?;
+    // `--model NAME` of an `[aliases]` entry: its model, and its provider unless one is
+    // given.
+    let alias = args
+        .model
+        .clone()
+        .or_else(|| env("LLMCHAIN_MODEL"))
+        .and_then(|m| config.alias(&m));
     let provider = args
         .provider
         .clone()
+        .or_else(|| alias.as_ref().and_then(|(p, _)| p.map(str::to_owned)))
         .or_else(|| env("LLMCHAIN_PROVIDER"))
         .or_else(|| {
             recorded
@@ -244,9 +252,9 @@ fn job_of(
     };
     let job = JobSpec {
         profile: name,
-        model: args
-            .model
-            .clone()
+        model: alias
+            .map(|(_, m)| m)
+            .or_else(|| args.model.clone())
             .or_else(|| env("LLMCHAIN_MODEL"))
             .or_else(|| {
                 recorded_same

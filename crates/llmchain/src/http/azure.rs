@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use super::auth::{Auth, KeyHeader};
 use super::config::{ApiKey, HttpModelConfig};
-use super::providers::{OPENAI_SPEC, ProviderSpec, Route, RouteContext, SettingSpec, key_auth};
+use super::providers::{
+    ModelList, OPENAI_SPEC, ProviderSpec, Route, RouteContext, SettingSpec, data_ids, key_auth,
+};
 use crate::model::ModelError;
 use crate::provider::{Codec, Format};
 
@@ -101,5 +103,10 @@ const AZURE_SPEC: ProviderSpec = ProviderSpec {
     auth,
     from_env: Some(from_env),
     trim_base_suffixes: &["/openai/v1", "/openai"],
+    // The v1 API lists the resource's models (a deployment's name is what --model takes).
+    models: Some(ModelList {
+        route: |_| Ok(Route::path("/openai/v1/models")),
+        parse: data_ids,
+    }),
     ..OPENAI_SPEC
 };

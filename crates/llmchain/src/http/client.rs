@@ -25,6 +25,8 @@ use crate::provider::{
 
 /// Longest error body read from a failed response.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The most bytes of a model list read (OpenRouter's, the longest known, is ~1 MiB).
+const MAX_MODEL_LIST: usize = 16 << 20;
 
 /// A [`ChatModel`] over HTTP for any provider of [`providers`](super::providers).
 ///
@@ -258,6 +260,60 @@ impl HttpModel {
             Some(prepare) => prepare(body),
             None => Ok(body),
         }
+    }
+
+    /// The models the provider serves, as `model` takes them (its
+    /// [`ModelList`](super::providers::ModelList)): one `GET` with the same auth,
+    /// headers, limits and error handling as a model call. An error when the provider does not list its
+    /// models over this API.
+    pub async fn list_models(&self) -> Result<Vec<String>, ModelError> {
+        let provider = &self.config.provider;
+        let Some(list) = self.config.spec.models else {
+            return Err(config_err(format!(
+                "{provider} does not list its models over this API"
+            )));
+        };
+        let route = (list.route)(&self.config.settings)?;
+        let query: Vec<(&str, &str)> = route
+            .query
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let base = self.config.resolved_base_url()?;
+        let endpoint = Endpoint::new(&base, &route.path, &query)?;
+        let mut request = self
+            .client
+            .get(&endpoint.request_url)
+            .headers(self.headers.clone())
+            .timeout(self.config.timeouts.total)
+            .build()
+            .map_err(|e| config_err(format!("could not build the request: {e}")))?;
+        if let Some(auth) = &self.auth {
+            auth.authorize(&mut request).await?;
+        }
+        let resp = self
+            .client
+            .execute(request)
+            .await
+            .map_err(|e| self.transport_error(&e))?;
+        if resp.status().is_redirection() {
+            return Err(cross_origin_redirect(provider, &endpoint.shown, &resp));
+        }
+        if !resp.status().is_success() {
+            let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
+            let body = read_limited(resp, MAX_ERROR_BODY).await;
+            return Err(http_error(provider, status, &headers, &body, self.secret()));
+        }
+        let body = read_limited(resp, MAX_MODEL_LIST).await;
+        let mut ids = (list.parse)(&body).map_err(|e| ModelError::Provider {
+            provider: provider.clone(),
+            kind: "model_list".into(),
+            message: e,
+        })?;
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
     }
 
     fn secret(&self) -> Option<&str> {

@@ -91,6 +91,79 @@ pub type AuthFn = fn(&HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelErr
 /// `{setting}` placeholders cannot (Vertex AI's host depends on the location's kind).
 pub type BaseUrlFn = fn(&ProviderSpec, &BTreeMap<String, String>) -> Result<String, ModelError>;
 
+/// How a provider lists the models it serves: `GET` at `route` (built from the
+/// settings), the body read by `parse` into model ids as `--model` takes them.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelList {
+    /// Where the list is, relative to the base URL.
+    pub route: fn(&BTreeMap<String, String>) -> Result<Route, ModelError>,
+    /// The ids in the answer, or what is wrong with it.
+    pub parse: fn(&[u8]) -> Result<Vec<String>, String>,
+}
+
+/// `{"data": [{"id": ...}, ...]}` (OpenAI, Anthropic, and the compatible servers).
+pub fn data_ids(body: &[u8]) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Item {
+        id: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct List {
+        data: Vec<Item>,
+    }
+    serde_json::from_slice::<List>(body)
+        .map(|l| l.data.into_iter().map(|i| i.id).collect())
+        .map_err(|e| format!("not a list of models ({e})"))
+}
+
+/// Gemini's `{"models": [{"name": "models/...", "supportedGenerationMethods": [...]}]}`:
+/// those that generate content, without the `models/` prefix.
+fn gemini_ids(body: &[u8]) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Item {
+        name: String,
+        #[serde(rename = "supportedGenerationMethods", default)]
+        methods: Vec<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        models: Vec<Item>,
+    }
+    serde_json::from_slice::<List>(body)
+        .map(|l| {
+            l.models
+                .into_iter()
+                .filter(|m| {
+                    m.methods.is_empty() || m.methods.iter().any(|x| x == "generateContent")
+                })
+                .map(|m| m.name.strip_prefix("models/").unwrap_or(&m.name).to_owned())
+                .collect()
+        })
+        .map_err(|e| format!("not a list of models ({e})"))
+}
+
+/// Ollama's `{"models": [{"name": ...}]}`.
+fn ollama_ids(body: &[u8]) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Item {
+        name: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        models: Vec<Item>,
+    }
+    serde_json::from_slice::<List>(body)
+        .map(|l| l.models.into_iter().map(|m| m.name).collect())
+        .map_err(|e| format!("not a list of models ({e})"))
+}
+
+const OPENAI_MODELS: ModelList = ModelList {
+    route: |_| Ok(Route::path("/models")),
+    parse: data_ids,
+};
+
 /// Adjusts an encoded request body for a provider.
 pub type PrepareBodyFn = fn(Vec<u8>) -> Result<Vec<u8>, ModelError>;
 
@@ -135,6 +208,8 @@ pub struct ProviderSpec {
     pub from_env: Option<FromEnvFn>,
     /// Adjusts the encoded body (Anthropic on Vertex: no `model`, an `anthropic_version`).
     pub prepare_body: Option<PrepareBodyFn>,
+    /// How it lists its models (`None`: it does not, over this API).
+    pub models: Option<ModelList>,
     /// A bare `host:port` base URL gets this scheme (`OLLAMA_HOST`).
     pub bare_host_scheme: Option<&'static str>,
     /// Endings of a base URL that the routes add themselves (Azure's `/openai/v1`):
@@ -286,6 +361,7 @@ pub const OPENAI_SPEC: ProviderSpec = ProviderSpec {
     auth: bearer_auth,
     from_env: Some(openai_from_env),
     prepare_body: None,
+    models: Some(OPENAI_MODELS),
     bare_host_scheme: None,
     trim_base_suffixes: &[],
 };
@@ -322,6 +398,10 @@ pub static ANTHROPIC: ProviderSpec = ProviderSpec {
     auth: |c| key_auth(c, "x-api-key", ""),
     from_env: None,
     prepare_body: None,
+    models: Some(ModelList {
+        route: |_| Ok(Route::path("/v1/models").query("limit", "1000")),
+        parse: data_ids,
+    }),
     bare_host_scheme: None,
     trim_base_suffixes: &[],
 };
@@ -347,6 +427,10 @@ pub static GEMINI: ProviderSpec = ProviderSpec {
     auth: |c| key_auth(c, "x-goog-api-key", ""),
     from_env: None,
     prepare_body: None,
+    models: Some(ModelList {
+        route: |_| Ok(Route::path("/v1beta/models").query("pageSize", "1000")),
+        parse: gemini_ids,
+    }),
     bare_host_scheme: None,
     trim_base_suffixes: &[],
 };
@@ -372,6 +456,10 @@ pub static OLLAMA: ProviderSpec = ProviderSpec {
     auth: bearer_auth,
     from_env: None,
     prepare_body: None,
+    models: Some(ModelList {
+        route: |_| Ok(Route::path("/api/tags")),
+        parse: ollama_ids,
+    }),
     bare_host_scheme: Some("http"),
     trim_base_suffixes: &[],
 };

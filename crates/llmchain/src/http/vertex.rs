@@ -372,6 +372,8 @@ const VERTEX_SPEC: ProviderSpec = ProviderSpec {
     auth: |c| key_auth(c, "x-goog-api-key", ""),
     from_env: Some(from_env),
     prepare_body: None,
+    // The Model Garden's publisher models are listed by another API (v1beta1).
+    models: None,
     bare_host_scheme: None,
     trim_base_suffixes: &["/v1"],
 };

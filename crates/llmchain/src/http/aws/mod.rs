@@ -177,6 +177,8 @@ pub static BEDROCK: ProviderSpec = ProviderSpec {
     auth,
     from_env: Some(from_env),
     prepare_body: None,
+    // ListFoundationModels is another service (`bedrock`, not `bedrock-runtime`).
+    models: None,
     bare_host_scheme: None,
     trim_base_suffixes: &[],
 };
