@@ -989,3 +989,94 @@ fn an_answer_cut_by_max_tokens_says_so() {
         "{stderr}"
     );
 }
+
+/// `-a` attaches images, PDFs, text files and URLs to the prompt as the wire takes them
+/// (OpenAI Chat: `image_url` data URLs, a `file` for the PDF, a text file's text under
+/// its name); a kind the provider does not take (a PDF on Ollama) and a missing file are
+/// refused before anything is sent.
+#[test]
+fn attachments_go_on_the_wire_or_are_refused() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let png = base64::engine::general_purpose::STANDARD
+        .decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+        .unwrap();
+    std::fs::write(dir.path().join("pic.png"), &png).unwrap();
+    std::fs::write(
+        dir.path().join("doc.pdf"),
+        b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("notes.md"), "# Notes\nShip on Friday.\n").unwrap();
+    let (base, seen) = serve(vec![
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::text("A dot, a PDF, notes."),
+        )
+        .unwrap(),
+    ]);
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "-a",
+            "pic.png",
+            "-a",
+            "doc.pdf",
+            "-a",
+            "notes.md",
+            "-a",
+            "https://example.com/cat.jpg",
+            "Describe these",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen = seen.lock().unwrap();
+    let content = seen[0].1["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let text = content.to_string();
+    assert!(text.contains("data:image/png;base64,iVBORw0KGgo"), "{text}");
+    assert!(
+        text.contains(r#""filename":"doc.pdf""#)
+            && text.contains("data:application/pdf;base64,JVBERi0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("notes.md:\\n# Notes\\nShip on Friday."),
+        "{text}"
+    );
+    assert!(text.contains("https://example.com/cat.jpg"), "{text}");
+    assert!(text.contains("Describe these"), "{text}");
+    drop(seen);
+
+    let (ollama, _) = serve(vec![]);
+    let root = ollama.trim_end_matches("/v1");
+    let out = llmchain(
+        &[
+            "run",
+            "--provider",
+            "ollama",
+            "--base-url",
+            root,
+            "-a",
+            "doc.pdf",
+            "What is it?",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("-a doc.pdf: ollama does not take it")
+            && stderr.contains("not sent: application/pdf"),
+        "{stderr}"
+    );
+    let out = llmchain(
+        &["run", "--base-url", &base, "-a", "missing.txt", "hi"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-a missing.txt: cannot read it"));
+}

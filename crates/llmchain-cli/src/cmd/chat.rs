@@ -42,7 +42,7 @@ const HELP: &str = "a line is a question; /new starts a new conversation; /exit 
 
 /// Runs `llmchain chat`.
 pub(crate) fn run(args: ChatArgs) -> CliResult {
-    let base = args.run;
+    let mut base = args.run;
     if base.json || base.enqueue {
         return Err(CliError::Usage(
             "chat answers here, as text: use `llmchain run` for --json or --enqueue".into(),
@@ -96,7 +96,10 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
             }
             _ => {}
         }
-        match session.turn(&base, question) {
+        let result = session.turn(&base, question);
+        // Attachments go with the first question only.
+        base.attachments.clear();
+        match result {
             Ok(()) => {}
             // The answer was cancelled and is stored: the session goes on.
             Err(CliError::Interrupted(_)) => eprintln!("(answer cancelled)"),

@@ -82,6 +82,10 @@ pub(crate) struct RunArgs {
     /// stream badly).
     #[arg(long)]
     pub no_stream: bool,
+    /// Attach a file (an image, a PDF, a text file) or an http(s) URL to the prompt;
+    /// repeatable. One the provider does not take is refused, saying so.
+    #[arg(short = 'a', long = "attach", value_name = "FILE|URL")]
+    pub attachments: Vec<String>,
     /// MCP servers whose tools join the built-in ones [default when continuing: the
     /// conversation's].
     #[command(flatten)]
@@ -497,7 +501,14 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
     let (store, location) = open_store(args.db.clone()).await?;
     let mut conversation = llmchain::conversation::Conversation::new();
     conversation.system = args.system.clone();
-    conversation.messages.push(Message::user(prompt.clone()));
+    let mut message = Message::user(prompt.clone());
+    // The worker's provider places them (what it does not take, it names in the text).
+    message.content.extend(crate::attach::parts_unchecked(
+        &args.attachments,
+        &std::env::current_dir()
+            .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?,
+    )?);
+    conversation.messages.push(message);
     let id = store
         .create_conversation(
             NewConversation::from_conversation(conversation).with_title(title_of(&prompt)),
@@ -581,6 +592,13 @@ async fn agent(
     location: String,
     continued: Option<String>,
 ) -> CliResult {
+    let attached = {
+        let spec = parse_provider(&job.provider)?;
+        crate::attach::parts(&args.attachments, &cwd, (spec.codec)(), spec.name)?
+    };
+    if !attached.is_empty() && prompt.is_none() {
+        return Err(CliError::Usage("-a attaches to a prompt: give one".into()));
+    }
     let parts = job.connect(cwd).await?;
     let spec = parts.spec();
     let store = Arc::new(store);
@@ -683,7 +701,9 @@ async fn agent(
 
     match prompt {
         Some(prompt) => {
-            if let Err(e) = chain.add_message(Message::user(prompt)).await {
+            let mut message = Message::user(prompt);
+            message.content.extend(attached);
+            if let Err(e) = chain.add_message(message).await {
                 held.fail(&e.to_string(), Some(chain.state())).await;
                 return Err(CliError::Runtime(e.to_string()));
             }

@@ -36,6 +36,7 @@ pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };
+pub use placement::unsent_in_user_message;
 
 impl Format {
     /// This format's codec. One line per format: each codec registers itself here.

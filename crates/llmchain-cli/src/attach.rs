@@ -1,0 +1,185 @@
+//! `-a FILE|URL`: attachments to the prompt, as content parts placed on each wire by the
+//! library's placement rules (`docs/content-placement.md`). An image or a PDF goes as
+//! such, a text file as its text (or a text document), a URL as a link; one the
+//! provider would only name in a placeholder is refused here, saying so.
+//!
+//! The media type comes from the file's first bytes (images, PDF) or its extension
+//! (text), not from a crate: the placement rules tell only a few kinds apart, and the
+//! bytes are the truth for those.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use llmchain::message::ContentPart;
+use llmchain::provider::Codec;
+
+use crate::error::CliError;
+
+/// The largest file attached (the providers' own limits are 20 to 50 MiB a request).
+const MAX_BYTES: u64 = 32 << 20;
+
+/// The parts of `given` (paths relative to `cwd`, or http(s) URLs), each checked against
+/// `codec` (what the provider would not take is an error naming it).
+pub(crate) fn parts(
+    given: &[String],
+    cwd: &Path,
+    codec: &dyn Codec,
+    provider: &str,
+) -> Result<Vec<ContentPart>, CliError> {
+    let mut out = Vec::with_capacity(given.len());
+    for g in given {
+        let part = part(g, cwd)?;
+        if let Some(instead) = llmchain::provider::unsent_in_user_message(codec, &part) {
+            return Err(CliError::Usage(format!(
+                "-a {}: {provider} does not take it; it would get only this: {}",
+                crate::shown::inline(g, 200),
+                crate::shown::inline(&instead, 300)
+            )));
+        }
+        out.push(part);
+    }
+    Ok(out)
+}
+
+/// The parts of `given` without the check (a queued run: the worker's provider places
+/// them).
+pub(crate) fn parts_unchecked(given: &[String], cwd: &Path) -> Result<Vec<ContentPart>, CliError> {
+    given.iter().map(|g| part(g, cwd)).collect()
+}
+
+/// One attachment as a content part.
+fn part(given: &str, cwd: &Path) -> Result<ContentPart, CliError> {
+    let lower = given.to_ascii_lowercase();
+    if lower.starts_with("https://") || lower.starts_with("http://") {
+        let path = lower.split(['?', '#']).next().unwrap_or("");
+        return Ok(match image_media_by_name(path) {
+            Some(m) => ContentPart::image_url(given).with_option("media", m),
+            None if path.ends_with(".pdf") => {
+                ContentPart::file_url(given).with_option("media", "application/pdf")
+            }
+            None => ContentPart::file_url(given),
+        });
+    }
+    if lower.contains("://") {
+        return Err(CliError::Usage(format!(
+            "-a {}: only files and http(s) URLs can be attached",
+            crate::shown::inline(given, 200)
+        )));
+    }
+    let path = cwd.join(given);
+    let bytes = read(&path, given)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let media = sniff(&bytes)
+        .map(str::to_owned)
+        .or_else(|| text_media_by_name(&name).map(str::to_owned))
+        .unwrap_or_else(|| {
+            if std::str::from_utf8(&bytes).is_ok() {
+                "text/plain".to_owned()
+            } else {
+                "application/octet-stream".to_owned()
+            }
+        });
+    let part = if media.starts_with("image/") {
+        ContentPart::image(data, media)
+    } else {
+        ContentPart::file(data, media)
+    };
+    Ok(part.with_option("filename", name))
+}
+
+/// The file's bytes, bounded.
+fn read(path: &Path, given: &str) -> Result<Vec<u8>, CliError> {
+    use std::io::Read as _;
+    let shown = crate::shown::inline(given, 200);
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::Usage(format!("-a {shown}: cannot read it: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| CliError::Usage(format!("-a {shown}: {e}")))?;
+    if !meta.is_file() {
+        return Err(CliError::Usage(format!("-a {shown}: not a file")));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::Usage(format!("-a {shown}: cannot read it: {e}")))?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(CliError::Usage(format!(
+            "-a {shown}: larger than {} MiB, more than providers take in a request",
+            MAX_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The media type the first bytes say: the image formats and PDF.
+fn sniff(b: &[u8]) -> Option<&'static str> {
+    Some(match b {
+        [0x89, b'P', b'N', b'G', ..] => "image/png",
+        [0xFF, 0xD8, 0xFF, ..] => "image/jpeg",
+        [b'G', b'I', b'F', b'8', ..] => "image/gif",
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => "image/webp",
+        [b'%', b'P', b'D', b'F', b'-', ..] => "application/pdf",
+        _ => return None,
+    })
+}
+
+fn image_media_by_name(name: &str) -> Option<&'static str> {
+    let ext = name.rsplit_once('.')?.1;
+    Some(match ext {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return None,
+    })
+}
+
+/// Text files by extension (their content is checked to be UTF-8 by the placement).
+fn text_media_by_name(name: &str) -> Option<&'static str> {
+    let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "json" => "application/json",
+        "xml" => "application/xml",
+        "yaml" | "yml" => "application/yaml",
+        "txt" | "log" | "rs" | "py" | "go" | "js" | "ts" | "java" | "c" | "h" | "cpp" | "sh"
+        | "toml" | "ini" | "sql" | "tsv" | "css" => "text/plain",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_bytes_win_over_the_name() {
+        assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Some("image/png"));
+        assert_eq!(sniff(b"%PDF-1.7\n"), Some("application/pdf"));
+        assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(sniff(b"hello"), None);
+        assert_eq!(text_media_by_name("notes.MD"), Some("text/markdown"));
+        assert_eq!(image_media_by_name("https://x/a.jpeg"), Some("image/jpeg"));
+    }
+}
