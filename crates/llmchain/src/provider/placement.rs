@@ -204,6 +204,41 @@ pub(crate) fn joined_as_text<'a>(
     Cow::Owned(out)
 }
 
+/// What `codec` sends in place of `part` given in a user message, when it does not send
+/// it as its own content (nor, for a text file, as its text): the placeholder text, which
+/// names the kind, the media type and the size. `None` when it is sent. An encoding error
+/// (a part no form of which the wire can carry) is returned as its message.
+///
+/// For a caller that would rather refuse an attachment than have the model read that it
+/// was left out (the CLI's `-a`).
+pub fn unsent_in_user_message(
+    codec: &dyn crate::provider::Codec,
+    part: &ContentPart,
+) -> Option<String> {
+    let mut conversation = crate::conversation::Conversation::new();
+    let mut message = crate::message::Message::user("What is this?");
+    message.content.push(part.clone());
+    conversation.messages.push(message);
+    let opts = crate::provider::RequestOptions {
+        model: "m".into(),
+        ..Default::default()
+    };
+    let body = match codec.encode(&conversation, &opts) {
+        Ok(b) => b,
+        Err(e) => return Some(e.to_string()),
+    };
+    let value: Value = serde_json::from_slice(&body).ok()?;
+    fn find(v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) if s.contains(" not sent: ") => Some(s.clone()),
+            Value::Array(a) => a.iter().find_map(find),
+            Value::Object(o) => o.values().find_map(find),
+            _ => None,
+        }
+    }
+    find(&value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,39 +309,4 @@ mod tests {
         );
         assert_eq!(as_text(&ContentPart::thinking("t"), "W"), None);
     }
-}
-
-/// What `codec` sends in place of `part` given in a user message, when it does not send
-/// it as its own content (nor, for a text file, as its text): the placeholder text, which
-/// names the kind, the media type and the size. `None` when it is sent. An encoding error
-/// (a part no form of which the wire can carry) is returned as its message.
-///
-/// For a caller that would rather refuse an attachment than have the model read that it
-/// was left out (the CLI's `-a`).
-pub fn unsent_in_user_message(
-    codec: &dyn crate::provider::Codec,
-    part: &ContentPart,
-) -> Option<String> {
-    let mut conversation = crate::conversation::Conversation::new();
-    let mut message = crate::message::Message::user("What is this?");
-    message.content.push(part.clone());
-    conversation.messages.push(message);
-    let opts = crate::provider::RequestOptions {
-        model: "m".into(),
-        ..Default::default()
-    };
-    let body = match codec.encode(&conversation, &opts) {
-        Ok(b) => b,
-        Err(e) => return Some(e.to_string()),
-    };
-    let value: Value = serde_json::from_slice(&body).ok()?;
-    fn find(v: &Value) -> Option<String> {
-        match v {
-            Value::String(s) if s.contains(" not sent: ") => Some(s.clone()),
-            Value::Array(a) => a.iter().find_map(find),
-            Value::Object(o) => o.values().find_map(find),
-            _ => None,
-        }
-    }
-    find(&value)
 }
