@@ -67,7 +67,7 @@ pub(crate) fn describe(
                 }
                 lines.push(line);
             }
-            ContentType::Unsupported => {
+            _ => {
                 lines.push(format!(
                     "part {n}: content of a kind llmchain does not read"
                 ));

@@ -125,8 +125,9 @@ impl ToolServer {
                     "uri": p.content,
                     "name": p.content.rsplit('/').next().unwrap_or(&p.content),
                 }),
-                ContentType::Thinking | ContentType::Unsupported => continue,
                 ContentType::Text => json!({"type": "text", "text": p.content}),
+                // Reasoning, blocks of another provider, and kinds added later.
+                _ => continue,
             };
             content.push(block);
         }

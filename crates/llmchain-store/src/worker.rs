@@ -553,6 +553,11 @@ impl<S: Store + 'static> RunJob<S> {
             Ok(RunOutcome::Paused) => {
                 Ending::Status(RunStatus::Pending, Some(chain.state().clone()))
             }
+            // An outcome added later: kept for a person to look at, not lost.
+            Ok(other) => Ending::Failed {
+                retryable: false,
+                error: format!("the run ended in a way this worker does not know: {other:?}"),
+            },
             Err(ChainError::Persist(e)) if e.must_stop() => Ending::Lost(e.to_string()),
             Err(e) => Ending::Failed {
                 retryable: matches!(

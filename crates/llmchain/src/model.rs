@@ -108,6 +108,48 @@ impl HttpErrorKind {
     }
 }
 
+/// The error under a [`ModelError`] (the HTTP transport's), kept so that
+/// `std::error::Error::source` walks to it. Errors compare by what they say: any two
+/// causes are equal, so a `ModelError` still compares by its fields.
+#[derive(Clone)]
+pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// Wraps `error`.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Cause(std::sync::Arc::new(error))
+    }
+
+    /// The error, to downcast (`cause.get().downcast_ref::<reqwest::Error>()`).
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.0.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 /// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -135,6 +177,9 @@ pub enum ModelError {
         url: String,
         /// What went wrong.
         message: String,
+        /// The transport's own error (without its URL), for `Error::source`.
+        #[source]
+        cause: Option<Cause>,
     },
     /// No answer in time.
     #[error("{provider} did not answer within {after:?}")]
@@ -160,6 +205,9 @@ pub enum ModelError {
         provider: String,
         /// What happened.
         message: String,
+        /// The transport's own error, when one broke the stream, for `Error::source`.
+        #[source]
+        cause: Option<Cause>,
     },
     /// The provider reported an error inside a 200 response.
     #[error("{provider} reported {kind}: {message}")]
@@ -289,5 +337,6 @@ pub async fn collect_stream(
     Err(ModelError::StreamInterrupted {
         provider: "model".into(),
         message: "the stream ended without a final message".into(),
+        cause: None,
     })
 }

@@ -216,6 +216,15 @@ async fn an_unreachable_server_is_a_connect_error_naming_the_url() {
     }
     assert!(e.is_retryable());
     assert!(!e.to_string().contains(KEY));
+    // The transport's error is kept as the source, without its URL.
+    let source = std::error::Error::source(&e).expect("a source");
+    let cause = match &e {
+        ModelError::Connect { cause: Some(c), .. } => c,
+        other => panic!("{other:?}"),
+    };
+    let reqwest_error = cause.get().downcast_ref::<reqwest::Error>().unwrap();
+    assert!(reqwest_error.is_connect() && reqwest_error.url().is_none());
+    assert!(!source.to_string().contains("127.0.0.1"), "{source}");
 }
 
 #[tokio::test]

@@ -750,7 +750,7 @@ fn parts_shown(parts: &[llmchain::message::ContentPart]) -> String {
             }
             ContentType::ImageUrl => format!("[image at {}]", p.content),
             ContentType::FileUrl => format!("[file at {}]", p.content),
-            ContentType::Unsupported => "[a part of a kind llmchain does not know]".to_owned(),
+            _ => "[a part of a kind llmchain does not know]".to_owned(),
         });
     }
     shown.join("\n")

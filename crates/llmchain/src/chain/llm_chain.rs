@@ -572,6 +572,7 @@ impl LLMChain {
                         ModelError::StreamInterrupted {
                             provider: model.provider_name().to_owned(),
                             message: "the stream ended without a final message".into(),
+                            cause: None,
                         },
                         cut_off(partial, "stream ended early"),
                     ));

@@ -14,6 +14,7 @@ pub const DEFAULT_MAX_RUNS: u32 = 25;
 
 /// How a run ended (when it did not end with an error).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum RunOutcome {
     /// The model answered; nothing is pending.
     Done,

@@ -44,6 +44,7 @@ pub fn empty_object_schema() -> Value {
 /// How the model may choose tools.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// `"auto"`, `"none"` or `"required"`.
     Mode(ToolChoiceMode),

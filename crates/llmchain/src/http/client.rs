@@ -18,7 +18,7 @@ use super::error_body::{http_error, redact, reported_headers};
 use super::providers::RouteContext;
 use crate::conversation::Conversation;
 use crate::message::{Message, MessageStatus};
-use crate::model::{ChatModel, ModelError, ModelEvent, ModelStream, Retry};
+use crate::model::{Cause, ChatModel, ModelError, ModelEvent, ModelStream, Retry};
 use crate::provider::{
     Codec, DecodeOutcome, DecoderConfig, EventBatch, RequestOptions, StreamDecoder, StreamEvent,
 };
@@ -295,7 +295,7 @@ impl HttpModel {
             .client
             .execute(request)
             .await
-            .map_err(|e| self.transport_error(&e))?;
+            .map_err(|e| self.transport_error(e))?;
         if resp.status().is_redirection() {
             return Err(cross_origin_redirect(provider, &endpoint.shown, &resp));
         }
@@ -410,7 +410,7 @@ impl HttpModel {
                         self.secret(),
                     )
                 }
-                Err(e) => self.transport_error(&e),
+                Err(e) => self.transport_error(e),
             };
             Err(error)
         }
@@ -451,7 +451,7 @@ impl HttpModel {
         (started.elapsed() + delay <= policy.total_deadline).then_some(delay)
     }
 
-    fn transport_error(&self, e: &reqwest::Error) -> ModelError {
+    fn transport_error(&self, e: reqwest::Error) -> ModelError {
         let provider = self.config.provider.clone();
         // A redirect loop (more than five same-origin redirects) answers the same way
         // every time: a configuration error, not retried.
@@ -468,26 +468,27 @@ impl HttpModel {
                 after: self.config.timeouts.read,
             };
         }
-        let message = self.endpoint.redact(redact(error_chain(e), self.secret()));
-        if e.is_connect() {
-            ModelError::Connect {
-                provider,
-                url: self.endpoint.shown.clone(),
-                message,
-            }
-        } else {
-            ModelError::Connect {
-                provider,
-                url: self.endpoint.shown.clone(),
-                message: format!("request failed: {message}"),
-            }
+        let message = self.endpoint.redact(redact(error_chain(&e), self.secret()));
+        let connect = e.is_connect();
+        // The cause without its URL (which may carry a user's credentials).
+        let cause = Some(Cause::new(e.without_url()));
+        ModelError::Connect {
+            provider,
+            url: self.endpoint.shown.clone(),
+            message: if connect {
+                message
+            } else {
+                format!("request failed: {message}")
+            },
+            cause,
         }
     }
 
-    fn interrupted(&self, message: String) -> ModelError {
+    fn interrupted(&self, message: String, cause: Option<Cause>) -> ModelError {
         ModelError::StreamInterrupted {
             provider: self.config.provider.clone(),
             message: self.endpoint.redact(redact(message, self.secret())),
+            cause,
         }
     }
 }
@@ -851,7 +852,7 @@ impl Run<'_> {
 
     /// After a stream broke: retry when nothing was shown yet, else fail.
     fn retry_or_fail(&mut self, message: String) {
-        let error = self.model.interrupted(message);
+        let error = self.model.interrupted(message, None);
         if self.emitted {
             self.pending.push_back(Err(error));
             return;
@@ -893,7 +894,7 @@ impl Run<'_> {
                         after: model.config.timeouts.read,
                     }
                 } else {
-                    model.interrupted(error_chain(&e))
+                    model.interrupted(error_chain(&e), Some(Cause::new(e.without_url())))
                 };
                 self.pending.push_back(Err(err));
             }

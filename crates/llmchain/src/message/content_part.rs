@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 /// What a [`ContentPart`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ContentType {
     /// Plain text.
     #[default]
@@ -46,7 +47,8 @@ pub struct ContentPart {
     /// Text, base64 data or a URL, kept exactly as given (whitespace too).
     #[serde(default)]
     pub content: String,
-    /// `media`, `detail`, `cache_control`, `signature`, `filename`, `citations`, ...
+    /// `media`, `detail`, `cache_control`, `signature`, `filename`, ... (see the storage
+    /// format's list).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub options: Map<String, Value>,
 }

@@ -9,6 +9,7 @@ use crate::message::TokenUsage;
 /// Why the model stopped, normalised across providers (the raw value is kept apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// The model asked for tools.
     ToolCalls,
