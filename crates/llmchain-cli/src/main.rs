@@ -3,6 +3,7 @@
 //! Exit codes: 0 ok; 1 runtime failure; 2 usage or bad input; 130 interrupted (Ctrl-C) — always with a one-line
 //! error on stderr, never a panic or backtrace.
 
+mod args_preview;
 mod attach;
 mod cmd;
 mod config;

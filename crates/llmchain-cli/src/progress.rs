@@ -208,6 +208,24 @@ impl Progress {
         }
     }
 
+    /// Shows `msg` on the waiting spinner (drawn again if it was cleared): what a call's
+    /// arguments hold so far, while they stream.
+    pub(crate) fn preview(&self, msg: &str) {
+        if !self.inner.enabled {
+            return;
+        }
+        let msg = crate::shown::inline(msg, LINE_MAX);
+        let mut state = lock(&self.inner.state);
+        match &state.waiting {
+            Some(pb) => pb.set_message(msg),
+            None => {
+                let pb = spinner(msg, false);
+                pb.enable_steady_tick(Duration::from_millis(80));
+                state.waiting = Some(pb);
+            }
+        }
+    }
+
     /// Clears the waiting spinner.
     pub(crate) fn done_waiting(&self) {
         if let Some(pb) = lock(&self.inner.state).waiting.take() {

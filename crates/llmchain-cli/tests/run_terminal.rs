@@ -470,3 +470,30 @@ fn chat_keeps_one_conversation_and_survives_ctrl_c() {
     t.keys(&["C-d"]);
     t.wait_for("EXIT=0");
 }
+
+/// A long call's arguments are shown on the spinner line as they stream (the library's
+/// incremental reader): its keys, and the end of its long string.
+#[test]
+fn a_long_call_is_previewed_while_it_streams() {
+    if !have_tmux("a_long_call_is_previewed") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!("{}/deep/notes-final.txt", "dir".repeat(100));
+    let mut call =
+        ResponseScript::tool_call("call_1", "read_file", format!(r#"{{"path":"{long}"}}"#));
+    call.fragment_bytes = 40;
+    let (base, _) = serve_replies(vec![
+        Reply::Trickle(sse(&call), std::time::Duration::from_millis(150)),
+        Reply::Body(sse(&ResponseScript::text("No such file."))),
+    ]);
+    let cmd = run_line(dir.path(), &base, &db_url(dir.path()), "'read it'");
+    let t = Session::start("llmchain-run-preview", &cmd);
+    let screen = t.wait_for("read_file: path=\"…");
+    assert!(screen.contains(" B)"), "{screen}");
+    let screen = t.wait_for("EXIT=");
+    assert!(
+        screen.contains("EXIT=0") && screen.contains("No such file."),
+        "{screen}"
+    );
+}

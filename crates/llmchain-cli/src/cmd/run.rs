@@ -948,8 +948,22 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
         let id = call.call_id.as_deref().unwrap_or_default();
         !set.lock().unwrap_or_else(|p| p.into_inner()).remove(id)
     };
+    // The arguments of the calls being written, read as they stream (their preview).
+    let previews: Arc<Mutex<crate::args_preview::Previews>> = Arc::default();
     Callbacks::new()
         .on_llm_new_delta(move |ev| {
+            if matches!(
+                ev,
+                StreamEvent::ToolCallStarted { .. }
+                    | StreamEvent::ToolCallArguments { .. }
+                    | StreamEvent::ToolCallFinished { .. }
+            ) {
+                let mut previews = previews.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(line) = previews.on_event(ev) {
+                    p1.preview(&line);
+                }
+                return;
+            }
             p1.done_waiting();
             match ev {
                 StreamEvent::TextDelta { text, .. } if stream_text => {
