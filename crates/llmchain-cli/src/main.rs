@@ -11,6 +11,7 @@ mod error;
 mod held_run;
 mod job;
 mod keys;
+mod markdown;
 mod parts;
 mod progress;
 mod review;

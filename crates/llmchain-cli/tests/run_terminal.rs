@@ -497,3 +497,37 @@ fn a_long_call_is_previewed_while_it_streams() {
         "{screen}"
     );
 }
+
+/// In a terminal the answer's Markdown is drawn styled as each line finishes (the
+/// pane shows `Plan` without its `#`, bullets, bold without its stars); into a pipe the
+/// same answer comes as it was written.
+#[test]
+fn markdown_is_drawn_in_a_terminal_and_kept_in_a_pipe() {
+    if !have_tmux("markdown_is_drawn") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let answer = "# Plan\n- buy **milk**\n- run `cargo test`\nDone.\n";
+    let (base, _) = serve(vec![
+        sse(&ResponseScript::text(answer)),
+        sse(&ResponseScript::text(answer)),
+    ]);
+    let cmd = format!(
+        "cd {} && env -u NO_COLOR -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} run --base-url {base} 'plan'; echo EXIT=$?; sleep 60",
+        dir.path().display(),
+        dir.path().display()
+    );
+    let t = Session::start("llmchain-run-markdown", &cmd);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.contains("• buy milk") && screen.contains("• run cargo test"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("# Plan") && !screen.contains("**milk**"),
+        "{screen}"
+    );
+    let out = common::llmchain(&["run", "--base-url", &base, "plan"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(answer));
+}

@@ -941,6 +941,13 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
     let streamed = Arc::new(AtomicBool::new(false));
     let (s1, s2) = (streamed.clone(), streamed);
     let stdout_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Markdown drawn styled in a terminal (not with --json, not into a pipe).
+    let markdown = Arc::new(Mutex::new(if stream_text {
+        crate::markdown::Markdown::for_stdout()
+    } else {
+        None
+    }));
+    let (md1, md2) = (markdown.clone(), markdown);
     // Calls answered by the review without running (their result is the reason).
     let unrun: Arc<Mutex<HashSet<String>>> = Arc::default();
     let (u1, u2, u3) = (unrun.clone(), unrun.clone(), unrun);
@@ -970,7 +977,11 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
                     // To a terminal, escape sequences from the model are shown, not run;
                     // a pipe or a file gets the text as it came.
                     if stdout_is_terminal {
-                        out!("{}", crate::shown::block(text));
+                        let safe = crate::shown::block(text);
+                        match md1.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                            Some(md) => out!("{}", md.push(&safe)),
+                            None => out!("{safe}"),
+                        }
                     } else {
                         out!("{text}");
                     }
@@ -990,11 +1001,18 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
                 && let Some(text) = m.text().filter(|t| !t.is_empty())
             {
                 if stdout_is_terminal {
-                    out!("{}", crate::shown::block(&text));
+                    let safe = crate::shown::block(&text);
+                    match md2.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                        Some(md) => out!("{}", md.push(&safe)),
+                        None => out!("{safe}"),
+                    }
                 } else {
                     out!("{text}");
                 }
                 m2.store(!text.ends_with('\n'), Ordering::Relaxed);
+            }
+            if let Some(md) = md2.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                md.finish();
             }
             if m2.swap(false, Ordering::Relaxed) {
                 outln!();
