@@ -1,14 +1,16 @@
-//! A minimal tool call, offline: a scripted model asks for `get_weather`, the chain runs
-//! the tool and the model answers with the result.
+//! A minimal tool call: the model asks for `get_weather`, the chain runs the tool and the
+//! model answers with the result.
 //!
-//! `cargo run -p llmchain --example minimal_tool_call`
+//! Against OpenAI (or any compatible server: `OPENAI_BASE_URL`):
+//! `OPENAI_API_KEY=sk-... cargo run -p llmchain --example minimal_tool_call`.
+//! Without a key, `.ci/examples` runs it against `scripts/mock_openai.py`.
 
 use std::sync::Arc;
 
-use llmchain::chain::{LLMChain, Mode, ScriptedModel};
+use llmchain::chain::{LLMChain, Mode};
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::Message;
 use llmchain::provider::Format;
-use llmchain::provider::render::ResponseScript;
 use llmchain::tool::Tool;
 use serde_json::json;
 
@@ -27,14 +29,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .build()?;
 
-    // The model's two turns, as real Anthropic wire bytes through the real decoder.
-    let model = ScriptedModel::new(Format::Anthropic)
-        .respond(ResponseScript::tool_call(
-            "call_1",
-            "get_weather",
-            r#"{"city": "Paris"}"#,
-        ))?
-        .respond(ResponseScript::text("It is 18C and sunny in Paris."))?;
+    // OPENAI_API_KEY and OPENAI_BASE_URL from the environment.
+    let model = HttpModel::new(HttpModelConfig::from_env(
+        Format::OpenAiChat,
+        "gpt-4.1-mini",
+    )?)?;
 
     let mut chain = LLMChain::new(Arc::new(model)).with_tool(weather);
     chain

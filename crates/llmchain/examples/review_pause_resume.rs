@@ -6,16 +6,16 @@
 //! cargo run -p llmchain --example review_pause_resume -- pause  /tmp/state.json
 //! cargo run -p llmchain --example review_pause_resume -- resume /tmp/state.json approve
 //! ```
-//! (`resume ... reject` refuses the call instead.)
+//! (`resume ... reject` refuses the call instead.) The model is OpenAI's (`OPENAI_API_KEY`,
+//! or a compatible server at `OPENAI_BASE_URL`; `.ci/examples` uses
+//! `scripts/mock_openai.py`).
 
 use std::sync::Arc;
 
-use llmchain::chain::{
-    ChainState, HumanDecision, LLMChain, Mode, ReviewDecision, RunOutcome, ScriptedModel,
-};
+use llmchain::chain::{ChainState, HumanDecision, LLMChain, Mode, ReviewDecision, RunOutcome};
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::{Message, ToolCall};
 use llmchain::provider::Format;
-use llmchain::provider::render::ResponseScript;
 use llmchain::tool::Tool;
 use serde_json::json;
 
@@ -25,6 +25,14 @@ fn delete_tool() -> Result<Tool, llmchain::tool::ToolError> {
         .schema(json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))
         .handler(|args, _| async move { format!("deleted {}", args["path"].as_str().unwrap_or("?")) })
         .build()
+}
+
+/// OpenAI's Chat Completions, from OPENAI_API_KEY and OPENAI_BASE_URL.
+fn openai() -> Result<HttpModel, llmchain::model::ModelError> {
+    HttpModel::new(HttpModelConfig::from_env(
+        Format::OpenAiChat,
+        "gpt-4.1-mini",
+    )?)
 }
 
 fn review(call: &ToolCall) -> ReviewDecision {
@@ -45,9 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .as_slice()
     {
         ["pause", path] => {
-            let model = ScriptedModel::new(Format::Anthropic).respond(
-                ResponseScript::tool_call("call_1", "delete_file", r#"{"path": "old.log"}"#),
-            )?;
+            let model = openai()?;
             let mut chain = LLMChain::new(Arc::new(model))
                 .with_tool(delete_tool()?)
                 .with_review(review);
@@ -65,8 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         ["resume", path, decision] => {
             let state: ChainState = serde_json::from_str(&std::fs::read_to_string(path)?)?;
-            let model = ScriptedModel::new(Format::Anthropic)
-                .respond(ResponseScript::text("Finished the clean-up."))?;
+            let model = openai()?;
             let mut chain = LLMChain::from_state(Arc::new(model), state)
                 .with_tool(delete_tool()?)
                 .with_review(review);

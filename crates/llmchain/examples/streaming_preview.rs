@@ -1,15 +1,18 @@
-//! Live argument preview: print a tool call's arguments as they stream in, fragment by
-//! fragment (`StreamEvent::ToolCallArguments`), before the call is complete.
+//! Live argument preview: a tool call's arguments as they stream in, fragment by fragment
+//! (`StreamEvent::ToolCallArguments`), read by the incremental reader
+//! (`provider::preview::ArgumentPreview`) so the partial value is known before the call
+//! is complete.
 //!
-//! `cargo run -p llmchain --example streaming_preview`
+//! `OPENAI_API_KEY=sk-... cargo run -p llmchain --example streaming_preview` (or any
+//! compatible server: `OPENAI_BASE_URL`; `.ci/examples` uses `scripts/mock_openai.py`).
 
 use std::io::Write;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
-use llmchain::chain::{Callbacks, LLMChain, Mode, ScriptedModel};
+use llmchain::chain::{Callbacks, LLMChain, Mode};
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::Message;
-use llmchain::provider::render::ResponseScript;
+use llmchain::provider::preview::ArgumentPreview;
 use llmchain::provider::{Format, StreamEvent};
 use llmchain::tool::Tool;
 use serde_json::json;
@@ -25,18 +28,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .build()?;
 
-    let model = ScriptedModel::new(Format::OpenAiChat)
-        .chunk_size(7)
-        .chunk_delay(Duration::from_millis(5))
-        .respond(ResponseScript::tool_call(
-            "call_1",
-            "write_file",
-            r#"{"path": "poem.txt", "content": "Roses are red,\nstreams arrive in parts,\nthe preview shows them\nbefore the call starts."}"#,
-        ))?
-        .respond(ResponseScript::text("Done."))?;
+    let model = HttpModel::new(HttpModelConfig::from_env(
+        Format::OpenAiChat,
+        "gpt-4.1-mini",
+    )?)?;
+    // The partial arguments, read as they arrive (O(fragment) each).
+    let preview = Arc::new(Mutex::new(ArgumentPreview::new()));
+    let reader = preview.clone();
 
     let callbacks = Callbacks::new()
-        .on_llm_new_delta(|e: &StreamEvent<'_>| match e {
+        .on_llm_new_delta(move |e: &StreamEvent<'_>| match e {
             StreamEvent::ToolCallStarted { name, .. } => {
                 print!("\n[preview] {name}(");
                 let _ = std::io::stdout().flush();
@@ -44,6 +45,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             StreamEvent::ToolCallArguments { fragment, .. } => {
                 print!("{fragment}");
                 let _ = std::io::stdout().flush();
+                let mut p = reader.lock().unwrap();
+                p.feed(fragment);
+                // What is known so far, e.g. the path before the content is written.
+                if let Some(path) = p.preview().and_then(|v| v.get("path").cloned()) {
+                    eprint!(" [path so far: {path}]");
+                }
             }
             StreamEvent::ToolCallFinished { .. } => println!(")  <- complete"),
             StreamEvent::TextDelta { text, .. } => print!("{text}"),

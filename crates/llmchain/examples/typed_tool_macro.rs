@@ -2,7 +2,8 @@
 //! `schemars`, the doc comment is the description, bad arguments are refused before
 //! the body runs.
 //!
-//! `cargo run -p llmchain --example typed_tool_macro`
+//! `cargo run -p llmchain --example typed_tool_macro`. In your crate, beside `llmchain`:
+//! `serde = { version = "1", features = ["derive"] }`, `schemars = "1"`, `tokio`.
 
 use llmchain::tool::ToolContext;
 use schemars::JsonSchema;
