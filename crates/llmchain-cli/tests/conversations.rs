@@ -490,7 +490,7 @@ async fn search_and_delete() {
     let (out, _) = search("SINTRA");
     assert!(out.contains(&trip) && !out.contains(&weather), "{out}");
     assert!(
-        out.contains("assistant: Day 1: the Alfama.\\nDay 2: Sintra."),
+        out.contains("assistant: Day 1: the Alfama. Day 2: Sintra."),
         "{out}"
     );
     // Tool arguments and results, and LIKE's wildcards taken literally.

@@ -412,8 +412,8 @@ impl Store for PostgresStore {
         let rows = sqlx::query(
             "SELECT c.id, c.title, c.metadata, c.next_seq, c.created_at, c.updated_at \
              FROM conversations c WHERE c.title ILIKE $1 ESCAPE '\\' OR EXISTS (SELECT 1 FROM \
-             messages m WHERE m.conversation_id = c.id AND m.body ILIKE $2 ESCAPE '\\') \
-             ORDER BY c.updated_at DESC, c.id LIMIT $3",
+             messages m WHERE m.conversation_id = c.id AND (m.body ILIKE $2 ESCAPE '\\' \
+             OR m.body ILIKE $1 ESCAPE '\\')) ORDER BY c.updated_at DESC, c.id LIMIT $3",
         )
         .bind(title)
         .bind(body)

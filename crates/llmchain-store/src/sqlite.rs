@@ -451,11 +451,12 @@ impl Store for SqliteStore {
         let rows = sqlx::query(
             "SELECT c.id, c.title, c.metadata, c.next_seq, c.created_at, c.updated_at \
              FROM conversations c WHERE c.title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM \
-             messages m WHERE m.conversation_id = c.id AND m.body LIKE ? ESCAPE '\\') \
-             ORDER BY c.updated_at DESC, c.id LIMIT ?",
+             messages m WHERE m.conversation_id = c.id AND (m.body LIKE ? ESCAPE '\\' \
+             OR m.body LIKE ? ESCAPE '\\')) ORDER BY c.updated_at DESC, c.id LIMIT ?",
         )
-        .bind(title)
+        .bind(&title)
         .bind(body)
+        .bind(&title)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;

@@ -321,8 +321,9 @@ pub trait Store: Send + Sync {
     fn prune_runs(&self, before_ms: i64) -> impl Future<Output = StoreResult<u64>> + Send;
 }
 
-/// A `LIKE` pattern (escape character `\`) matching `text` anywhere: as itself in a
-/// title, and as a JSON string holds it in a stored message.
+/// `LIKE` patterns (escape character `\`) matching `text` anywhere: as itself (a
+/// title, or JSON text such as a call's arguments stored as an object), and as a JSON
+/// string holds it (a message's text).
 pub(crate) fn like_patterns(text: &str) -> (String, String) {
     fn escape(s: &str) -> String {
         let mut out = String::with_capacity(s.len() + 2);

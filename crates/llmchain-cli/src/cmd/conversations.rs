@@ -602,7 +602,8 @@ fn excerpt(text: &str, needle: &str) -> Option<String> {
     if text.chars().count() > start + len + 80 {
         out.push('…');
     }
-    Some(out)
+    // One line: the excerpt's own line breaks shown as spaces.
+    Some(out.replace(['\r', '\n'], " "))
 }
 
 pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, CliError> {
