@@ -1,6 +1,9 @@
 //! llmchain-mcp: the tools of MCP servers as llmchain [`Tool`](llmchain::tool::Tool)s,
 //! and llmchain tools served over MCP. Built on [rmcp](https://docs.rs/rmcp) (pinned).
 //!
+//! No feature flags: everything is built; it depends on `llmchain` with its default
+//! features (`runtime`, `http`).
+//!
 //! # Client
 //!
 //! [`McpClient::connect`] starts a server as a child process speaking stdio

@@ -9,6 +9,9 @@
 //! - [`PostgresStore`], for several processes on one or more machines: runs are claimed
 //!   by exactly one worker (`FOR UPDATE SKIP LOCKED`) under leases that expire.
 //!
+//! No feature flags: everything is built; it depends on `llmchain` with its default
+//! features (`runtime`, `http`).
+//!
 //! ## Runs, leases and workers
 //! A run is claimed under a [`Lease`] whose epoch is a fencing token: every write made
 //! on the run's behalf ([`Writer::Lease`] for messages and statuses,

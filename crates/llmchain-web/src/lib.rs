@@ -6,6 +6,9 @@
 //! chain whose conversation, runs and approvals live in an `llmchain-store` store.
 //! `llmchain serve` is this router behind the CLI.
 //!
+//! No feature flags: everything is built; it depends on `llmchain` with its default
+//! features (`runtime`, `http`).
+//!
 //! | route | what |
 //! |---|---|
 //! | `POST /api/chat` | what `DefaultChatTransport` posts (`id`, `messages`, `trigger`, `messageId`); answers `text/event-stream` with `x-vercel-ai-ui-message-stream: v1` |

@@ -6,6 +6,53 @@
 //!
 //! The message model ([`message`]) is pure: no network, database or async runtime.
 //!
+//! ## An agent
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use llmchain::chain::{LLMChain, Mode};
+//! use llmchain::http::{HttpModel, HttpModelConfig};
+//! use llmchain::message::Message;
+//! use llmchain::provider::Format;
+//! use llmchain::tool::Tool;
+//! use serde_json::json;
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server) from the environment;
+//!     // any provider of `http::providers::PROVIDERS` with `HttpModelConfig::from_env_for`.
+//!     let model = HttpModel::new(HttpModelConfig::from_env(Format::OpenAiChat, "gpt-4.1-mini")?)?;
+//!     let weather = Tool::builder("get_weather")
+//!         .description("Current weather in a city.")
+//!         .schema(json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}))
+//!         .handler(|args, _ctx| async move { format!("18C and sunny in {}", args["city"]) })
+//!         .build()?;
+//!     let mut chain = LLMChain::new(Arc::new(model)).with_tool(weather);
+//!     chain.add_message(Message::user("What's the weather in Paris?")).await?;
+//!     chain.run(Mode::while_needs_response()).await?;
+//!     println!("{}", chain.last_message().and_then(|m| m.text()).unwrap_or_default());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Durable conversations, the run queue and workers are in `llmchain-store`; MCP tools
+//! in `llmchain-mcp`; an AI SDK (`useChat`) back end in `llmchain-web`.
+//!
+//! ## Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `runtime` | yes | tools ([`tool`](mod@tool), `#[tool]`), the chain ([`chain`]); implies `model` |
+//! | `http` | yes | [`http`]: `HttpModel` for every provider over reqwest (rustls); implies `model` |
+//! | `model` | (by the two above) | [`model`]: the `ChatModel` trait, its events and errors |
+//! | `bedrock` | no | AWS Bedrock (`http::aws`): SigV4, credentials files |
+//! | `vertex` | no | Google Vertex AI (`http::vertex`): OAuth through `gcp_auth` |
+//! | `test-util` | no | test doubles: `chain::ScriptedModel`, `provider::render` |
+//!
+//! With no features: [`message`], [`provider`] (the codecs), [`conversation`] and
+//! [`storage_format`], with no async runtime.
+//!
 //! ## Seed function → Rust item
 //!
 //! The two reference documents (`LangChain.Message.ToolCall` and
