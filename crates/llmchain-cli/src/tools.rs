@@ -9,6 +9,10 @@ use serde_json::json;
 
 /// `calculator {"expression": "(17 * 23) + 4"}` — arithmetic with + - * / ^ and parentheses.
 /// The built-in tools, `read_file` confined to `root`.
+/// The names of the built-in tools (an MCP tool of the same name gets its server's
+/// prefix).
+pub(crate) const BUILTIN_NAMES: [&str; 3] = ["calculator", "clock", "read_file"];
+
 pub(crate) fn builtins(root: PathBuf) -> Vec<Tool> {
     vec![calculator(), clock(), read_file(root)]
 }
@@ -283,6 +287,16 @@ fn open_checked(root: &Path, rel: &str) -> Result<std::fs::File, Opened> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_builtin_names_are_the_builtin_tools() {
+        let names: Vec<String> = super::builtins(std::path::PathBuf::from("."))
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect();
+        assert_eq!(names, super::BUILTIN_NAMES);
+    }
+
     use super::*;
     use llmchain::tool::ToolContext;
 

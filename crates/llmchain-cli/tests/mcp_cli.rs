@@ -62,7 +62,15 @@ async fn mcp_serve_serves_the_builtin_tools_over_stdio() {
 /// stderr.
 fn call(policy: Option<&str>, args: &str) -> (Option<i32>, Value, String) {
     let mut cmd = Command::new(BIN);
-    cmd.args(["mcp", "call", "--mcp", &serve_cmd(), "calculator", args]);
+    cmd.args([
+        "mcp",
+        "call",
+        "--no-builtin-tools",
+        "--mcp",
+        &serve_cmd(),
+        "calculator",
+        args,
+    ]);
     if let Some(p) = policy {
         cmd.args(["--approve", p]);
     }
@@ -95,6 +103,7 @@ fn mcp_call_runs_the_named_tool_and_fails_on_an_error_result() {
 
 #[test]
 fn mcp_list_and_bad_servers_fail_cleanly() {
+    // The names `run` sends: the built-in tools hold these, so the server's get its prefix.
     let out = Command::new(BIN)
         .args(["mcp", "list", "--mcp", &serve_cmd()])
         .output()
@@ -102,7 +111,16 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("calculator\tCalculate\t[read-only, idempotent]"),
+        text.contains("llmchain__calculator\tCalculate\t[read-only, idempotent]\tllmchain\t"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .args(["mcp", "list", "--no-builtin-tools", "--mcp", &serve_cmd()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("calculator\tCalculate\t[read-only, idempotent]"),
         "{text}"
     );
 
@@ -148,7 +166,7 @@ fn approve_ask_in_a_real_terminal_edit_then_approve() {
         return;
     }
     let cmd = format!(
-        "env -u EDITOR {BIN} mcp call --mcp '{}' calculator '{{\"expression\": \"2*3\"}}' --approve ask; echo EXIT=$?; sleep 30",
+        "env -u EDITOR {BIN} mcp call --no-builtin-tools --mcp '{}' calculator '{{\"expression\": \"2*3\"}}' --approve ask; echo EXIT=$?; sleep 30",
         serve_cmd()
     );
     let t = Session::start("llmchain-review", &cmd);
@@ -220,7 +238,14 @@ fn a_hung_server_fails_after_the_start_timeout() {
 #[test]
 fn mcp_list_shows_server_and_schema_and_prefixes_on_request() {
     let out = Command::new(BIN)
-        .args(["mcp", "list", "--mcp", &serve_cmd(), "--json"])
+        .args([
+            "mcp",
+            "list",
+            "--no-builtin-tools",
+            "--mcp",
+            &serve_cmd(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -326,4 +351,56 @@ fn mcp_call_shows_every_part_and_writes_files_with_out() {
     assert_eq!(std::fs::read(out_dir.join("archive.gz")).unwrap().len(), 21);
     let png = std::fs::read(out_dir.join("part-4.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG"));
+}
+
+/// `mcp list` and `mcp call` without --mcp read the config profile's servers and trust,
+/// and name the tools as `run` does; a profile without servers says so.
+#[test]
+fn mcp_list_and_call_read_the_profiles_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "mcp = [{:?}]\ntrust = [\"llmchain\"]\n\n[profiles.bare]\nprovider = \"openai\"\n",
+            serve_cmd()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("LLMCHAIN_CONFIG", &config)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["mcp", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in [
+        "llmchain__calculator\t",
+        "llmchain__clock\t",
+        "llmchain__read_file\t",
+    ] {
+        assert!(text.contains(name), "{name}: {text}");
+    }
+    let out = run(&[
+        "mcp",
+        "call",
+        "llmchain__calculator",
+        r#"{"expression": "6*7"}"#,
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["content"], json!("6*7 = 42"), "{v}");
+    let out = run(&["mcp", "list", "--profile", "bare"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the profile \"bare\"") && err.contains("has none"),
+        "{err}"
+    );
 }

@@ -44,8 +44,8 @@ pub(crate) struct ServerArgs {
     /// A streamable-HTTP MCP endpoint; repeatable.
     #[arg(long = "mcp-http", value_name = "URL")]
     pub mcp_http: Vec<String>,
-    /// Trust this MCP server's annotations (its short name, as in `server__tool`;
-    /// repeatable): with `--approve auto`, only the built-in tools and the tools that a
+    /// Trust this MCP server's annotations (its short name, as in `server__tool`: the
+    /// SERVER column of `llmchain mcp list`; repeatable): with `--approve auto`, only the built-in tools and the tools that a
     /// trusted server annotates read-only run without a question. Another server's
     /// "read-only" is its own claim, shown as such, and asked about (denied without a
     /// terminal).
@@ -104,10 +104,14 @@ enum McpCommand {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// List the tools of MCP servers.
+    /// List the tools of MCP servers by the names `run` sends the model (a name the
+    /// built-in tools hold gets the server's prefix, as in `run`); the SERVER column is
+    /// the name `--trust` takes. Without --mcp/--mcp-http: the profile's servers.
     List {
         #[command(flatten)]
         servers: ServerArgs,
+        #[command(flatten)]
+        names: Names,
         /// One JSON object per tool: name, server, remote name, title, description,
         /// hints and input schema.
         #[arg(long)]
@@ -120,6 +124,8 @@ enum McpCommand {
     Call {
         #[command(flatten)]
         servers: ServerArgs,
+        #[command(flatten)]
+        names: Names,
         /// The tool (its llmchain name, as `list` prints it).
         tool: String,
         /// The arguments, a JSON object.
@@ -133,6 +139,59 @@ enum McpCommand {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+}
+
+/// Where `list` and `call` find servers and how they name tools: as `run` does.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct Names {
+    /// The config file's profile whose servers (and trust) are used when no --mcp or
+    /// --mcp-http is given [default: "default"].
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Name the tools as `run --no-builtin-tools` would (no name is taken by the
+    /// built-in ones).
+    #[arg(long)]
+    no_builtin_tools: bool,
+}
+
+impl Names {
+    /// The servers given, else the profile's; and the names the built-in tools hold.
+    fn resolve(&self, given: ServerArgs) -> Result<(ServerArgs, Vec<&'static str>), CliError> {
+        let mut servers = given;
+        let mut no_builtins = self.no_builtin_tools;
+        if servers.mcp.is_empty() && servers.mcp_http.is_empty() {
+            let config = crate::config::load()?;
+            let name = self
+                .profile
+                .as_deref()
+                .unwrap_or(crate::config::DEFAULT_PROFILE);
+            let p = config.profile(name)?;
+            servers.mcp = p.mcp.clone();
+            servers.mcp_http = p.mcp_http.clone();
+            if servers.trust.is_empty() {
+                servers.trust = p.trust.clone();
+            }
+            servers.prefix |= p.mcp_prefix;
+            servers.start_timeout = servers.start_timeout.or(p.mcp_start_timeout);
+            servers.call_timeout = servers.call_timeout.or(p.mcp_timeout);
+            no_builtins |= p.no_builtin_tools;
+            if servers.mcp.is_empty() && servers.mcp_http.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "name a server: --mcp \"CMD ARGS\" or --mcp-http URL (the profile {name:?} of {} has none)",
+                    config
+                        .path
+                        .as_ref()
+                        .map_or("the config file".to_owned(), |p| p.display().to_string())
+                )));
+            }
+        }
+        let reserved = if no_builtins {
+            Vec::new()
+        } else {
+            tools::BUILTIN_NAMES.to_vec()
+        };
+        Ok((servers, reserved))
+    }
 }
 
 /// Connects to every `--mcp` command and `--mcp-http` URL and lists their tools.
@@ -175,13 +234,13 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
             rt.block_on(llmchain_mcp::serve_stdio(tools))
                 .map_err(|e| CliError::Runtime(format!("MCP server: {e}")))
         }
-        McpCommand::List { servers, json } => rt.block_on(async {
-            if servers.mcp.is_empty() && servers.mcp_http.is_empty() {
-                return Err(CliError::Usage(
-                    "name a server: --mcp \"CMD ARGS\" or --mcp-http URL".into(),
-                ));
-            }
-            let tools = connect_mcp_tools(&servers, &[]).await?;
+        McpCommand::List {
+            servers,
+            names,
+            json,
+        } => rt.block_on(async {
+            let (servers, reserved) = names.resolve(servers)?;
+            let tools = connect_mcp_tools(&servers, &reserved).await?;
             for t in &tools {
                 if json {
                     outln!(
@@ -211,10 +270,18 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
             }
             Ok(())
         }),
-        McpCommand::Call { servers, tool, args, approve, out } => rt.block_on(async {
+        McpCommand::Call {
+            servers,
+            names,
+            tool,
+            args,
+            approve,
+            out,
+        } => rt.block_on(async {
             let parsed: Value = serde_json::from_str(&args)
                 .map_err(|e| CliError::Usage(format!("the arguments are not JSON: {e}")))?;
-            let tools = connect_mcp_tools(&servers, &[]).await?;
+            let (servers, reserved) = names.resolve(servers)?;
+            let tools = connect_mcp_tools(&servers, &reserved).await?;
             let Some(t) = tools.iter().find(|t| t.tool.name() == tool) else {
                 let names: Vec<&str> = tools.iter().map(|t| t.tool.name()).collect();
                 return Err(CliError::Usage(format!("no tool {tool:?}; the tools are: {}", names.join(", "))));
