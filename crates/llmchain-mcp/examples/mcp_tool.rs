@@ -1,16 +1,16 @@
-//! An MCP tool in a chain, offline. The program plays both sides: run with `serve` it is
-//! an MCP server (rmcp, stdio) exposing a `shout` tool; run without arguments it
-//! starts itself as that server, lists its tools as llmchain tools and lets a scripted
-//! model call one.
+//! An MCP tool in a chain. The program plays both sides: run with `serve` it is an MCP
+//! server (rmcp, stdio) exposing a `shout` tool; run without arguments it starts itself
+//! as that server, lists its tools as llmchain tools and lets the model call one.
 //!
-//! `cargo run -p llmchain-mcp --example mcp_tool`
+//! `OPENAI_API_KEY=sk-... cargo run -p llmchain-mcp --example mcp_tool` (or any
+//! compatible server: `OPENAI_BASE_URL`; `.ci/examples` uses `scripts/mock_openai.py`).
 
 use std::sync::Arc;
 
-use llmchain::chain::{LLMChain, Mode, ScriptedModel};
+use llmchain::chain::{LLMChain, Mode};
+use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::Message;
 use llmchain::provider::Format;
-use llmchain::provider::render::ResponseScript;
 use llmchain::tool::Tool;
 use llmchain_mcp::{McpClient, McpOptions, ServerSpec, serve_stdio};
 use serde_json::json;
@@ -47,13 +47,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    let model = ScriptedModel::new(Format::Anthropic)
-        .respond(ResponseScript::tool_call(
-            "call_1",
-            "shout",
-            r#"{"text": "hello mcp"}"#,
-        ))?
-        .respond(ResponseScript::text("The server shouted back."))?;
+    let model = HttpModel::new(HttpModelConfig::from_env(
+        Format::OpenAiChat,
+        "gpt-4.1-mini",
+    )?)?;
     let mut chain = LLMChain::new(Arc::new(model));
     for t in tools {
         chain.add_tool(t.tool);
