@@ -8,6 +8,10 @@ SCRIPT.json is a list of turns, answered in order, one per POST /v1/chat/complet
     {"text": "..."}                                          an answer
     {"tool_call": {"id": "call_1", "name": "f", "arguments": "{...}"}}   a call
 
+or, for many conversations at once (the workers example), `{"weather": true}`: a request
+whose last message is the user's ("... in Paris?") gets a call of `get_weather` with
+that city, one whose last message is a tool result gets "It is <result>.".
+
 Each is streamed as OpenAI streams (`stream: true`: SSE chunks, arguments in 16-byte
 fragments, usage, `[DONE]`) or answered whole (`stream: false`). A request without a
 bearer key, or past the last turn, is an error as OpenAI words it. Prints
@@ -65,6 +69,18 @@ def whole(turn):
                        "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}})
 
 
+def weather_turn(messages):
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return {"text": "It is %s." % str(last.get("content", "")).strip()}
+    text = last.get("content", "")
+    if isinstance(text, list):
+        text = " ".join(p.get("text", "") for p in text if isinstance(p, dict))
+    city = text.rstrip("?. ").split(" ")[-1]
+    return {"tool_call": {"id": "call_1", "name": "get_weather",
+                          "arguments": json.dumps({"city": city})}}
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -86,8 +102,11 @@ class Handler(BaseHTTPRequestHandler):
                                                         "type": "invalid_request_error"}}))
         if not self.path.endswith("/chat/completions"):
             return self.send(404, json.dumps({"error": {"message": "no route " + self.path}}))
-        with self.server.lock:
-            turn = self.server.turns.pop(0) if self.server.turns else None
+        if isinstance(self.server.turns, dict):
+            turn = weather_turn(body.get("messages") or [])
+        else:
+            with self.server.lock:
+                turn = self.server.turns.pop(0) if self.server.turns else None
         if turn is None:
             return self.send(500, json.dumps({"error": {"message": "the mock has no turn left"}}))
         if body.get("stream"):

@@ -9,20 +9,20 @@
 //!
 //! It works in a schema of its own, dropped at the end. Without a PostgreSQL URL
 //! (`LLMCHAIN_DATABASE_URL` or `LLMCHAIN_TEST_POSTGRES_URL`) it says so and exits 0.
-//! The model is scripted (offline); the workers are what this example is about: in
-//! production they are separate processes on separate machines running the same loop
-//! against a real provider, and a run whose worker dies is claimed again once its lease
-//! expires.
+//! The model is OpenAI's (`OPENAI_API_KEY`, or a compatible server at `OPENAI_BASE_URL`;
+//! `.ci/examples` uses `scripts/mock_openai.py`); the workers are what this example is
+//! about: in production they are separate processes on separate machines running the
+//! same loop, and a run whose worker dies is claimed again once its lease expires.
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llmchain::chain::{ChainState, LLMChain, Mode, ScriptedModel};
+use llmchain::chain::{ChainState, LLMChain, Mode};
 use llmchain::conversation::Conversation;
-use llmchain::message::{ContentType, Message, Role, parts_to_string};
+use llmchain::http::{HttpModel, HttpModelConfig};
+use llmchain::message::Message;
 use llmchain::provider::Format;
-use llmchain::provider::render::ResponseScript;
 use llmchain::tool::{Tool, ToolOutput};
 use llmchain_store::worker::BoxError;
 use llmchain_store::{NewConversation, PostgresStore, Run, RunState, RunStatus, Store, Worker};
@@ -48,35 +48,15 @@ fn weather_tool() -> Result<Tool, llmchain::tool::ToolError> {
         .build()
 }
 
-/// A stand-in for a real provider: asks for the weather of the city in the question,
-/// then answers with the tool's result.
-fn model_for(city: &str) -> Result<ScriptedModel, Error> {
-    Ok(ScriptedModel::new(Format::OpenAiChat)
-        .respond(ResponseScript::tool_call(
-            "call_1",
-            "get_weather",
-            json!({ "city": city }).to_string(),
-        ))?
-        .respond(ResponseScript::text(format!(
-            "It is 18C and sunny in {city}."
-        )))?)
-}
-
 /// Builds a claimed run's chain: the library's [`Worker`] adds the lease-fenced sink,
 /// the heartbeat and the run's bookkeeping (attempts, back-off, completion).
 async fn build(_run: Run, state: ChainState) -> Result<(LLMChain, Mode), BoxError> {
-    let question = state
-        .conversation
-        .messages
-        .iter()
-        .find(|m| m.role == Role::User)
-        .and_then(|m| parts_to_string(&m.content, ContentType::Text))
-        .unwrap_or_default();
-    let city = CITIES
-        .iter()
-        .find(|c| question.contains(*c))
-        .ok_or("no city in the question")?;
-    let chain = LLMChain::from_state(Arc::new(model_for(city)?), state).with_tool(weather_tool()?);
+    // OPENAI_API_KEY and OPENAI_BASE_URL from this worker's environment.
+    let model = HttpModel::new(HttpModelConfig::from_env(
+        Format::OpenAiChat,
+        "gpt-4.1-mini",
+    )?)?;
+    let chain = LLMChain::from_state(Arc::new(model), state).with_tool(weather_tool()?);
     Ok((chain, Mode::while_needs_response()))
 }
 
