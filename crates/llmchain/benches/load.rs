@@ -3,9 +3,9 @@
 //! whole chain run (model → tool → model) and peak RSS (`VmHWM` from /proc/self/status).
 //!
 //! ```text
-//! cargo run --release -p llmchain --example load                 # 1,000 concurrent chains
-//! cargo run --release -p llmchain --example load -- --chains 5000 --chunk-delay-us 200
-//! cargo run --release -p llmchain --example load -- --soak 600   # 10-minute soak
+//! cargo bench -p llmchain --bench load                 # 1,000 concurrent chains
+//! cargo bench -p llmchain --bench load -- --chains 5000 --chunk-delay-us 200
+//! cargo bench -p llmchain --bench load -- --soak 600   # 10-minute soak
 //! ```
 //!
 //! Soak mode runs waves of `--chains` concurrent chains until the duration has passed and
@@ -39,13 +39,18 @@ fn args() -> Args {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < argv.len() {
+        // `cargo bench` passes `--bench` to every bench program.
+        if argv[i] == "--bench" {
+            i += 1;
+            continue;
+        }
         let value = argv.get(i + 1).and_then(|v| v.parse::<u64>().ok());
         match (argv[i].as_str(), value) {
             ("--chains", Some(n)) => out.chains = n as usize,
             ("--soak", Some(s)) => out.soak = Some(Duration::from_secs(s)),
             ("--chunk-delay-us", Some(us)) => out.chunk_delay = Some(Duration::from_micros(us)),
             (other, _) => {
-                eprintln!("unknown or incomplete argument {other}; see the example's doc comment");
+                eprintln!("unknown or incomplete argument {other}; see the program's doc comment");
                 std::process::exit(2);
             }
         }
