@@ -788,7 +788,18 @@ fn run_with_the_python_sdk_server_over_stdio_and_http() {
         }
     }
     let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // An HTTP answer, not a bare connect: a connect to a port nobody holds yet can
+    // connect to itself (TCP simultaneous open) and read back its own request.
+    let answers = || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut s| {
+            use std::io::{Read, Write};
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let _ = write!(s, "GET /mcp HTTP/1.0\r\nHost: x\r\n\r\n");
+            let mut r = [0u8; 5];
+            s.read_exact(&mut r).is_ok() && &r == b"HTTP/"
+        })
+    };
+    while !answers() {
         assert!(
             started.elapsed().as_secs() < 30,
             "the SDK server did not start"

@@ -443,24 +443,22 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    /// Starts `llmchain serve --listen 127.0.0.1:<free port> ARGS` and waits until it
-    /// answers.
+    /// Starts `llmchain serve --listen 127.0.0.1:0 ARGS` and waits until it says where it
+    /// listens. The port comes from the server itself: a port picked here and handed over
+    /// could be taken in between, and a bare TCP connect to a port nobody holds can
+    /// connect to itself (TCP simultaneous open), which once made a test talk to nobody.
     pub(crate) fn start(dir: &std::path::Path, args: &[&str]) -> Served {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let child = Self::spawn(dir, port, &args);
-        let served = Served {
+        let child = Self::spawn(dir, 0, &args);
+        let mut served = Served {
             child,
-            base: format!("http://127.0.0.1:{port}"),
-            port,
+            base: String::new(),
+            port: 0,
             args,
             dir: dir.to_owned(),
         };
-        served.wait_ready();
+        served.port = served.wait_ready(1);
+        served.base = format!("http://127.0.0.1:{}", served.port);
         served
     }
 
@@ -474,22 +472,36 @@ impl Served {
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
-                    .open(dir.join(format!("serve-{port}.log")))
+                    .open(dir.join("serve.log"))
                     .unwrap(),
             )
             .spawn()
             .expect("llmchain serve starts")
     }
 
-    fn wait_ready(&self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+    /// Waits for the server's `nth` start line (`llmchain serve: http://ADDR/ …`) and
+    /// returns its port; fails at once with the log when the server exits first.
+    fn wait_ready(&mut self, nth: usize) -> u16 {
+        const LINE: &str = "llmchain serve: http://127.0.0.1:";
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = self.log();
+            if let Some(line) = log.lines().filter(|l| l.starts_with(LINE)).nth(nth - 1) {
+                let port = line[LINE.len()..]
+                    .split('/')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or_else(|| panic!("no port in {line:?}"));
+                return port;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("llmchain serve exited ({status}) before listening:\n{log}");
+            }
             assert!(
                 std::time::Instant::now() < deadline,
-                "llmchain serve did not listen in 30 s: {}",
-                self.log()
+                "llmchain serve did not listen in 60 s: {log}"
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -498,14 +510,19 @@ impl Served {
     pub(crate) fn restart(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+        let starts = self
+            .log()
+            .lines()
+            .filter(|l| l.starts_with("llmchain serve: http://"))
+            .count();
         self.child = Self::spawn(&self.dir, self.port, &self.args);
-        self.wait_ready();
+        let port = self.wait_ready(starts + 1);
+        assert_eq!(port, self.port);
     }
 
     /// What the server printed.
     pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join(format!("serve-{}.log", self.port)))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
     }
 }
 
