@@ -229,6 +229,17 @@ pub enum ModelError {
     /// (`test-util`: it ran out of them, or one cannot be rendered in its format).
     #[error("{0}")]
     Config(String),
+    /// Credentials could not be read or turned into a token: an AWS credentials file, a
+    /// Google service-account key, application default credentials, a token endpoint.
+    /// `Error::source` walks to what failed underneath (an I/O error, `gcp_auth`'s).
+    #[error("{message}")]
+    Credentials {
+        /// What failed and how to fix it.
+        message: String,
+        /// The error underneath, when there is one.
+        #[source]
+        cause: Option<Cause>,
+    },
     /// The call was cancelled.
     #[error("the model call was cancelled")]
     Cancelled,

@@ -661,6 +661,7 @@ fn error_type(e: &ModelError) -> &'static str {
         ModelError::Decode(_) => "decode",
         ModelError::Encode(_) => "encode",
         ModelError::Config(_) => "config",
+        ModelError::Credentials { .. } => "credentials",
         ModelError::Cancelled => "cancelled",
     }
 }

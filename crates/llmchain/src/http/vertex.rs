@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 use super::auth::{Auth, BearerTokens, Token, TokenFuture, TokenSource};
 use super::config::{ApiKey, HttpModelConfig};
 use super::providers::{ProviderSpec, Route, RouteContext, SettingSpec, key_auth};
-use crate::model::ModelError;
+use crate::model::{Cause, ModelError};
 use crate::provider::{Codec, Format};
 
 /// The OAuth scope every Vertex AI call needs.
@@ -202,9 +202,10 @@ impl GoogleTokens {
     /// the project the key names.
     pub fn service_account(json: &str) -> Result<(Self, Option<String>), ModelError> {
         let sa = gcp_auth::CustomServiceAccount::from_json(json).map_err(|e| {
-            ModelError::Config(format!(
-                "the Google service-account key cannot be used: {e}"
-            ))
+            ModelError::Credentials {
+                message: format!("the Google service-account key cannot be used: {e}"),
+                cause: Some(Cause::new(e)),
+            }
         })?;
         let project = sa.project_id().map(str::to_owned);
         let provider: Arc<dyn gcp_auth::TokenProvider> = Arc::new(sa);
@@ -230,22 +231,26 @@ impl TokenSource for GoogleTokens {
             let provider = self
                 .provider
                 .get_or_try_init(|| async {
-                    gcp_auth::provider().await.map_err(|e| {
-                        ModelError::Config(format!(
-                            "no Google credentials found ({}): set GOOGLE_APPLICATION_CREDENTIALS \
-                             to a service-account key file, run `gcloud auth application-default \
-                             login`, or give GOOGLE_VERTEX_API_KEY (Gemini's express mode)",
-                            with_causes(&e)
-                        ))
-                    })
+                    gcp_auth::provider()
+                        .await
+                        .map_err(|e| ModelError::Credentials {
+                            message: format!(
+                                "no Google credentials found ({}): set GOOGLE_APPLICATION_CREDENTIALS \
+                                 to a service-account key file, run `gcloud auth application-default \
+                                 login`, or give GOOGLE_VERTEX_API_KEY (Gemini's express mode)",
+                                with_causes(&e)
+                            ),
+                            cause: Some(Cause::new(e)),
+                        })
                 })
                 .await?;
-            let token = provider.token(&[SCOPE]).await.map_err(|e| {
-                ModelError::Config(format!(
-                    "could not get a Google access token: {}",
-                    with_causes(&e)
-                ))
-            })?;
+            let token = provider
+                .token(&[SCOPE])
+                .await
+                .map_err(|e| ModelError::Credentials {
+                    message: format!("could not get a Google access token: {}", with_causes(&e)),
+                    cause: Some(Cause::new(e)),
+                })?;
             let now = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
@@ -279,18 +284,17 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 /// Reads the service-account key file `path`, bounded.
 fn read_key_file(path: &str) -> Result<String, ModelError> {
     use std::io::Read as _;
-    let err = |e: &dyn std::fmt::Display| {
-        ModelError::Config(format!(
-            "GOOGLE_APPLICATION_CREDENTIALS names {path}, which cannot be read: {e}"
-        ))
+    let err = |e: &dyn std::fmt::Display, cause: Option<std::io::Error>| ModelError::Credentials {
+        message: format!("GOOGLE_APPLICATION_CREDENTIALS names {path}, which cannot be read: {e}"),
+        cause: cause.map(Cause::new),
     };
-    let file = std::fs::File::open(path).map_err(|e| err(&e))?;
+    let file = std::fs::File::open(path).map_err(|e| err(&e.to_string(), Some(e)))?;
     let mut text = String::new();
     file.take(MAX_KEY_FILE + 1)
         .read_to_string(&mut text)
-        .map_err(|e| err(&e))?;
+        .map_err(|e| err(&e.to_string(), Some(e)))?;
     if text.len() as u64 > MAX_KEY_FILE {
-        return Err(err(&"it is larger than 1 MiB, which no key file is"));
+        return Err(err(&"it is larger than 1 MiB, which no key file is", None));
     }
     Ok(text)
 }
@@ -437,5 +441,31 @@ mod tests {
             serde_json::json!({"max_tokens": 5, "stream": true, "anthropic_version": ANTHROPIC_VERSION})
         );
         assert!(anthropic_body(b"[1]".to_vec()).is_err());
+    }
+
+    #[test]
+    fn credential_errors_keep_their_cause() {
+        use std::error::Error as _;
+        let dir = std::env::temp_dir();
+        // A directory cannot be read as a key file: the I/O error is the source.
+        let e = read_key_file(dir.to_str().unwrap()).unwrap_err();
+        let ModelError::Credentials { message, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            message.contains("GOOGLE_APPLICATION_CREDENTIALS"),
+            "{message}"
+        );
+        let cause = e.source().unwrap().downcast_ref::<Cause>().unwrap();
+        assert!(
+            cause.get().downcast_ref::<std::io::Error>().is_some(),
+            "{cause:?}"
+        );
+        let e = GoogleTokens::service_account("{\"type\": \"nope\"}").unwrap_err();
+        assert!(
+            matches!(e, ModelError::Credentials { cause: Some(_), .. }),
+            "{e:?}"
+        );
+        assert!(e.source().is_some());
     }
 }

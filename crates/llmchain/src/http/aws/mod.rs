@@ -22,7 +22,7 @@ pub use sigv4::{AwsCredentials, SigV4};
 use super::auth::Auth;
 use super::config::{ApiKey, HttpModelConfig};
 use super::providers::{ProviderSpec, Route, RouteContext, SettingSpec, bearer_auth};
-use crate::model::ModelError;
+use crate::model::{Cause, ModelError};
 use crate::provider::{Codec, Format};
 
 fn route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
@@ -62,14 +62,15 @@ fn profile_of(
             return Ok(Default::default());
         };
         match std::fs::read_to_string(&p) {
-            Ok(text) => profile::parse(&text, kind).map_err(|e| {
-                ModelError::Config(format!("the AWS file {} cannot be read: {e}", p.display()))
+            Ok(text) => profile::parse(&text, kind).map_err(|e| ModelError::Credentials {
+                message: format!("the AWS file {} cannot be read: {e}", p.display()),
+                cause: None,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
-            Err(e) => Err(ModelError::Config(format!(
-                "the AWS file {} cannot be read: {e}",
-                p.display()
-            ))),
+            Err(e) => Err(ModelError::Credentials {
+                message: format!("the AWS file {} cannot be read: {e}", p.display()),
+                cause: Some(Cause::new(e)),
+            }),
         }
     };
     let all = profile::merge(
