@@ -471,6 +471,58 @@ fn chat_keeps_one_conversation_and_survives_ctrl_c() {
     t.wait_for("EXIT=0");
 }
 
+/// A review question inside `llmchain chat`: the call is asked about between two
+/// questions, approved, run once, and the session goes on to the next question.
+#[test]
+fn chat_asks_its_review_questions_and_goes_on() {
+    let test = "chat_asks_its_review_questions_and_goes_on";
+    if !have_tmux(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let Some(files) = common::files_server_cmd(test, &root, 0) else {
+        return;
+    };
+    let db = db_url(dir.path());
+    let (base, seen) = serve_replies(vec![
+        Reply::Body(sse(&ResponseScript::tool_call(
+            "call_1",
+            "write_file",
+            r#"{"path":"a.txt","content":"hi"}"#,
+        ))),
+        Reply::Body(sse(&ResponseScript::text("Written."))),
+        Reply::Body(sse(&ResponseScript::text("It says hi."))),
+    ]);
+    let line = format!(
+        "trap true INT; cd {} && env -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} chat --base-url {base} --db {db} --model m --approve ask --no-builtin-tools --mcp '{files}'; echo EXIT=$?; sleep 60",
+        dir.path().display(),
+        dir.path().display()
+    );
+    let t = Session::start("llmchain-chat-review", &line);
+    t.wait_for("Ctrl-D to quit");
+    t.type_text("Write hi to a.txt");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("[a]pprove  [e]dit  [r]eject  [d]eny >");
+    assert!(screen.contains("call call_1: write_file"), "{screen}");
+    t.keys(&["a", "Enter"]);
+    t.wait_for("Written.");
+    t.type_text("What does it say?");
+    t.keys(&["Enter"]);
+    t.wait_for("It says hi.");
+    t.keys(&["C-d"]);
+    let screen = t.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "hi");
+    assert_eq!(common::files_calls(&root).len(), 1);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    // The third request carries the whole conversation, the call's result included.
+    let msgs = seen[2].1["messages"].as_array().unwrap();
+    assert!(msgs.iter().any(|m| m["role"] == "tool"), "{msgs:?}");
+}
+
 /// A long call's arguments are shown on the spinner line as they stream (the library's
 /// incremental reader): its keys, and the end of its long string.
 #[test]
