@@ -24,6 +24,14 @@
 //! as it would without batching. The thread ends when the last handle to the store is
 //! dropped.
 //!
+//! Writes under a run's lease (a worker's or a chat server's: its messages, statuses and
+//! run state, and the run's completion) come here too, as [`Write::Leased`]: the lease is
+//! checked and the write made in the same transaction, so the run cannot change in
+//! between (SQLite has one writer). A lease that is no longer live fails that write
+//! alone and changes nothing. Before, each was a sqlx transaction of four round trips
+//! (begin, lease check, write, commit), which made a chat served by `llmchain-web` spend
+//! most of its CPU switching threads.
+//!
 //! If a statement of a batch fails (an SQL error such as a status for an unknown
 //! conversation, not an append to one, which simply answers `ConversationNotFound`), the
 //! transaction rolls back and each request of the batch is retried on its own, so one bad
@@ -37,6 +45,8 @@ use sqlx::sqlite::SqliteConnection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{StoreError, StoreResult};
+use crate::lease::{self, LeaseRow};
+use crate::model::{Lease, now_ms};
 
 /// At most this many requests share one transaction.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -54,6 +64,44 @@ pub(crate) const APPEND_ONE: &str = "INSERT INTO messages (conversation_id, seq,
 pub(crate) const SET_STATUS: &str = "INSERT INTO tool_calls (conversation_id, call_id, status, updated_at) \
      VALUES (?1, ?2, ?3, ?4) \
      ON CONFLICT (conversation_id, call_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at";
+
+/// Reads a run's lease fields for [`lease::verdict`]. Parameter: the run.
+pub(crate) const LEASE_ROW: &str =
+    "SELECT conversation_id, status, lease_owner, lease_expires_at, epoch FROM runs WHERE id = ?1";
+
+/// Saves a run's state. Parameters: state JSON, time stamp, run.
+pub(crate) const RUN_STATE: &str = "UPDATE runs SET state = ?1, updated_at = ?2 WHERE id = ?3";
+
+/// Finishes a run and releases its lease. Parameters: status, state JSON, time stamp, run.
+pub(crate) const COMPLETE_RUN: &str = "UPDATE runs SET status = ?1, state = ?2, lease_owner = NULL, \
+     lease_expires_at = NULL, updated_at = ?3 WHERE id = ?4";
+
+/// A write made under a run's lease, to the run's conversation or the run itself.
+#[derive(Debug)]
+pub(crate) enum LeasedWrite {
+    /// Append messages (serialised, at least one) to the run's conversation; answers the
+    /// first sequence number.
+    Append {
+        /// The storage-format JSON of each message.
+        bodies: Vec<String>,
+    },
+    /// Record a tool call's status in the run's conversation; answers 0.
+    Status {
+        /// The tool call.
+        call_id: String,
+        /// The status's storage name.
+        status: &'static str,
+    },
+    /// Save the run's state (JSON); answers 0.
+    RunState(String),
+    /// Finish the run with `status` and its state (JSON), releasing the lease; answers 0.
+    Complete {
+        /// The run's new status's storage name.
+        status: &'static str,
+        /// The state JSON.
+        state: String,
+    },
+}
 
 /// One write the writer thread performs.
 #[derive(Debug)]
@@ -79,6 +127,105 @@ pub(crate) enum Write {
         /// The time stamp (ms since the Unix epoch).
         at: i64,
     },
+    /// A write under `lease`, checked in the same transaction: fails with `LeaseLost`,
+    /// `RunCancelled` or `RunNotFound` (changing nothing) unless the lease is live.
+    Leased {
+        /// The lease the writer holds.
+        lease: Lease,
+        /// What it writes.
+        write: LeasedWrite,
+        /// The time stamp (ms since the Unix epoch).
+        at: i64,
+    },
+}
+
+impl Write {
+    /// The statements this write runs, each with its parameters, once the lease (if any)
+    /// named `conversation`: one list for both drivers.
+    fn leased_step<'a>(
+        write: &'a LeasedWrite,
+        conversation: &'a str,
+        at: i64,
+        run: &'a str,
+    ) -> Step<'a> {
+        match write {
+            LeasedWrite::Append { bodies } => Step::Append {
+                conversation,
+                bodies,
+                at,
+            },
+            LeasedWrite::Status { call_id, status } => Step::Execute(
+                SET_STATUS,
+                vec![
+                    Param::Text(conversation),
+                    Param::Text(call_id),
+                    Param::Text(status),
+                    Param::Int(at),
+                ],
+            ),
+            LeasedWrite::RunState(state) => Step::Execute(
+                RUN_STATE,
+                vec![Param::Text(state), Param::Int(at), Param::Text(run)],
+            ),
+            LeasedWrite::Complete { status, state } => Step::Execute(
+                COMPLETE_RUN,
+                vec![
+                    Param::Text(status),
+                    Param::Text(state),
+                    Param::Int(at),
+                    Param::Text(run),
+                ],
+            ),
+        }
+    }
+
+    /// The write's step when it needs no lease.
+    fn plain_step(&self) -> Option<Step<'_>> {
+        match self {
+            Write::Append {
+                conversation,
+                bodies,
+                at,
+            } => Some(Step::Append {
+                conversation,
+                bodies,
+                at: *at,
+            }),
+            Write::Status {
+                conversation,
+                call_id,
+                status,
+                at,
+            } => Some(Step::Execute(
+                SET_STATUS,
+                vec![
+                    Param::Text(conversation),
+                    Param::Text(call_id),
+                    Param::Text(status),
+                    Param::Int(*at),
+                ],
+            )),
+            Write::Leased { .. } => None,
+        }
+    }
+}
+
+/// A statement parameter.
+enum Param<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// What a write does once its lease (if any) passed.
+enum Step<'a> {
+    /// Append each body to `conversation` ([`APPEND_ONE`]); answers the first number.
+    Append {
+        conversation: &'a str,
+        bodies: &'a [String],
+        at: i64,
+    },
+    /// One statement; answers 0.
+    Execute(&'static str, Vec<Param<'a>>),
 }
 
 struct Request {
@@ -183,7 +330,13 @@ fn together(conn: &mut Connection, batch: &[Request]) -> rusqlite::Result<Vec<St
 /// Performs one write in its own transaction: a single statement needs no explicit one
 /// (in autocommit mode a statement, with its triggers, is atomic and commits when done).
 fn alone(conn: &mut Connection, write: &Write) -> StoreResult<i64> {
-    if matches!(write, Write::Append { bodies, .. } if bodies.len() > 1) {
+    let several = match write {
+        Write::Append { bodies, .. } => bodies.len() > 1,
+        Write::Status { .. } => false,
+        // The lease check and the write.
+        Write::Leased { .. } => true,
+    };
+    if several {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let result = apply(&tx, write)?;
         if result.is_ok() {
@@ -198,8 +351,31 @@ fn alone(conn: &mut Connection, write: &Write) -> StoreResult<i64> {
 /// rolled back); the inner one is the write's own outcome (a missing conversation), which
 /// changed nothing.
 fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreResult<i64>> {
-    match write {
-        Write::Append {
+    if let Some(step) = write.plain_step() {
+        return run_step(conn, step);
+    }
+    let Write::Leased { lease, write, at } = write else {
+        unreachable!("plain_step answers every other write")
+    };
+    let row: Option<LeaseRow> = conn
+        .prepare_cached(LEASE_ROW)?
+        .query_row(params![lease.run_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .optional()?;
+    let conversation = match lease::verdict(row, lease, now_ms()) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e)),
+    };
+    run_step(
+        conn,
+        Write::leased_step(write, &conversation, *at, &lease.run_id),
+    )
+}
+
+fn run_step(conn: &Connection, step: Step<'_>) -> rusqlite::Result<StoreResult<i64>> {
+    match step {
+        Step::Append {
             conversation,
             bodies,
             at,
@@ -211,20 +387,21 @@ fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreResult<i64>>
                     .query_row(params![body, at, conversation], |row| row.get(0))
                     .optional()?;
                 let Some(seq) = seq else {
-                    return Ok(Err(StoreError::ConversationNotFound(conversation.clone())));
+                    return Ok(Err(StoreError::ConversationNotFound(conversation.into())));
                 };
                 first.get_or_insert(seq);
             }
-            Ok(first.ok_or_else(|| StoreError::ConversationNotFound(conversation.clone())))
+            Ok(first.ok_or_else(|| StoreError::ConversationNotFound(conversation.into())))
         }
-        Write::Status {
-            conversation,
-            call_id,
-            status,
-            at,
-        } => {
-            conn.prepare_cached(SET_STATUS)?
-                .execute(params![conversation, call_id, status, at])?;
+        Step::Execute(sql, values) => {
+            let mut statement = conn.prepare_cached(sql)?;
+            for (i, value) in values.iter().enumerate() {
+                match value {
+                    Param::Text(t) => statement.raw_bind_parameter(i + 1, t)?,
+                    Param::Int(n) => statement.raw_bind_parameter(i + 1, n)?,
+                }
+            }
+            statement.raw_execute()?;
             Ok(Ok(0))
         }
     }
@@ -234,8 +411,27 @@ fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreResult<i64>>
 /// if the write is a single statement): writes that belong to a larger transaction, and
 /// every write of an in-memory database.
 pub(crate) async fn within(conn: &mut SqliteConnection, write: &Write) -> StoreResult<i64> {
-    match write {
-        Write::Append {
+    if let Some(step) = write.plain_step() {
+        return step_within(conn, step).await;
+    }
+    let Write::Leased { lease, write, at } = write else {
+        unreachable!("plain_step answers every other write")
+    };
+    let row: Option<LeaseRow> = sqlx::query_as(LEASE_ROW)
+        .bind(&lease.run_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let conversation = lease::verdict(row, lease, now_ms())?;
+    step_within(
+        conn,
+        Write::leased_step(write, &conversation, *at, &lease.run_id),
+    )
+    .await
+}
+
+async fn step_within(conn: &mut SqliteConnection, step: Step<'_>) -> StoreResult<i64> {
+    match step {
+        Step::Append {
             conversation,
             bodies,
             at,
@@ -249,25 +445,21 @@ pub(crate) async fn within(conn: &mut SqliteConnection, write: &Write) -> StoreR
                     .fetch_optional(&mut *conn)
                     .await?;
                 let Some(seq) = seq else {
-                    return Err(StoreError::ConversationNotFound(conversation.clone()));
+                    return Err(StoreError::ConversationNotFound(conversation.into()));
                 };
                 first.get_or_insert(seq);
             }
-            first.ok_or_else(|| StoreError::ConversationNotFound(conversation.clone()))
+            first.ok_or_else(|| StoreError::ConversationNotFound(conversation.into()))
         }
-        Write::Status {
-            conversation,
-            call_id,
-            status,
-            at,
-        } => {
-            sqlx::query(SET_STATUS)
-                .bind(conversation)
-                .bind(call_id)
-                .bind(*status)
-                .bind(at)
-                .execute(&mut *conn)
-                .await?;
+        Step::Execute(sql, values) => {
+            let mut query = sqlx::query(sql);
+            for value in values {
+                query = match value {
+                    Param::Text(t) => query.bind(t),
+                    Param::Int(n) => query.bind(n),
+                };
+            }
+            query.execute(&mut *conn).await?;
             Ok(0)
         }
     }
@@ -383,5 +575,118 @@ mod tests {
         // The store reads what the writer wrote.
         let a = store.get_conversation("a").await.unwrap().unwrap();
         assert_eq!(a.conversation.messages.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn leased_writes_check_their_lease_in_the_batch_and_a_lost_one_fails_alone() {
+        use crate::RunState;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let id = store
+            .create_conversation(NewConversation::default())
+            .await
+            .unwrap();
+        let run = store
+            .claim_conversation(&id, "w", Duration::from_secs(60), &RunState::default())
+            .await
+            .unwrap();
+        let live = run.lease().unwrap();
+        let stale = Lease {
+            epoch: live.epoch - 1,
+            ..live.clone()
+        };
+        let leased = |lease: &Lease, write| {
+            request(Write::Leased {
+                lease: lease.clone(),
+                write,
+                at: 7,
+            })
+        };
+        let body = r#"{"role":"user","content":"hi"}"#.to_owned();
+        let mut conn = open(&path, "FULL").unwrap();
+        let batch = [
+            leased(
+                &live,
+                LeasedWrite::Append {
+                    bodies: vec![body.clone(), body.clone()],
+                },
+            ),
+            leased(
+                &stale,
+                LeasedWrite::Append {
+                    bodies: vec![body.clone()],
+                },
+            ),
+            leased(
+                &live,
+                LeasedWrite::Status {
+                    call_id: "c1".into(),
+                    status: "completed",
+                },
+            ),
+            leased(&stale, LeasedWrite::RunState("{}".into())),
+            leased(
+                &live,
+                LeasedWrite::RunState(r#"{"status":"running"}"#.into()),
+            ),
+        ];
+        let results = together(&mut conn, &batch).expect("one transaction");
+        assert_eq!(results[0].as_ref().ok(), Some(&0));
+        assert!(
+            matches!(results[1], Err(StoreError::LeaseLost { .. })),
+            "{:?}",
+            results[1]
+        );
+        assert_eq!(results[2].as_ref().ok(), Some(&0));
+        assert!(matches!(results[3], Err(StoreError::LeaseLost { .. })));
+        assert_eq!(results[4].as_ref().ok(), Some(&0));
+        let stored = store.get_conversation(&id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.conversation.messages.len(),
+            2,
+            "the stale append wrote nothing"
+        );
+        let statuses = rows(&conn, "SELECT call_id, status FROM tool_calls");
+        assert_eq!(statuses, [("c1".into(), "completed".into())]);
+        // Completing releases the lease: a write under it afterwards fails and changes
+        // nothing; alone, outside a batch, the same.
+        let complete = alone(
+            &mut conn,
+            &Write::Leased {
+                lease: live.clone(),
+                write: LeasedWrite::Complete {
+                    status: "done",
+                    state: "{}".into(),
+                },
+                at: 8,
+            },
+        );
+        assert_eq!(complete.ok(), Some(0));
+        let late = alone(
+            &mut conn,
+            &Write::Leased {
+                lease: live.clone(),
+                write: LeasedWrite::Append { bodies: vec![body] },
+                at: 9,
+            },
+        );
+        assert!(
+            matches!(late, Err(StoreError::LeaseLost { .. })),
+            "{late:?}"
+        );
+        let run = store.get_run(&run.id).await.unwrap().unwrap();
+        assert_eq!(run.state.status, crate::RunStatus::Done);
+        assert_eq!(
+            store
+                .get_conversation(&id)
+                .await
+                .unwrap()
+                .unwrap()
+                .conversation
+                .messages
+                .len(),
+            2
+        );
     }
 }

@@ -40,7 +40,7 @@ use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, message_body, ser};
-use crate::group_commit::{self, GroupCommitter, Write};
+use crate::group_commit::{self, GroupCommitter, LeasedWrite, Write};
 use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
@@ -474,11 +474,15 @@ impl Store for SqliteStore {
         let id = match to {
             Writer::Conversation(id) => id,
             Writer::Lease(lease) => {
-                let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-                let conv = check_lease(&mut tx, lease).await?;
-                let first = append_in(&mut tx, &conv, messages).await?;
-                tx.commit().await?;
-                return Ok(first);
+                return self
+                    .write(Write::Leased {
+                        lease: lease.clone(),
+                        write: LeasedWrite::Append {
+                            bodies: bodies(messages)?,
+                        },
+                        at: now_ms(),
+                    })
+                    .await;
             }
         };
         if messages.is_empty() {
@@ -539,10 +543,15 @@ impl Store for SqliteStore {
                 self.write(status_write(id, call_id, status)).await?;
             }
             Writer::Lease(lease) => {
-                let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-                let conv = check_lease(&mut tx, lease).await?;
-                set_status_in(&mut tx, &conv, call_id, status).await?;
-                tx.commit().await?;
+                self.write(Write::Leased {
+                    lease: lease.clone(),
+                    write: LeasedWrite::Status {
+                        call_id: call_id.to_owned(),
+                        status: status.as_str(),
+                    },
+                    at: now_ms(),
+                })
+                .await?;
             }
         }
         Ok(())
@@ -776,31 +785,25 @@ impl Store for SqliteStore {
     }
 
     async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, lease).await?;
-        sqlx::query("UPDATE runs SET state = ?, updated_at = ? WHERE id = ?")
-            .bind(ser("run state", state)?)
-            .bind(now_ms())
-            .bind(&lease.run_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        self.write(Write::Leased {
+            lease: lease.clone(),
+            write: LeasedWrite::RunState(ser("run state", state)?),
+            at: now_ms(),
+        })
+        .await?;
         Ok(())
     }
 
     async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, lease).await?;
-        sqlx::query(
-            "UPDATE runs SET status = ?, state = ?, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ?",
-        )
-        .bind(state.status.as_str())
-        .bind(ser("run state", state)?)
-        .bind(now_ms())
-        .bind(&lease.run_id)
-        .execute(&mut *tx)
+        self.write(Write::Leased {
+            lease: lease.clone(),
+            write: LeasedWrite::Complete {
+                status: state.status.as_str(),
+                state: ser("run state", state)?,
+            },
+            at: now_ms(),
+        })
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 
