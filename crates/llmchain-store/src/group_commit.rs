@@ -154,15 +154,9 @@ impl Write {
                 bodies,
                 at,
             },
-            LeasedWrite::Status { call_id, status } => Step::Execute(
-                SET_STATUS,
-                vec![
-                    Param::Text(conversation),
-                    Param::Text(call_id),
-                    Param::Text(status),
-                    Param::Int(at),
-                ],
-            ),
+            LeasedWrite::Status { call_id, status } => {
+                Step::status(conversation, call_id, status, at)
+            }
             LeasedWrite::RunState(state) => Step::Execute(
                 RUN_STATE,
                 vec![Param::Text(state), Param::Int(at), Param::Text(run)],
@@ -196,15 +190,7 @@ impl Write {
                 call_id,
                 status,
                 at,
-            } => Some(Step::Execute(
-                SET_STATUS,
-                vec![
-                    Param::Text(conversation),
-                    Param::Text(call_id),
-                    Param::Text(status),
-                    Param::Int(*at),
-                ],
-            )),
+            } => Some(Step::status(conversation, call_id, status, *at)),
             Write::Leased { .. } => None,
         }
     }
@@ -226,6 +212,21 @@ enum Step<'a> {
     },
     /// One statement; answers 0.
     Execute(&'static str, Vec<Param<'a>>),
+}
+
+impl<'a> Step<'a> {
+    /// [`SET_STATUS`] for a call of `conversation`.
+    fn status(conversation: &'a str, call_id: &'a str, status: &'a str, at: i64) -> Step<'a> {
+        Step::Execute(
+            SET_STATUS,
+            vec![
+                Param::Text(conversation),
+                Param::Text(call_id),
+                Param::Text(status),
+                Param::Int(at),
+            ],
+        )
+    }
 }
 
 struct Request {
