@@ -14,6 +14,7 @@ use std::sync::Arc;
 use llmchain::chain::{
     ChainState, ConversationSink, LLMChain, SinkError, SinkErrorKind, SinkFuture,
 };
+use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 use serde_json::{Map, Value, json};
 
@@ -165,11 +166,18 @@ pub async fn load_chain_state<S: Store>(
     conversation_id: &str,
     run: Option<&RunState>,
 ) -> StoreResult<Option<ChainState>> {
-    let Some(stored) = store.get_conversation(conversation_id).await? else {
-        return Ok(None);
-    };
+    Ok(store
+        .get_conversation(conversation_id)
+        .await?
+        .map(|stored| chain_state(stored.conversation, run)))
+}
+
+/// A conversation already loaded (and a run's state, if given) as a chain state to
+/// resume from: what [`load_chain_state`] returns, for a caller that holds the
+/// conversation and need not read it again.
+pub fn chain_state(conversation: Conversation, run: Option<&RunState>) -> ChainState {
     let mut state = ChainState {
-        conversation: stored.conversation,
+        conversation,
         ..Default::default()
     };
     if let Some(run) = run {
@@ -188,7 +196,7 @@ pub async fn load_chain_state<S: Store>(
             }
         }
     }
-    Ok(Some(state))
+    state
 }
 
 /// The chain's view of a store error: its kind decides whether the run must stop.

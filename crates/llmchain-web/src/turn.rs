@@ -20,7 +20,7 @@ use llmchain::message::{
 use llmchain::provider::StreamEvent;
 use llmchain::tool::CancellationToken;
 use llmchain_store::review::{new_reviews, run_answering};
-use llmchain_store::sink::{StoreSink, keep_extra, load_chain_state, run_state};
+use llmchain_store::sink::{StoreSink, chain_state, keep_extra, run_state};
 use llmchain_store::{
     ChainFactory, Heartbeat, NewConversation, ReviewFilter, ReviewStatus, RunState, RunStatus,
     Store, StoreError, Writer,
@@ -77,9 +77,9 @@ async fn turn<S: Store + 'static>(
 ) -> Result<(), String> {
     let store = &env.store;
     let err = |e: StoreError| e.to_string();
-    if let Intent::Message { .. } = &intent
-        && store.get_conversation(chat).await.map_err(err)?.is_none()
-    {
+    // A message to a chat that does not exist yet creates it (one insert, which a chat
+    // that exists refuses: cheaper than reading it first).
+    if let Intent::Message { .. } = &intent {
         let new = NewConversation::default().with_id(chat);
         let new = match title {
             Some(t) => new.with_title(t),
@@ -140,6 +140,10 @@ async fn turn<S: Store + 'static>(
         Intent::Approvals { answers } => answers.iter().map(|a| a.id.clone()).collect(),
         _ => HashSet::new(),
     };
+    // What the intent changes, applied to `stored` too once the catch-up below has read
+    // it as it was: the chain starts from it without reading the chat again.
+    let mut appended = None;
+    let mut truncated = None;
     let message_id = match intent {
         Intent::Message { text, client_id } => {
             let repeated = messages.last().is_some_and(|m| {
@@ -161,9 +165,10 @@ async fn turn<S: Store + 'static>(
                     m.metadata.insert("ui_id".into(), Value::String(id));
                 }
                 store
-                    .append_messages(Writer::Lease(&lease), &[m])
+                    .append_messages(Writer::Lease(&lease), std::slice::from_ref(&m))
                     .await
                     .map_err(err)?;
+                appended = Some(m);
             }
             id_of(messages.len() + usize::from(!repeated))
         }
@@ -177,6 +182,7 @@ async fn turn<S: Store + 'static>(
                 .truncate_messages(Writer::Lease(&lease), from as i64)
                 .await
                 .map_err(err)?;
+            truncated = Some(from);
             id_of(from)
         }
         Intent::Approvals { .. } | Intent::Continue => {
@@ -207,10 +213,12 @@ async fn turn<S: Store + 'static>(
         }
     }
 
-    let state = load_chain_state(store.as_ref(), chat, Some(&run.state))
-        .await
-        .map_err(err)?
-        .ok_or_else(|| format!("there is no chat {chat:?}"))?;
+    let mut conversation = stored.conversation;
+    if let Some(keep) = truncated {
+        conversation.messages.truncate(keep);
+    }
+    conversation.messages.extend(appended);
+    let state = chain_state(conversation, Some(&run.state));
     writer.know_calls(&state.conversation.messages);
     let (chain, mode) = env
         .factory
