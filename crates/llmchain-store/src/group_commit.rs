@@ -234,6 +234,17 @@ struct Request {
     reply: oneshot::Sender<StoreResult<i64>>,
 }
 
+/// Work that needs a transaction of its own (a claim, a conversation created with its
+/// messages, a read): the writer runs it between batches, on its connection. It answers
+/// its caller itself.
+pub(crate) type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// What the writer thread is sent.
+enum Work {
+    Write(Request),
+    Job(Job),
+}
+
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.write.fmt(f)
@@ -243,7 +254,7 @@ impl std::fmt::Debug for Request {
 /// The handle to a writer thread; cloning it shares the thread.
 #[derive(Debug, Clone)]
 pub(crate) struct GroupCommitter {
-    queue: mpsc::Sender<Request>,
+    queue: mpsc::Sender<Work>,
 }
 
 impl GroupCommitter {
@@ -267,7 +278,25 @@ impl GroupCommitter {
     pub(crate) async fn write(&self, write: Write) -> StoreResult<i64> {
         let (reply, answer) = oneshot::channel();
         self.queue
-            .send(Request { write, reply })
+            .send(Work::Write(Request { write, reply }))
+            .await
+            .map_err(|_| StoreError::WriterStopped)?;
+        answer.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    /// Runs `job` on the writer's connection, between batches: one hop to the thread and
+    /// back for the whole job, whatever number of statements it runs. The job opens and
+    /// commits its own transaction.
+    pub(crate) async fn job<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let _ = reply.send(job(conn));
+        });
+        self.queue
+            .send(Work::Job(job))
             .await
             .map_err(|_| StoreError::WriterStopped)?;
         answer.await.map_err(|_| StoreError::WriterStopped)?
@@ -285,13 +314,25 @@ fn open(path: &Path, synchronous: &'static str) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-fn run(mut conn: Connection, mut requests: mpsc::Receiver<Request>) {
+fn run(mut conn: Connection, mut work: mpsc::Receiver<Work>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = requests.blocking_recv() {
-        batch.push(first);
+    // A job met while gathering a batch, run after that batch (in arrival order).
+    let mut next = None;
+    while let Some(first) = next.take().or_else(|| work.blocking_recv()) {
+        match first {
+            Work::Job(job) => {
+                job(&mut conn);
+                continue;
+            }
+            Work::Write(request) => batch.push(request),
+        }
         while batch.len() < MAX_BATCH {
-            match requests.try_recv() {
-                Ok(request) => batch.push(request),
+            match work.try_recv() {
+                Ok(Work::Write(request)) => batch.push(request),
+                Ok(job) => {
+                    next = Some(job);
+                    break;
+                }
                 Err(_) => break,
             }
         }
@@ -351,7 +392,7 @@ fn alone(conn: &mut Connection, write: &Write) -> StoreResult<i64> {
 /// Runs a write's statements. The outer error is an SQL failure (the transaction must be
 /// rolled back); the inner one is the write's own outcome (a missing conversation), which
 /// changed nothing.
-fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreResult<i64>> {
+pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreResult<i64>> {
     if let Some(step) = write.plain_step() {
         return run_step(conn, step);
     }

@@ -11,6 +11,17 @@ use crate::assemble;
 use crate::error::{StoreError, StoreResult};
 use crate::model::{ConversationSummary, Run, RunFilter, RunKind, RunStatus, StoredConversation};
 
+/// A conversation's row (`summary` reads it). Parameter: the conversation.
+pub(crate) const CONVERSATION_ROW: &str = "SELECT id, title, metadata, header, next_seq, created_at, updated_at FROM conversations WHERE id = $1";
+
+/// A conversation's call statuses: call id, status. Parameter: the conversation.
+pub(crate) const STATUSES: &str =
+    "SELECT call_id, status FROM tool_calls WHERE conversation_id = $1";
+
+/// A conversation's messages in order: seq, body. Parameter: the conversation.
+pub(crate) const MESSAGES: &str =
+    "SELECT seq, body FROM messages WHERE conversation_id = $1 ORDER BY seq";
+
 /// Every recorded execution status of conversation `id`, by call id.
 pub(crate) async fn statuses<DB>(
     conn: &mut DB::Connection,
@@ -23,11 +34,18 @@ where
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'r> (String, String): FromRow<'r, DB::Row>,
 {
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT call_id, status FROM tool_calls WHERE conversation_id = $1")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
+    let rows: Vec<(String, String)> = sqlx::query_as(STATUSES)
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+    parse_statuses(id, rows)
+}
+
+/// Status rows (call id, status) of conversation `id`, by call id.
+pub(crate) fn parse_statuses(
+    id: &str,
+    rows: Vec<(String, String)>,
+) -> StoreResult<HashMap<String, ExecutionStatus>> {
     rows.into_iter()
         .map(|(call, s)| Ok((call.clone(), assemble::parse_status(id, &call, &s)?)))
         .collect()
@@ -72,24 +90,33 @@ where
     for<'r> Option<String>: Decode<'r, DB> + Type<DB>,
     for<'r> i64: Decode<'r, DB> + Type<DB>,
 {
-    let Some(row) = sqlx::query(
-        "SELECT id, title, metadata, header, next_seq, created_at, updated_at FROM conversations WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?
+    let Some(row) = sqlx::query(CONVERSATION_ROW)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
     else {
         return Ok(None);
     };
     let summary = summary(id.to_owned(), &row)?;
     let header: String = row.try_get("header")?;
-    let mut conversation = assemble::parse_header(id, &header)?;
     let statuses = statuses::<DB>(conn, id).await?;
-    let rows: Vec<(i64, String)> =
-        sqlx::query_as("SELECT seq, body FROM messages WHERE conversation_id = $1 ORDER BY seq")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
+    let rows: Vec<(i64, String)> = sqlx::query_as(MESSAGES)
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+    whole(summary, &header, &statuses, rows).map(Some)
+}
+
+/// A conversation from what was read of it: its summary, header, statuses and message
+/// rows (which must be as many as the summary counts).
+pub(crate) fn whole(
+    summary: ConversationSummary,
+    header: &str,
+    statuses: &HashMap<String, ExecutionStatus>,
+    rows: Vec<(i64, String)>,
+) -> StoreResult<StoredConversation> {
+    let id = summary.id.as_str();
+    let mut conversation = assemble::parse_header(id, header)?;
     if rows.len() as i64 != summary.message_count {
         return Err(StoreError::Corrupt {
             conversation: id.into(),
@@ -101,11 +128,11 @@ where
             ),
         });
     }
-    conversation.messages = assemble::messages(id, rows, &statuses)?;
-    Ok(Some(StoredConversation {
+    conversation.messages = assemble::messages(id, rows, statuses)?;
+    Ok(StoredConversation {
         summary,
         conversation,
-    }))
+    })
 }
 
 /// Run `run_id`, read on `conn`.

@@ -39,6 +39,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Row};
 
 use crate::assemble;
+use crate::direct;
 use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::group_commit::{self, GroupCommitter, LeasedWrite, Write};
 use crate::inbox;
@@ -239,6 +240,23 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `job` on a `rusqlite` connection, in one hop: the writer thread's (between
+    /// its batches) for a file, the pool's only connection in memory. For operations of
+    /// several statements that sqlx would run one round trip each.
+    async fn direct<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut rusqlite::Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        match &self.writer {
+            Some(writer) => writer.job(job).await,
+            None => {
+                let mut conn = self.pool.acquire().await?;
+                let mut handle = conn.lock_handle().await?;
+                direct::on_sqlx_connection(&mut handle, job)
+            }
+        }
+    }
+
     /// The connection pool, for callers that keep their own tables beside ours.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -380,31 +398,16 @@ fn already_open(conversation: &str, run: Run) -> StoreError {
 
 impl Store for SqliteStore {
     async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
-        let id = new.id.unwrap_or_else(new_id);
-        let header = assemble::header_json(&new.conversation)?;
-        let metadata = ser("metadata", &new.metadata)?;
-        let now = now_ms();
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, 0, ?, ?) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&id)
-        .bind(&new.title)
-        .bind(metadata)
-        .bind(header)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(StoreError::ConversationExists(id));
-        }
-        if !new.conversation.messages.is_empty() {
-            append_in(&mut tx, &id, &new.conversation.messages).await?;
-        }
-        tx.commit().await?;
-        Ok(id)
+        let row = direct::NewRow {
+            id: new.id.unwrap_or_else(new_id),
+            title: new.title,
+            metadata: ser("metadata", &new.metadata)?,
+            header: assemble::header_json(&new.conversation)?,
+            bodies: bodies(&new.conversation.messages)?,
+            at: now_ms(),
+        };
+        self.direct(move |conn| direct::create_conversation(conn, row))
+            .await
     }
 
     async fn update_header(&self, id: &str, header: &Conversation) -> StoreResult<()> {
@@ -423,10 +426,9 @@ impl Store for SqliteStore {
 
     async fn get_conversation(&self, id: &str) -> StoreResult<Option<StoredConversation>> {
         // One read transaction: a consistent snapshot of header, statuses and messages.
-        let mut tx = self.pool.begin().await?;
-        let out = read::conversation::<sqlx::Sqlite>(&mut tx, id).await?;
-        tx.commit().await?;
-        Ok(out)
+        let id = id.to_owned();
+        self.direct(move |conn| direct::conversation(conn, &id))
+            .await
     }
 
     async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
@@ -714,57 +716,17 @@ impl Store for SqliteStore {
         lease: Duration,
         state: &RunState,
     ) -> StoreResult<Run> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let now = now_ms();
-        let expires = now.saturating_add(duration_ms(lease));
-        let row: assemble::RunRow = match open_run_in(&mut tx, conversation_id).await? {
-            Some(run) if run.kind == RunKind::Queued => {
-                return Err(queued_open(conversation_id, run));
-            }
-            Some(run)
-                if run.state.status == RunStatus::Running
-                    && run.lease_expires_at.is_some_and(|e| e > now) =>
-            {
-                return Err(StoreError::RunBusy {
-                    conversation: conversation_id.into(),
-                    owner: run.lease_owner.unwrap_or_default(),
-                    remaining_ms: run.lease_expires_at.unwrap_or(now) - now,
-                    run: run.id,
-                });
-            }
-            Some(run) => {
-                sqlx::query_as(concat!(
-                    "UPDATE runs SET status = 'running', lease_owner = ?, lease_expires_at = ?, \
-                     updated_at = ?, epoch = epoch + 1, attempt = attempt + 1 WHERE id = ? RETURNING ",
-                    run_columns!()
-                ))
-                .bind(worker_id)
-                .bind(expires)
-                .bind(now)
-                .bind(&run.id)
-                .fetch_one(&mut *tx)
-                .await?
-            }
-            None => sqlx::query_as(concat!(
-                "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
-                 created_at, updated_at, epoch, attempt, run_at, kind) \
-                 SELECT ?, id, 'running', ?, ?, ?, ?, ?, 1, 1, ?, 'interactive' FROM conversations WHERE id = ? RETURNING ",
-                run_columns!()
-            ))
-            .bind(new_id())
-            .bind(ser("run state", state)?)
-            .bind(worker_id)
-            .bind(expires)
-            .bind(now)
-            .bind(now)
-            .bind(now)
-            .bind(conversation_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?,
+        let claim = direct::Claim {
+            conversation: conversation_id.to_owned(),
+            worker: worker_id.to_owned(),
+            new_run: new_id(),
+            state: ser("run state", state)?,
+            now,
+            expires: now.saturating_add(duration_ms(lease)),
         };
-        tx.commit().await?;
-        assemble::run(row)
+        self.direct(move |conn| direct::claim_conversation(conn, claim))
+            .await
     }
 
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {
