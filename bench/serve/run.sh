@@ -20,7 +20,9 @@ out=results/serve.jsonl
 : > "$out"
 echo "date: $(date -u +%FT%TZ) servers=$SERVERS load: $(cat /proc/loadavg)" | tee results/serve-load.txt
 LOAD=./target/release/load
-port=39100
+# Below the ephemeral range (32768-60999 here): a port there can be held by an
+# outgoing connection of the load generator, and binding it then fails.
+port=20100
 
 start() { # start SERVER PACE_MS DELTAS -> sets SERVER_PID, BASE
   local name=$1 pace=$2 deltas=$3

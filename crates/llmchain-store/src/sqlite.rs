@@ -19,11 +19,15 @@
 //!
 //! Under `FULL` each commit waits for one `fdatasync` (0.1–0.3 ms on a quiet SSD-backed
 //! VM disk), which caps one caller appending one message at a time at a few thousand
-//! messages per second. Appends and tool statuses therefore go through one writer thread
-//! that commits the writes arriving together in one transaction (group commit): each
-//! caller still returns only after its commit, and concurrent conversations share the
-//! sync. [`Store::append_messages`] writes a batch in one transaction. Measured figures
-//! and the trade-off: `docs/storage.md` and the crate README.
+//! messages per second. Appends, tool statuses and the writes under a run's lease (its
+//! state, its completion) therefore go through one writer thread that commits the
+//! writes arriving together in one transaction (group commit): each caller still
+//! returns only after its commit, and concurrent conversations share the sync.
+//! [`Store::append_messages`] writes a batch in one transaction. Creating a
+//! conversation, claiming its run and reading it back run on the same thread's
+//! `rusqlite` connection as one job each: through sqlx every statement would be a round
+//! trip to the connection's worker thread. Measured figures and the trade-off:
+//! `docs/storage.md`, `docs/benchmarks.md` (the serve benchmark) and the crate README.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -21,7 +21,7 @@ use llmchain::model::{ChatModel, ModelError, ModelEvent, ModelStream};
 use llmchain::provider::{DecoderConfig, EventBatch, Format, RequestOptions, StreamDecoder};
 use llmchain::tool::Tool;
 use llmchain_store::worker::BoxError;
-use llmchain_store::{Run, SqliteStore};
+use llmchain_store::{Durability, Run, SqliteStore};
 use llmchain_web::{ChatServer, ServeConfig};
 use serve_bench::monotonic_ns;
 
@@ -169,7 +169,17 @@ fn main() {
     .build()
     .unwrap();
     rt.block_on(async move {
-        let store = Arc::new(SqliteStore::open(db).await.expect("the database opens"));
+        // BENCH_SYNC=normal: what the fsyncs cost (a returned write then survives a
+        // process crash, not power loss); the benchmark's figures use the default, FULL.
+        let durability = match std::env::var("BENCH_SYNC").as_deref() {
+            Ok("normal") => Durability::Normal,
+            _ => Durability::Full,
+        };
+        let store = Arc::new(
+            SqliteStore::open_with(db, durability)
+                .await
+                .expect("the database opens"),
+        );
         let model = Arc::new(ClockModel { pace, deltas });
         let factory = move |_run: Run, state: ChainState| {
             let model = model.clone();
