@@ -23,6 +23,10 @@ pub struct Frame<'a> {
     /// collected: a frame has three or four headers, and a `Vec` a frame cost more than
     /// the lookups).
     headers: &'a [u8],
+    /// `:message-type` and `:event-type`, found while the parser checks the headers
+    /// (every frame is asked for them).
+    message_type: Option<&'a [u8]>,
+    event_type: Option<&'a [u8]>,
     /// The payload bytes.
     pub payload: &'a [u8],
 }
@@ -30,6 +34,14 @@ pub struct Frame<'a> {
 impl<'a> Frame<'a> {
     /// The string header `name` (`:message-type`, `:event-type`, `:exception-type`...).
     pub fn header(&self, name: &str) -> Option<&'a str> {
+        let known = match name {
+            ":message-type" => Some(self.message_type),
+            ":event-type" => Some(self.event_type),
+            _ => None,
+        };
+        if let Some(value) = known {
+            return value.and_then(|v| std::str::from_utf8(v).ok());
+        }
         let mut h = self.headers;
         while let Ok(Some((n, kind, value, rest))) = next_header(h) {
             if kind == STRING && n == name.as_bytes() {
@@ -196,15 +208,31 @@ fn parse<'a>(format: &'static str, frame: &'a [u8]) -> Result<Frame<'a>, DecodeE
     let payload = &frame[PRELUDE + headers_len..total - 4];
     // The headers' layout is checked here; their text when one is looked up (a name
     // that is not UTF-8 cannot be one looked up, a value that is not is refused then).
+    let (mut message_type, mut event_type) = (None, None);
     let mut h = headers;
     loop {
         match next_header(h) {
-            Ok(Some((_, _, _, rest))) => h = rest,
+            Ok(Some((name, kind, value, rest))) => {
+                if kind == STRING {
+                    // The first of each, as `header` finds it.
+                    match name {
+                        b":message-type" if message_type.is_none() => message_type = Some(value),
+                        b":event-type" if event_type.is_none() => event_type = Some(value),
+                        _ => {}
+                    }
+                }
+                h = rest;
+            }
             Ok(None) => break,
             Err(m) => return Err(bad(m)),
         }
     }
-    Ok(Frame { headers, payload })
+    Ok(Frame {
+        headers,
+        message_type,
+        event_type,
+        payload,
+    })
 }
 
 fn be16(b: &[u8]) -> u16 {
