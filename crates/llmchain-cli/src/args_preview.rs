@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use llmchain::provider::StreamEvent;
-use llmchain::provider::preview::ArgumentPreview;
+use llmchain::provider::preview::{ArgumentPreview, PreviewEvent};
 use serde_json::Value;
 
 /// How often the line is redrawn.
@@ -26,6 +26,9 @@ struct Call {
     name: String,
     reader: ArgumentPreview,
     drawn: Option<Instant>,
+    /// The reader's events, not needed (the partial value is read when drawn): one
+    /// buffer for the whole call rather than one a fragment.
+    scratch: Vec<PreviewEvent>,
 }
 
 impl Previews {
@@ -40,15 +43,16 @@ impl Previews {
                         name: name.to_string(),
                         reader: ArgumentPreview::new(),
                         drawn: None,
+                        scratch: Vec::new(),
                     },
                 );
                 Some(format!("{name}…"))
             }
             StreamEvent::ToolCallArguments { index, fragment } => {
                 let call = self.calls.get_mut(index)?;
-                // The events are not needed: the partial value is read when drawn.
-                let mut events = Vec::new();
-                call.reader.feed_bytes(fragment.as_bytes(), &mut events);
+                call.reader
+                    .feed_bytes(fragment.as_bytes(), &mut call.scratch);
+                call.scratch.clear();
                 let n = call.reader.bytes_read();
                 if n < LONG || call.drawn.is_some_and(|t| t.elapsed() < EVERY) {
                     // The spinner stays as it is.

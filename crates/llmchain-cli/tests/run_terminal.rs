@@ -514,6 +514,18 @@ fn chat_asks_its_review_questions_and_goes_on() {
     t.keys(&["C-d"]);
     let screen = t.wait_for("EXIT=");
     assert!(screen.contains("EXIT=0"), "{screen}");
+    // Where the conversation is kept is said once, at the end, not after each answer.
+    assert!(
+        !screen.contains("saved (llmchain conversations"),
+        "{screen}"
+    );
+    assert_eq!(
+        screen
+            .matches("saved (go on with `llmchain chat --db")
+            .count(),
+        1,
+        "{screen}"
+    );
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "hi");
     assert_eq!(common::files_calls(&root).len(), 1);
     let seen = seen.lock().unwrap();

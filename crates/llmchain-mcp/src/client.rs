@@ -492,7 +492,11 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), Mc
         }
         ServerSpec::Http { url } => {
             // reqwest is built without a bundled crypto provider; use ring. An
-            // error only means the application installed one already.
+            // error only means the application installed one already. rustls 0.23.48
+            // deprecates ring's provider because ring has no post-quantum key exchange:
+            // an application that wants it installs aws-lc-rs's provider as the process
+            // default before connecting, and this line then does nothing.
+            #[allow(deprecated)]
             let _ = rustls::crypto::ring::default_provider().install_default();
             let watch = Watch::default();
             let transport = crate::http_transport::transport(

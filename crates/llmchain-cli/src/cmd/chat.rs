@@ -14,7 +14,7 @@ use llmchain_store::{NewConversation, Store};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
-use crate::cmd::conversations::{open_store, resolve_id, store_error};
+use crate::cmd::conversations::{open_store, redact_url, resolve_id, store_error};
 use crate::cmd::run::{RunArgs, title_of};
 use crate::error::{CliError, CliResult};
 
@@ -106,6 +106,17 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
             Err(e) => eprintln!("llmchain: {}", crate::shown::block(&e.to_string())),
         }
     }
+    if let Some(id) = &session.id {
+        // As `run` names it: a password in the URL is not shown.
+        let db_flag = base
+            .db
+            .as_deref()
+            .map(|db| format!(" --db {}", crate::shown::inline(&redact_url(db), 200)))
+            .unwrap_or_default();
+        eprintln!(
+            "conversation {id} saved (go on with `llmchain chat{db_flag} --conversation {id}`)"
+        );
+    }
     if let Some(h) = &history {
         if let Some(dir) = h.parent() {
             let _ = std::fs::create_dir_all(dir);
@@ -176,6 +187,7 @@ impl Session {
             prompt: Some(question.to_owned()),
             conversation: Some(id),
             continue_latest: false,
+            in_chat: true,
             ..base.clone()
         })
     }

@@ -172,7 +172,7 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
 }
 
 /// A database URL without its credentials, for messages.
-fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     llmchain::redact::url(url)
 }
 

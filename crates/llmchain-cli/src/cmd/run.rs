@@ -154,6 +154,10 @@ pub(crate) struct RunArgs {
     /// The prompt. `-`, or nothing when stdin is piped, reads it from stdin; piped
     /// stdin with a prompt sends both (the piped text first), as `llm` does.
     pub prompt: Option<String>,
+    /// Set by `llmchain chat`, which says once, at the end, where the conversation is
+    /// kept rather than after every answer.
+    #[arg(skip)]
+    pub in_chat: bool,
 }
 
 /// The prompt: the argument, stdin, or both; `None` when there is none and
@@ -839,9 +843,11 @@ async fn agent(
                 .unwrap_or_default()
         );
     }
-    eprintln!(
-        "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
-    );
+    if !args.in_chat {
+        eprintln!(
+            "conversation {conversation_id} saved (llmchain conversations{db_flag} show {conversation_id})"
+        );
+    }
     Ok(())
 }
 

@@ -49,14 +49,15 @@ import hashlib
 import json
 import os
 import re
-import socket
 import struct
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
+
+import mock_http
+from mock_http import QuietHandler, RequestLog, read_body
 
 import botocore.auth
 from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
@@ -245,27 +246,12 @@ def verify_sigv4(method, url, headers, body, creds, service, region, now=None):
 # ---------------------------------------------------------------------------------------
 # The server.
 
-def read_body(handler):
-    if handler.headers.get("transfer-encoding", "").lower() == "chunked":
-        out = b""
-        while True:
-            size = int(handler.rfile.readline().split(b";")[0].strip(), 16)
-            if size == 0:
-                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return out
-            out += handler.rfile.read(size)
-            handler.rfile.readline()
-    return handler.rfile.read(int(handler.headers.get("content-length") or 0))
-
-
-class State:
+class State(RequestLog):
     def __init__(self, script, log_path):
+        super().__init__(log_path)
         self.creds = script.get("credentials", {})
         self.turns = list(script.get("turns", []))
         self.next_turn = 0
-        self.log_path = log_path
-        self.lock = threading.Lock()
 
     def take_turn(self):
         with self.lock:
@@ -274,25 +260,13 @@ class State:
             self.next_turn += 1
             return self.turns[self.next_turn - 1], self.next_turn - 1
 
-    def log(self, entry):
-        with self.lock, open(self.log_path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-            f.flush()
 
 
 ROUTE = re.compile(r"^/model/([^/?]+)/(converse|converse-stream)$")
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(QuietHandler):
     server_version = "bedrock-test"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def setup(self):
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _send(self, status, obj, extra_headers=()):
         data = json.dumps(obj).encode()
@@ -417,18 +391,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def make_server(script, log_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.state = State(script, log_path)
-    return server
-
-
-def exit_with_parent():
-    parent = os.getppid()
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent:
-            os._exit(0)
+    return mock_http.make_server(Handler, State(script, log_path))
 
 
 # ---------------------------------------------------------------------------------------
@@ -650,10 +613,7 @@ def main():
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         script = json.load(f)
-    server = make_server(script, sys.argv[2])
-    threading.Thread(target=exit_with_parent, daemon=True).start()
-    print("listening http://127.0.0.1:%d" % server.server_address[1], flush=True)
-    server.serve_forever()
+    mock_http.serve_until_parent_dies(make_server(script, sys.argv[2]))
 
 
 if __name__ == "__main__":

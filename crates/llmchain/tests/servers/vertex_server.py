@@ -55,13 +55,14 @@ import json
 import os
 import re
 import secrets
-import socket
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+import mock_http
+from mock_http import QuietHandler, RequestLog, read_body
 
 import jwt
 
@@ -83,22 +84,9 @@ def google_error(code, message):
                       "status": STATUS_NAMES.get(code, "UNKNOWN")}}
 
 
-def read_body(handler):
-    if handler.headers.get("transfer-encoding", "").lower() == "chunked":
-        out = b""
-        while True:
-            size = int(handler.rfile.readline().split(b";")[0].strip(), 16)
-            if size == 0:
-                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return out
-            out += handler.rfile.read(size)
-            handler.rfile.readline()
-    return handler.rfile.read(int(handler.headers.get("content-length") or 0))
-
-
-class State:
+class State(RequestLog):
     def __init__(self, script, log_path):
+        super().__init__(log_path)
         self.script = script
         key = script.get("public_key_pem", "")
         if key and not key.lstrip().startswith("-----"):
@@ -109,8 +97,6 @@ class State:
         self.token_errors = list(script.get("token_errors", []))
         self.next_turn = 0
         self.tokens = {}  # access token -> expiry (time.monotonic())
-        self.log_path = log_path
-        self.lock = threading.Lock()
 
     def take(self, queue_name, counter_name=None):
         with self.lock:
@@ -139,10 +125,6 @@ class State:
             return "expired access token"
         return None
 
-    def log(self, entry):
-        with self.lock, open(self.log_path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-            f.flush()
 
 
 def check_assertion(assertion, state, audiences):
@@ -180,16 +162,8 @@ def check_assertion(assertion, state, audiences):
     return None, header, claims
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(QuietHandler):
     server_version = "vertex-test"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def setup(self):
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _send(self, status, obj, content_type="application/json"):
         data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
@@ -359,18 +333,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def make_server(script, log_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.state = State(script, log_path)
-    return server
-
-
-def exit_with_parent():
-    parent = os.getppid()
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent:
-            os._exit(0)
+    return mock_http.make_server(Handler, State(script, log_path))
 
 
 def make_key(directory, project="llmchain-test"):
@@ -584,10 +547,7 @@ def main():
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         script = json.load(f)
-    server = make_server(script, sys.argv[2])
-    threading.Thread(target=exit_with_parent, daemon=True).start()
-    print("listening http://127.0.0.1:%d" % server.server_address[1], flush=True)
-    server.serve_forever()
+    mock_http.serve_until_parent_dies(make_server(script, sys.argv[2]))
 
 
 if __name__ == "__main__":
