@@ -37,6 +37,11 @@ pub struct StoreSink<S> {
     /// The run state's own `extra` keys (an application's job description…), kept in
     /// every save.
     keep: Map<String, Value>,
+    /// The run state this sink (or a clone) last saved: a save of the same state again
+    /// is skipped. The chain saves after each step, and a step that changes nothing of
+    /// the run state (a tool message after the call's step) would otherwise cost a
+    /// transaction, a sync on SQLite, for nothing.
+    saved: Arc<std::sync::Mutex<Option<RunState>>>,
 }
 
 impl<S> Clone for StoreSink<S> {
@@ -47,6 +52,7 @@ impl<S> Clone for StoreSink<S> {
             run: self.run.clone(),
             mode: self.mode.clone(),
             keep: self.keep.clone(),
+            saved: self.saved.clone(),
         }
     }
 }
@@ -61,6 +67,7 @@ impl<S: Store + 'static> StoreSink<S> {
             run: None,
             mode: String::new(),
             keep: Map::new(),
+            saved: Arc::default(),
         }
     }
 
@@ -271,10 +278,21 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
             };
             let mut saved = run_state(state, &self.mode);
             keep_extra(&mut saved, &self.keep);
+            let same = self
+                .saved
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                == Some(&saved);
+            if same {
+                return Ok(());
+            }
             self.store
                 .update_run(lease, &saved)
                 .await
-                .map_err(sink_error)
+                .map_err(sink_error)?;
+            *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved);
+            Ok(())
         })
     }
 }

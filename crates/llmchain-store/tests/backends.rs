@@ -309,3 +309,47 @@ async fn a_chain_is_persisted_with_one_call() {
         ExecutionStatus::Completed.as_str()
     );
 }
+
+/// The sink saves a run state only when it changed: the chain saves after each step,
+/// and a step that changes nothing of the run state would otherwise cost a transaction.
+#[tokio::test]
+async fn the_sink_skips_saving_a_run_state_it_just_saved() {
+    use llmchain::chain::{ChainState, ConversationSink};
+    use llmchain_store::RunState;
+    use llmchain_store::sink::StoreSink;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("db")).await.unwrap());
+    let id = store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    let run = store
+        .claim_conversation(&id, "w", Duration::from_secs(60), &RunState::default())
+        .await
+        .unwrap();
+    let sink = StoreSink::for_run(store.clone(), &run, "while_needs_response").unwrap();
+    let updated = || async { store.get_run(&run.id).await.unwrap().unwrap().updated_at };
+    let mut state = ChainState {
+        run_count: 1,
+        ..Default::default()
+    };
+    sink.save_state(&state).await.unwrap();
+    let first = updated().await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The same state again, from a clone too (one chain's sinks share what was saved).
+    sink.clone().save_state(&state).await.unwrap();
+    assert_eq!(
+        updated().await,
+        first,
+        "an unchanged state was written again"
+    );
+    state.run_count = 2;
+    sink.save_state(&state).await.unwrap();
+    let second = updated().await;
+    assert!(second > first, "a changed state was not written");
+    let stored = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(stored.state.extra["chain"]["run_count"], 2);
+}
