@@ -23,6 +23,19 @@ fn run_line(dir: &std::path::Path, base: &str, db: &str, args: &str) -> String {
     )
 }
 
+/// For a test of `test` with tmux: a temporary directory, its `files/` and the command
+/// of the files MCP server on it; `None` (said why) without tmux or the server.
+fn with_files(test: &str) -> Option<(tempfile::TempDir, std::path::PathBuf, String)> {
+    if !have_tmux(test) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let files = common::files_server_cmd(test, &root, 0)?;
+    Some((dir, root, files))
+}
+
 fn db_url(dir: &std::path::Path) -> String {
     format!("sqlite://{}", dir.join("run.db").display())
 }
@@ -267,13 +280,7 @@ fn ctrl_c_mid_stream_keeps_the_partial_message() {
 #[test]
 fn an_edit_at_the_prompt_is_stored_as_it_ran() {
     let test = "an_edit_at_the_prompt_is_stored_as_it_ran";
-    if !have_tmux(test) {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir(&root).unwrap();
-    let Some(files) = common::files_server_cmd(test, &root, 0) else {
+    let Some((dir, root, files)) = with_files(test) else {
         return;
     };
     let db = db_url(dir.path());
@@ -338,13 +345,7 @@ fn an_edit_at_the_prompt_is_stored_as_it_ran() {
 #[test]
 fn a_worker_in_a_terminal_never_asks() {
     let test = "a_worker_in_a_terminal_never_asks";
-    if !have_tmux(test) {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir(&root).unwrap();
-    let Some(files) = common::files_server_cmd(test, &root, 0) else {
+    let Some((dir, root, files)) = with_files(test) else {
         return;
     };
     let db = db_url(dir.path());
@@ -476,13 +477,7 @@ fn chat_keeps_one_conversation_and_survives_ctrl_c() {
 #[test]
 fn chat_asks_its_review_questions_and_goes_on() {
     let test = "chat_asks_its_review_questions_and_goes_on";
-    if !have_tmux(test) {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir(&root).unwrap();
-    let Some(files) = common::files_server_cmd(test, &root, 0) else {
+    let Some((dir, root, files)) = with_files(test) else {
         return;
     };
     let db = db_url(dir.path());

@@ -15,9 +15,10 @@
 //! so each write would cross three threads (caller, writer, sqlx worker) and back; the
 //! futex hand-offs cost more than the statement (measured: 71% of an append's time was in
 //! the kernel, 2,230 appends/s against 3,000 wanted). Both drivers link the same
-//! `libsqlite3-sys`, and the statements live here once ([`APPEND_ONE`], [`SET_STATUS`])
-//! for both: the writer thread, and sqlx for writes inside a caller's transaction and for
-//! in-memory databases (whose one connection is the pool's).
+//! `libsqlite3-sys`, and the statements and the code that runs them live here once
+//! ([`apply`]) for both: the writer thread's connection, and a connection sqlx holds
+//! (writes inside a caller's transaction, and in-memory databases, whose one connection
+//! is the pool's), through a `rusqlite` view of it ([`within`]).
 //!
 //! The writer keeps working whatever runtime the callers use and whatever happens to a
 //! caller's future: a caller that gives up still has its write committed or not, exactly
@@ -141,7 +142,7 @@ pub(crate) enum Write {
 
 impl Write {
     /// The statements this write runs, each with its parameters, once the lease (if any)
-    /// named `conversation`: one list for both drivers.
+    /// named `conversation`.
     fn leased_step<'a>(
         write: &'a LeasedWrite,
         conversation: &'a str,
@@ -449,62 +450,14 @@ fn run_step(conn: &Connection, step: Step<'_>) -> rusqlite::Result<StoreResult<i
     }
 }
 
-/// Performs one write through sqlx inside the caller's transaction (or in autocommit mode
-/// if the write is a single statement): writes that belong to a larger transaction, and
-/// every write of an in-memory database.
+/// Performs one write on a connection sqlx holds, inside the caller's transaction (or in
+/// autocommit mode if the write is a single statement): writes that belong to a larger
+/// transaction, and every write of an in-memory database. The statements are
+/// [`apply`]'s, run through a `rusqlite` view of the connection, so each write is written
+/// once for both kinds of connection.
 pub(crate) async fn within(conn: &mut SqliteConnection, write: &Write) -> StoreResult<i64> {
-    if let Some(step) = write.plain_step() {
-        return step_within(conn, step).await;
-    }
-    let Write::Leased { lease, write, at } = write else {
-        unreachable!("plain_step answers every other write")
-    };
-    let row: Option<LeaseRow> = sqlx::query_as(LEASE_ROW)
-        .bind(&lease.run_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let conversation = lease::verdict(row, lease, now_ms())?;
-    step_within(
-        conn,
-        Write::leased_step(write, &conversation, *at, &lease.run_id),
-    )
-    .await
-}
-
-async fn step_within(conn: &mut SqliteConnection, step: Step<'_>) -> StoreResult<i64> {
-    match step {
-        Step::Append {
-            conversation,
-            bodies,
-            at,
-        } => {
-            let mut first = None;
-            for body in bodies {
-                let seq: Option<i64> = sqlx::query_scalar(APPEND_ONE)
-                    .bind(body)
-                    .bind(at)
-                    .bind(conversation)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-                let Some(seq) = seq else {
-                    return Err(StoreError::ConversationNotFound(conversation.into()));
-                };
-                first.get_or_insert(seq);
-            }
-            first.ok_or_else(|| StoreError::ConversationNotFound(conversation.into()))
-        }
-        Step::Execute(sql, values) => {
-            let mut query = sqlx::query(sql);
-            for value in values {
-                query = match value {
-                    Param::Text(t) => query.bind(t),
-                    Param::Int(n) => query.bind(n),
-                };
-            }
-            query.execute(&mut *conn).await?;
-            Ok(0)
-        }
-    }
+    let mut handle = conn.lock_handle().await?;
+    crate::direct::on_sqlx_connection(&mut handle, |c| apply(c, write)?)
 }
 
 #[cfg(test)]
