@@ -204,6 +204,17 @@ impl Store for AnyStore {
     async fn rescue_expired(&self) -> StoreResult<u64> {
         delegate!(self, s => s.rescue_expired())
     }
+    async fn claim_and_read(
+        &self,
+        conversation_id: &str,
+        create: Option<NewConversation>,
+        worker_id: &str,
+        lease: Duration,
+        state: &RunState,
+    ) -> StoreResult<(Run, StoredConversation)> {
+        delegate!(self, s => s.claim_and_read(conversation_id, create, worker_id, lease, state))
+    }
+
     async fn claim_conversation(
         &self,
         conversation_id: &str,

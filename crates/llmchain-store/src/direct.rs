@@ -31,6 +31,16 @@ pub(crate) struct NewRow {
 /// or `ConversationExists`.
 pub(crate) fn create_conversation(conn: &mut Connection, new: NewRow) -> StoreResult<String> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !insert_conversation(&tx, &new)?? {
+        return Err(StoreError::ConversationExists(new.id));
+    }
+    tx.commit()?;
+    Ok(new.id)
+}
+
+/// Inserts conversation `new` with its messages unless one with its id exists; answers
+/// whether it did. The caller holds the write transaction.
+fn insert_conversation(tx: &Connection, new: &NewRow) -> rusqlite::Result<StoreResult<bool>> {
     let inserted = tx
         .prepare_cached(
             "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
@@ -38,18 +48,38 @@ pub(crate) fn create_conversation(conn: &mut Connection, new: NewRow) -> StoreRe
         )?
         .execute(params![new.id, new.title, new.metadata, new.header, new.at])?;
     if inserted == 0 {
-        return Err(StoreError::ConversationExists(new.id));
+        return Ok(Ok(false));
     }
     if !new.bodies.is_empty() {
         let write = Write::Append {
             conversation: new.id.clone(),
-            bodies: new.bodies,
+            bodies: new.bodies.clone(),
             at: new.at,
         };
-        group_commit::apply(&tx, &write)??;
+        if let Err(e) = group_commit::apply(tx, &write)? {
+            return Ok(Err(e));
+        }
     }
+    Ok(Ok(true))
+}
+
+/// [`Store::claim_and_read`](crate::Store::claim_and_read) in one transaction: the
+/// conversation created from `create` if there is none, its run claimed, and the
+/// conversation read under the new lease.
+pub(crate) fn claim_and_read(
+    conn: &mut Connection,
+    create: Option<NewRow>,
+    claim: Claim,
+) -> StoreResult<(Run, StoredConversation)> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if let Some(new) = &create {
+        insert_conversation(&tx, new)??;
+    }
+    let run = claim_in(&tx, &claim)?;
+    let stored = conversation_in(&tx, &claim.conversation)?
+        .ok_or_else(|| StoreError::ConversationNotFound(claim.conversation.clone()))?;
     tx.commit()?;
-    Ok(new.id)
+    Ok((assemble::run(run)?, stored))
 }
 
 /// What [`claim_conversation`] needs, serialised by the caller.
@@ -67,6 +97,13 @@ pub(crate) struct Claim {
 /// [`Store::claim_conversation`](crate::Store::claim_conversation) in one transaction.
 pub(crate) fn claim_conversation(conn: &mut Connection, claim: Claim) -> StoreResult<Run> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let row = claim_in(&tx, &claim)?;
+    tx.commit()?;
+    assemble::run(row)
+}
+
+/// The claim's statements; the caller holds the write transaction.
+fn claim_in(tx: &Connection, claim: &Claim) -> StoreResult<RunRow> {
     let open = tx
         .prepare_cached(concat!(
             "SELECT ",
@@ -87,7 +124,7 @@ pub(crate) fn claim_conversation(conn: &mut Connection, claim: Claim) -> StoreRe
                 && run.lease_expires_at.is_some_and(|e| e > now) =>
         {
             return Err(StoreError::RunBusy {
-                conversation: claim.conversation,
+                conversation: claim.conversation.clone(),
                 owner: run.lease_owner.unwrap_or_default(),
                 remaining_ms: run.lease_expires_at.unwrap_or(now) - now,
                 run: run.id,
@@ -122,8 +159,7 @@ pub(crate) fn claim_conversation(conn: &mut Connection, claim: Claim) -> StoreRe
             .optional()?
             .ok_or_else(|| StoreError::ConversationNotFound(claim.conversation.clone()))?,
     };
-    tx.commit()?;
-    assemble::run(row)
+    Ok(row)
 }
 
 /// A run's row, in [`run_columns!`]'s order.
@@ -155,6 +191,13 @@ pub(crate) fn conversation(
     id: &str,
 ) -> StoreResult<Option<StoredConversation>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    let out = conversation_in(&tx, id)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Conversation `id` whole, read in the caller's transaction.
+fn conversation_in(tx: &Connection, id: &str) -> StoreResult<Option<StoredConversation>> {
     let Some((summary, header)) = tx
         .prepare_cached(read::CONVERSATION_ROW)?
         .query_row(params![id], |r| {
@@ -195,7 +238,6 @@ pub(crate) fn conversation(
         .prepare_cached(read::MESSAGES)?
         .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<Vec<(i64, String)>>>()?;
-    tx.commit()?;
     read::whole(summary, &header, &statuses, rows).map(Some)
 }
 

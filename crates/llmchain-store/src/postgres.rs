@@ -335,30 +335,108 @@ async fn replace_in(
     Ok(())
 }
 
+/// Inserts conversation `new` under `id` with its messages unless one with that id
+/// exists; answers whether it did.
+async fn insert_conversation_in(
+    conn: &mut PgConnection,
+    id: &str,
+    new: &NewConversation,
+) -> StoreResult<bool> {
+    let now = now_ms();
+    let inserted = sqlx::query(
+        "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 0, $5, $6) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(&new.title)
+    .bind(ser("metadata", &new.metadata)?)
+    .bind(assemble::header_json(&new.conversation)?)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Ok(false);
+    }
+    if !new.conversation.messages.is_empty() {
+        append_in(conn, id, &new.conversation.messages).await?;
+    }
+    Ok(true)
+}
+
+/// [`Store::claim_conversation`]'s statements, in the caller's transaction.
+async fn claim_in(
+    conn: &mut PgConnection,
+    conversation_id: &str,
+    worker_id: &str,
+    lease: Duration,
+    state: &RunState,
+) -> StoreResult<assemble::RunRow> {
+    // Serialises claims of this conversation (the row lock), so the open-run check
+    // and the insert below cannot race another process's.
+    let exists: Option<i64> = sqlx::query_scalar(concat!(
+        "SELECT ",
+        db_now!(),
+        " FROM conversations WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(conversation_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let now = exists.ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
+    let row: assemble::RunRow = match open_run_in(conn, conversation_id).await? {
+        Some(run) if run.kind == RunKind::Queued => {
+            return Err(crate::sqlite::queued_open(conversation_id, run));
+        }
+        Some(run)
+            if run.state.status == RunStatus::Running
+                && run.lease_expires_at.is_some_and(|e| e > now) =>
+        {
+            return Err(StoreError::RunBusy {
+                conversation: conversation_id.into(),
+                owner: run.lease_owner.unwrap_or_default(),
+                remaining_ms: run.lease_expires_at.unwrap_or(now) - now,
+                run: run.id,
+            });
+        }
+        Some(run) => {
+            sqlx::query_as(concat!(
+                "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2 + $3, \
+                 updated_at = $2, epoch = epoch + 1, attempt = attempt + 1 WHERE id = $4 RETURNING ",
+                run_columns!()
+            ))
+            .bind(worker_id)
+            .bind(now)
+            .bind(duration_ms(lease))
+            .bind(&run.id)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query_as(concat!(
+                "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
+                 created_at, updated_at, epoch, attempt, run_at, kind) \
+                 VALUES ($1, $2, 'running', $3, $4, $5 + $6, $5, $5, 1, 1, $5, 'interactive') RETURNING ",
+                run_columns!()
+            ))
+            .bind(new_id())
+            .bind(conversation_id)
+            .bind(ser("run state", state)?)
+            .bind(worker_id)
+            .bind(now)
+            .bind(duration_ms(lease))
+            .fetch_one(&mut *conn)
+            .await?
+        }
+    };
+    Ok(row)
+}
+
 impl Store for PostgresStore {
     async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
-        let id = new.id.unwrap_or_else(new_id);
-        let header = assemble::header_json(&new.conversation)?;
-        let metadata = ser("metadata", &new.metadata)?;
-        let now = now_ms();
+        let id = new.id.clone().unwrap_or_else(new_id);
         let mut tx = self.pool.begin().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, 0, $5, $6) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&id)
-        .bind(&new.title)
-        .bind(metadata)
-        .bind(header)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
+        if !insert_conversation_in(&mut tx, &id, &new).await? {
             return Err(StoreError::ConversationExists(id));
-        }
-        if !new.conversation.messages.is_empty() {
-            append_in(&mut tx, &id, &new.conversation.messages).await?;
         }
         tx.commit().await?;
         Ok(id)
@@ -694,64 +772,31 @@ impl Store for PostgresStore {
         state: &RunState,
     ) -> StoreResult<Run> {
         let mut tx = self.pool.begin().await?;
-        // Serialises claims of this conversation (the row lock), so the open-run check
-        // and the insert below cannot race another process's.
-        let exists: Option<i64> = sqlx::query_scalar(concat!(
-            "SELECT ",
-            db_now!(),
-            " FROM conversations WHERE id = $1 FOR UPDATE"
-        ))
-        .bind(conversation_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let now = exists.ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
-        let row: assemble::RunRow = match open_run_in(&mut tx, conversation_id).await? {
-            Some(run) if run.kind == RunKind::Queued => {
-                return Err(crate::sqlite::queued_open(conversation_id, run));
-            }
-            Some(run)
-                if run.state.status == RunStatus::Running
-                    && run.lease_expires_at.is_some_and(|e| e > now) =>
-            {
-                return Err(StoreError::RunBusy {
-                    conversation: conversation_id.into(),
-                    owner: run.lease_owner.unwrap_or_default(),
-                    remaining_ms: run.lease_expires_at.unwrap_or(now) - now,
-                    run: run.id,
-                });
-            }
-            Some(run) => {
-                sqlx::query_as(concat!(
-                    "UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2 + $3, \
-                     updated_at = $2, epoch = epoch + 1, attempt = attempt + 1 WHERE id = $4 RETURNING ",
-                    run_columns!()
-                ))
-                .bind(worker_id)
-                .bind(now)
-                .bind(duration_ms(lease))
-                .bind(&run.id)
-                .fetch_one(&mut *tx)
-                .await?
-            }
-            None => {
-                sqlx::query_as(concat!(
-                    "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
-                     created_at, updated_at, epoch, attempt, run_at, kind) \
-                     VALUES ($1, $2, 'running', $3, $4, $5 + $6, $5, $5, 1, 1, $5, 'interactive') RETURNING ",
-                    run_columns!()
-                ))
-                .bind(new_id())
-                .bind(conversation_id)
-                .bind(ser("run state", state)?)
-                .bind(worker_id)
-                .bind(now)
-                .bind(duration_ms(lease))
-                .fetch_one(&mut *tx)
-                .await?
-            }
-        };
+        let row = claim_in(&mut tx, conversation_id, worker_id, lease, state).await?;
         tx.commit().await?;
         assemble::run(row)
+    }
+
+    async fn claim_and_read(
+        &self,
+        conversation_id: &str,
+        create: Option<NewConversation>,
+        worker_id: &str,
+        lease: Duration,
+        state: &RunState,
+    ) -> StoreResult<(Run, StoredConversation)> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(new) = &create {
+            insert_conversation_in(&mut tx, conversation_id, new).await?;
+        }
+        let row = claim_in(&mut tx, conversation_id, worker_id, lease, state).await?;
+        // The conversation's row is locked by the claim: no other claim changes it
+        // before this transaction ends.
+        let stored = read::conversation::<sqlx::Postgres>(&mut tx, conversation_id)
+            .await?
+            .ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
+        tx.commit().await?;
+        Ok((assemble::run(row)?, stored))
     }
 
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {

@@ -400,16 +400,39 @@ fn already_open(conversation: &str, run: Run) -> StoreError {
     }
 }
 
+/// A new conversation's row, serialised.
+fn new_row(new: NewConversation) -> StoreResult<direct::NewRow> {
+    Ok(direct::NewRow {
+        id: new.id.unwrap_or_else(new_id),
+        title: new.title,
+        metadata: ser("metadata", &new.metadata)?,
+        header: assemble::header_json(&new.conversation)?,
+        bodies: bodies(&new.conversation.messages)?,
+        at: now_ms(),
+    })
+}
+
+/// An interactive claim of `conversation_id`, serialised.
+fn claim(
+    conversation_id: &str,
+    worker_id: &str,
+    lease: Duration,
+    state: &RunState,
+) -> StoreResult<direct::Claim> {
+    let now = now_ms();
+    Ok(direct::Claim {
+        conversation: conversation_id.to_owned(),
+        worker: worker_id.to_owned(),
+        new_run: new_id(),
+        state: ser("run state", state)?,
+        now,
+        expires: now.saturating_add(duration_ms(lease)),
+    })
+}
+
 impl Store for SqliteStore {
     async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
-        let row = direct::NewRow {
-            id: new.id.unwrap_or_else(new_id),
-            title: new.title,
-            metadata: ser("metadata", &new.metadata)?,
-            header: assemble::header_json(&new.conversation)?,
-            bodies: bodies(&new.conversation.messages)?,
-            at: now_ms(),
-        };
+        let row = new_row(new)?;
         self.direct(move |conn| direct::create_conversation(conn, row))
             .await
     }
@@ -720,16 +743,24 @@ impl Store for SqliteStore {
         lease: Duration,
         state: &RunState,
     ) -> StoreResult<Run> {
-        let now = now_ms();
-        let claim = direct::Claim {
-            conversation: conversation_id.to_owned(),
-            worker: worker_id.to_owned(),
-            new_run: new_id(),
-            state: ser("run state", state)?,
-            now,
-            expires: now.saturating_add(duration_ms(lease)),
-        };
+        let claim = claim(conversation_id, worker_id, lease, state)?;
         self.direct(move |conn| direct::claim_conversation(conn, claim))
+            .await
+    }
+
+    async fn claim_and_read(
+        &self,
+        conversation_id: &str,
+        create: Option<NewConversation>,
+        worker_id: &str,
+        lease: Duration,
+        state: &RunState,
+    ) -> StoreResult<(Run, StoredConversation)> {
+        let claim = claim(conversation_id, worker_id, lease, state)?;
+        let create = create
+            .map(|new| new_row(new.with_id(conversation_id)))
+            .transpose()?;
+        self.direct(move |conn| direct::claim_and_read(conn, create, claim))
             .await
     }
 

@@ -225,6 +225,22 @@ pub trait Store: Send + Sync {
         state: &RunState,
     ) -> impl Future<Output = StoreResult<Run>> + Send;
 
+    /// [`claim_conversation`](Store::claim_conversation) and
+    /// [`get_conversation`](Store::get_conversation) in one transaction, creating the
+    /// conversation from `create` first (under the id `conversation_id`) when there is
+    /// none: what a chat server does at each request, in one round trip rather than
+    /// three. The conversation is read under the new lease, so it is what the run goes
+    /// on from. Fails as `claim_conversation` does, and with `ConversationNotFound` when
+    /// there is no conversation and `create` is `None`.
+    fn claim_and_read(
+        &self,
+        conversation_id: &str,
+        create: Option<NewConversation>,
+        worker_id: &str,
+        lease: Duration,
+        state: &RunState,
+    ) -> impl Future<Output = StoreResult<(Run, StoredConversation)>> + Send;
+
     /// Extends the lease (the heartbeat). `LeaseLost` if it is no longer held,
     /// `RunCancelled` if the run was cancelled meanwhile.
     fn renew_lease(

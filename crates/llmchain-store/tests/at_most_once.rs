@@ -445,6 +445,64 @@ async fn r5_one_interactive_process_per_conversation<S: Store + 'static>(store: 
     ));
 }
 
+/// R5, as a chat server opens a turn (`claim_and_read`): two first messages to a new
+/// chat create it once and only one of them runs it; the winner reads the conversation
+/// under its lease; a later turn reads what the first wrote; a chat that does not exist
+/// is not created without `create`.
+async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) {
+    let state = RunState::default();
+    let lease = Duration::from_millis(1000);
+    let new = || Some(NewConversation::default().with_title("first"));
+    let (a, b) = tokio::join!(
+        store.claim_and_read("chat-1", new(), "srv-a", lease, &state),
+        store.claim_and_read("chat-1", new(), "srv-b", lease, &state),
+    );
+    let ((run, stored), lost) = match (a, b) {
+        (Ok(won), Err(e)) | (Err(e), Ok(won)) => (won, e),
+        other => panic!("exactly one must win: {other:?}"),
+    };
+    assert!(
+        matches!(&lost, StoreError::RunBusy { run: r, .. } if *r == run.id),
+        "{lost}"
+    );
+    assert_eq!(stored.summary.id, "chat-1");
+    assert_eq!(stored.summary.title.as_deref(), Some("first"));
+    assert!(stored.conversation.messages.is_empty());
+    assert_eq!(run.conversation_id, "chat-1");
+    let held = run.lease().unwrap();
+    store
+        .append_messages(Writer::Lease(&held), &[Message::user("hello")])
+        .await
+        .unwrap();
+    let done = RunState {
+        status: RunStatus::Done,
+        ..run.state.clone()
+    };
+    store.complete_run(&held, &done).await.unwrap();
+    // The next turn: `create` given again changes nothing of the chat that exists.
+    let (next, again) = store
+        .claim_and_read(
+            "chat-1",
+            Some(NewConversation::default().with_title("other")),
+            "srv-b",
+            Duration::from_secs(30),
+            &state,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.summary.title.as_deref(), Some("first"));
+    assert_eq!(roles(store.as_ref(), "chat-1").await, [Role::User]);
+    assert_eq!(again.conversation.messages.len(), 1);
+    assert_ne!(next.id, run.id, "a completed run is not claimed again");
+    assert!(matches!(
+        store
+            .claim_and_read("no-such", None, "srv", lease, &state)
+            .await,
+        Err(StoreError::ConversationNotFound(_))
+    ));
+    assert!(store.get_conversation("no-such").await.unwrap().is_none());
+}
+
 /// A claimed run cancelled from outside: its worker's heartbeat stops the chain, and
 /// nothing more is written.
 async fn cancelling_a_claimed_run_stops_its_worker<S: Store + 'static>(store: Arc<S>) {
@@ -583,5 +641,6 @@ both_backends!(
     r3_one_open_run_per_conversation,
     r4_failing_runs_are_discarded,
     r5_one_interactive_process_per_conversation,
+    r5_claim_and_read_opens_a_turn_once,
     cancelling_a_claimed_run_stops_its_worker,
 );

@@ -77,20 +77,19 @@ async fn turn<S: Store + 'static>(
 ) -> Result<(), String> {
     let store = &env.store;
     let err = |e: StoreError| e.to_string();
-    // A message to a chat that does not exist yet creates it (one insert, which a chat
-    // that exists refuses: cheaper than reading it first).
-    if let Intent::Message { .. } = &intent {
-        let new = NewConversation::default().with_id(chat);
-        let new = match title {
-            Some(t) => new.with_title(t),
-            None => new,
-        };
-        match store.create_conversation(new).await {
-            Ok(_) | Err(StoreError::ConversationExists(_)) => {}
-            Err(e) => return Err(e.to_string()),
+    // This process holds the chat's run: no other process runs it meanwhile. A message
+    // to a chat that does not exist yet creates it; the chat is read under the lease, in
+    // the same transaction.
+    let create = match &intent {
+        Intent::Message { .. } => {
+            let new = NewConversation::default();
+            Some(match title {
+                Some(t) => new.with_title(t),
+                None => new,
+            })
         }
-    }
-    // This process holds the chat's run: no other process runs it meanwhile.
+        _ => None,
+    };
     let mut extra = serde_json::Map::new();
     extra.insert("serve".into(), json!({"profile": env.profile}));
     let state = RunState {
@@ -98,8 +97,8 @@ async fn turn<S: Store + 'static>(
         extra,
         ..Default::default()
     };
-    let run = store
-        .claim_conversation(chat, &env.worker, LEASE, &state)
+    let (run, stored) = store
+        .claim_and_read(chat, create, &env.worker, LEASE, &state)
         .await
         .map_err(|e| match e {
             StoreError::ConversationNotFound(_) => format!("there is no chat {chat:?}"),
@@ -120,11 +119,6 @@ async fn turn<S: Store + 'static>(
     };
 
     // What the request asks, applied under the lease.
-    let stored = store
-        .get_conversation(chat)
-        .await
-        .map_err(err)?
-        .ok_or_else(|| format!("there is no chat {chat:?}"))?;
     let messages = &stored.conversation.messages;
     // The answer continues the last assistant message, or starts after the new user
     // message.
