@@ -8,8 +8,8 @@ use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState, RunStatus,
-    StoredConversation, Writer,
+    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState,
+    RunStatus, StoredConversation, Writer,
 };
 use crate::postgres::PostgresStore;
 use crate::recovery::Recovery;
@@ -204,6 +204,10 @@ impl Store for AnyStore {
     async fn rescue_expired(&self) -> StoreResult<u64> {
         delegate!(self, s => s.rescue_expired())
     }
+    async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {
+        delegate!(self, s => s.write_leased(lease, changes))
+    }
+
     async fn claim_and_read(
         &self,
         conversation_id: &str,

@@ -138,11 +138,21 @@ pub(crate) enum Write {
         /// The time stamp (ms since the Unix epoch).
         at: i64,
     },
+    /// Several writes under `lease`, in order, after one check of it; answers the number
+    /// the first `Append` of them answered, or 0.
+    LeasedMany {
+        /// The lease the writer holds.
+        lease: Lease,
+        /// What it writes.
+        writes: Vec<LeasedWrite>,
+        /// The time stamp (ms since the Unix epoch).
+        at: i64,
+    },
 }
 
 impl Write {
-    /// The statements this write runs, each with its parameters, once the lease (if any)
-    /// named `conversation`.
+    /// The statement this write runs, with its parameters, once the lease named
+    /// `conversation`.
     fn leased_step<'a>(
         write: &'a LeasedWrite,
         conversation: &'a str,
@@ -171,28 +181,6 @@ impl Write {
                     Param::Text(run),
                 ],
             ),
-        }
-    }
-
-    /// The write's step when it needs no lease.
-    fn plain_step(&self) -> Option<Step<'_>> {
-        match self {
-            Write::Append {
-                conversation,
-                bodies,
-                at,
-            } => Some(Step::Append {
-                conversation,
-                bodies,
-                at: *at,
-            }),
-            Write::Status {
-                conversation,
-                call_id,
-                status,
-                at,
-            } => Some(Step::status(conversation, call_id, status, *at)),
-            Write::Leased { .. } => None,
         }
     }
 }
@@ -376,8 +364,8 @@ fn alone(conn: &mut Connection, write: &Write) -> StoreResult<i64> {
     let several = match write {
         Write::Append { bodies, .. } => bodies.len() > 1,
         Write::Status { .. } => false,
-        // The lease check and the write.
-        Write::Leased { .. } => true,
+        // The lease check and the write(s).
+        Write::Leased { .. } | Write::LeasedMany { .. } => true,
     };
     if several {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -394,11 +382,27 @@ fn alone(conn: &mut Connection, write: &Write) -> StoreResult<i64> {
 /// rolled back); the inner one is the write's own outcome (a missing conversation), which
 /// changed nothing.
 pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreResult<i64>> {
-    if let Some(step) = write.plain_step() {
-        return run_step(conn, step);
-    }
-    let Write::Leased { lease, write, at } = write else {
-        unreachable!("plain_step answers every other write")
+    let (lease, writes, at) = match write {
+        Write::Append {
+            conversation,
+            bodies,
+            at,
+        } => {
+            let step = Step::Append {
+                conversation,
+                bodies,
+                at: *at,
+            };
+            return run_step(conn, step);
+        }
+        Write::Status {
+            conversation,
+            call_id,
+            status,
+            at,
+        } => return run_step(conn, Step::status(conversation, call_id, status, *at)),
+        Write::Leased { lease, write, at } => (lease, std::slice::from_ref(write), at),
+        Write::LeasedMany { lease, writes, at } => (lease, writes.as_slice(), at),
     };
     let row: Option<LeaseRow> = conn
         .prepare_cached(LEASE_ROW)?
@@ -410,10 +414,20 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreR
         Ok(c) => c,
         Err(e) => return Ok(Err(e)),
     };
-    run_step(
-        conn,
-        Write::leased_step(write, &conversation, *at, &lease.run_id),
-    )
+    // Once the lease named an existing conversation, only an SQL error (which fails
+    // the whole transaction) can fail one of the writes.
+    let mut first = None;
+    for w in writes {
+        let step = Write::leased_step(w, &conversation, *at, &lease.run_id);
+        let n = match run_step(conn, step)? {
+            Ok(n) => n,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let LeasedWrite::Append { .. } = w {
+            first.get_or_insert(n);
+        }
+    }
+    Ok(Ok(first.unwrap_or(0)))
 }
 
 fn run_step(conn: &Connection, step: Step<'_>) -> rusqlite::Result<StoreResult<i64>> {

@@ -1,6 +1,7 @@
 //! The records a store holds: conversations, runs and their state.
 
 use llmchain::conversation::Conversation;
+use llmchain::message::{ExecutionStatus, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -318,6 +319,19 @@ pub enum Writer<'a> {
     /// [`StoreError::LeaseLost`](crate::StoreError::LeaseLost) (or
     /// [`RunCancelled`](crate::StoreError::RunCancelled)) and writes nothing.
     Lease(&'a Lease),
+}
+
+/// One change of a run's conversation (or of the run), for
+/// [`Store::write_leased`](crate::Store::write_leased): several are written in one
+/// transaction under the run's lease.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change<'a> {
+    /// Append these messages to the conversation.
+    Append(&'a [Message]),
+    /// Record a tool call's execution status.
+    Status(&'a str, ExecutionStatus),
+    /// Save the run's state.
+    RunState(&'a RunState),
 }
 
 impl<'a> From<&'a str> for Writer<'a> {

@@ -24,8 +24,8 @@ use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions, RunState,
-    RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
+    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions,
+    RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
@@ -829,6 +829,34 @@ impl Store for PostgresStore {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        let conversation = check_lease(&mut tx, lease).await?;
+        let mut first = None;
+        for change in changes {
+            match *change {
+                Change::Append([]) => {}
+                Change::Append(messages) => {
+                    let n = append_in(&mut tx, &conversation, messages).await?;
+                    first.get_or_insert(n);
+                }
+                Change::Status(call_id, status) => {
+                    set_status_in(&mut tx, &conversation, call_id, status).await?;
+                }
+                Change::RunState(state) => {
+                    sqlx::query("UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3")
+                        .bind(ser("run state", state)?)
+                        .bind(now_ms())
+                        .bind(&lease.run_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(first.unwrap_or(0))
     }
 
     async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {

@@ -2,8 +2,16 @@
 //! [`Store`] as it goes.
 //!
 //! Every appended message, every `execution_status` transition (before and after each
-//! tool body) and the run state are written before the chain goes on, so a process
-//! killed at any point leaves a conversation that loads and resumes: load it with
+//! tool body) and the run state are written, so a process killed at any point leaves a
+//! conversation that loads and resumes. A sink holding a run's lease writes some of them
+//! with its next write, in that write's transaction, rather than in one of their own
+//! (each transaction is a sync of the database): a call's final status goes with the
+//! tool message that follows it, and a run state with the next write or not at all when
+//! the run's completion saves a newer one. Nothing that comes before an effect waits: a
+//! call's `executing` status is written (with whatever waited) before its tool runs, and
+//! a state that pauses the run for a review is written at once. A process killed while
+//! a status waited leaves the call `executing`, as if killed while the tool ran ("outcome
+//! unknown" on resume). Load a conversation with
 //! [`load_chain_state`], build the chain with
 //! [`LLMChain::from_state`](llmchain::chain::LLMChain::from_state), and run it. Calls
 //! found `executing` are answered "outcome unknown" unless their tool is idempotent
@@ -19,7 +27,7 @@ use llmchain::message::{ExecutionStatus, Message};
 use serde_json::{Map, Value, json};
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{Lease, NewConversation, RunState, RunStatus, Writer};
+use crate::model::{Change, Lease, NewConversation, RunState, RunStatus, Writer};
 use crate::store::Store;
 
 /// Persists a chain into a store: one conversation, and optionally one run whose lease
@@ -42,6 +50,17 @@ pub struct StoreSink<S> {
     /// the run state (a tool message after the call's step) would otherwise cost a
     /// transaction, a sync on SQLite, for nothing.
     saved: Arc<std::sync::Mutex<Option<RunState>>>,
+    /// What waits for the next write (with a lease only; see the module's docs).
+    held: Arc<std::sync::Mutex<Held>>,
+}
+
+/// The writes a leased sink holds for its next one.
+#[derive(Debug, Default)]
+struct Held {
+    /// Calls' final statuses, in the order they came (one per call).
+    statuses: Vec<(String, ExecutionStatus)>,
+    /// The newest run state.
+    state: Option<RunState>,
 }
 
 impl<S> Clone for StoreSink<S> {
@@ -53,6 +72,7 @@ impl<S> Clone for StoreSink<S> {
             mode: self.mode.clone(),
             keep: self.keep.clone(),
             saved: self.saved.clone(),
+            held: self.held.clone(),
         }
     }
 }
@@ -68,6 +88,7 @@ impl<S: Store + 'static> StoreSink<S> {
             mode: String::new(),
             keep: Map::new(),
             saved: Arc::default(),
+            held: Arc::default(),
         }
     }
 
@@ -126,6 +147,33 @@ impl<S: Store + 'static> StoreSink<S> {
     /// The conversation id.
     pub fn conversation_id(&self) -> &str {
         &self.conversation_id
+    }
+
+    /// Writes what waits for the sink's next write (a call's final status, a run state;
+    /// see the module's docs), if anything does: for a caller that ends a run without
+    /// saving the chain's state itself. Completing the run with the chain's state makes
+    /// the held state moot.
+    pub async fn flush(&self) -> StoreResult<()> {
+        let Some(lease) = &self.run else {
+            return Ok(());
+        };
+        self.write_with_held(lease, None).await.map(|_| ())
+    }
+
+    /// Writes `change` (if any) under `lease` with everything held, in one transaction.
+    async fn write_with_held(&self, lease: &Lease, change: Option<Change<'_>>) -> StoreResult<i64> {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
+        if change.is_none() && held.statuses.is_empty() && held.state.is_none() {
+            return Ok(0);
+        }
+        let mut changes: Vec<Change<'_>> = held
+            .statuses
+            .iter()
+            .map(|(id, status)| Change::Status(id, *status))
+            .collect();
+        changes.extend(held.state.as_ref().map(Change::RunState));
+        changes.extend(change);
+        self.store.write_leased(lease, &changes).await
     }
 }
 
@@ -234,11 +282,11 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
     fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
             let one = std::slice::from_ref(message);
-            let seq = self
-                .store
-                .append_messages(self.writer(), one)
-                .await
-                .map_err(sink_error)?;
+            let seq = match &self.run {
+                Some(lease) => self.write_with_held(lease, Some(Change::Append(one))).await,
+                None => self.store.append_messages(self.writer(), one).await,
+            }
+            .map_err(sink_error)?;
             if seq != position as i64 {
                 return Err(SinkError::new(
                     SinkErrorKind::Conflict,
@@ -255,6 +303,8 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
 
     fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
+            // What waits is written first: it came before this change.
+            self.flush().await.map_err(sink_error)?;
             self.store
                 .replace_message(self.writer(), position as i64, message)
                 .await
@@ -264,18 +314,34 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
 
     fn set_tool_status<'a>(&'a self, call_id: &'a str, status: ExecutionStatus) -> SinkFuture<'a> {
         Box::pin(async move {
-            self.store
-                .set_tool_status(self.writer(), call_id, status)
-                .await
-                .map_err(sink_error)
+            let Some(lease) = &self.run else {
+                return self
+                    .store
+                    .set_tool_status(self.writer(), call_id, status)
+                    .await
+                    .map_err(sink_error);
+            };
+            if status == ExecutionStatus::Executing {
+                // Before the tool runs: written now, with what waited.
+                self.write_with_held(lease, Some(Change::Status(call_id, status)))
+                    .await
+                    .map_err(sink_error)?;
+                return Ok(());
+            }
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            match held.statuses.iter_mut().find(|(id, _)| id == call_id) {
+                Some(entry) => entry.1 = status,
+                None => held.statuses.push((call_id.to_owned(), status)),
+            }
+            Ok(())
         })
     }
 
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
         Box::pin(async move {
-            let Some(lease) = &self.run else {
+            if self.run.is_none() {
                 return Ok(());
-            };
+            }
             let mut saved = run_state(state, &self.mode);
             keep_extra(&mut saved, &self.keep);
             let same = self
@@ -287,11 +353,13 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
             if same {
                 return Ok(());
             }
-            self.store
-                .update_run(lease, &saved)
-                .await
-                .map_err(sink_error)?;
-            *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved);
+            *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved.clone());
+            let pauses = saved.status == RunStatus::Paused;
+            self.held.lock().unwrap_or_else(|p| p.into_inner()).state = Some(saved);
+            if pauses {
+                // A run that waits for a person: its state is written at once.
+                self.flush().await.map_err(sink_error)?;
+            }
             Ok(())
         })
     }

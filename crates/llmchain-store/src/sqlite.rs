@@ -49,8 +49,8 @@ use crate::group_commit::{self, GroupCommitter, LeasedWrite, Write};
 use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions, RunState,
-    RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
+    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions,
+    RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
@@ -789,6 +789,31 @@ impl Store for SqliteStore {
         })
         .await?;
         Ok(())
+    }
+
+    async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {
+        let writes = changes
+            .iter()
+            .filter(|change| !matches!(change, Change::Append([])))
+            .map(|change| {
+                Ok(match *change {
+                    Change::Append(messages) => LeasedWrite::Append {
+                        bodies: bodies(messages)?,
+                    },
+                    Change::Status(call_id, status) => LeasedWrite::Status {
+                        call_id: call_id.to_owned(),
+                        status: status.as_str(),
+                    },
+                    Change::RunState(state) => LeasedWrite::RunState(ser("run state", state)?),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.write(Write::LeasedMany {
+            lease: lease.clone(),
+            writes,
+            at: now_ms(),
+        })
+        .await
     }
 
     async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {

@@ -9,8 +9,8 @@ use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::StoreResult;
 use crate::model::{
-    ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState, RunStatus,
-    StoredConversation, Writer,
+    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState,
+    RunStatus, StoredConversation, Writer,
 };
 use crate::recovery::Recovery;
 use crate::review::{Decided, NewReview, Review, ReviewFilter};
@@ -240,6 +240,18 @@ pub trait Store: Send + Sync {
         lease: Duration,
         state: &RunState,
     ) -> impl Future<Output = StoreResult<(Run, StoredConversation)>> + Send;
+
+    /// Writes `changes` in order, in one transaction under `lease` (checked once, as
+    /// every leased write is): what a running chain's sink writes together, such as a
+    /// tool message with its calls' final statuses. Answers the number of the first
+    /// message the first [`Change::Append`](crate::Change::Append) appended, or 0 when
+    /// none appends (an empty `Append` writes nothing). `LeaseLost`, `RunCancelled` or
+    /// `RunNotFound` change nothing.
+    fn write_leased(
+        &self,
+        lease: &Lease,
+        changes: &[Change<'_>],
+    ) -> impl Future<Output = StoreResult<i64>> + Send;
 
     /// Extends the lease (the heartbeat). `LeaseLost` if it is no longer held,
     /// `RunCancelled` if the run was cancelled meanwhile.

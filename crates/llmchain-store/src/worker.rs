@@ -516,7 +516,7 @@ impl<S: Store + 'static> RunJob<S> {
         let sink = StoreSink::new(self.store.clone(), run.conversation_id.clone())
             .with_lease(lease.clone(), mode.name())
             .keeping(&run.state.extra);
-        let mut chain = chain.with_sink(Arc::new(sink));
+        let mut chain = chain.with_sink(Arc::new(sink.clone()));
         // A lost lease (the heartbeat) stops the chain.
         let chain_token = chain.cancellation_token();
         let forward = {
@@ -540,6 +540,13 @@ impl<S: Store + 'static> RunJob<S> {
         forward.abort();
         if stop.is_cancelled() {
             return lost();
+        }
+        if outcome.is_err() {
+            // A failed run keeps the chain's last state (a run that ends otherwise saves
+            // it as it ends).
+            if let Err(e) = sink.flush().await {
+                tracing::info!(run = %run.id, error = %e, "the failed run's last state was not saved");
+            }
         }
         match outcome {
             Ok(RunOutcome::Done | RunOutcome::ToolUsed(_)) => {

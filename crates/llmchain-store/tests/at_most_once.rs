@@ -24,8 +24,8 @@ use llmchain::tool::Tool;
 use llmchain_store::sink::{StoreSink, load_chain_state};
 use llmchain_store::worker::BoxError;
 use llmchain_store::{
-    NewConversation, PostgresStore, Run, RunOptions, RunState, RunStatus, SqliteStore, Store,
-    StoreError, Worker, Writer,
+    Change, NewConversation, PostgresStore, Run, RunOptions, RunState, RunStatus, SqliteStore,
+    Store, StoreError, Worker, Writer,
 };
 use tokio::sync::Notify;
 
@@ -503,6 +503,74 @@ async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) 
     assert!(store.get_conversation("no-such").await.unwrap().is_none());
 }
 
+/// `write_leased`: several changes in one transaction under the lease, the first
+/// append's number answered; a stale lease changes nothing of them.
+async fn write_leased_writes_all_or_nothing<S: Store + 'static>(store: Arc<S>) {
+    let id = conversation(store.as_ref()).await;
+    let state = RunState::default();
+    let run = store
+        .claim_conversation(&id, "w1", Duration::from_millis(300), &state)
+        .await
+        .unwrap();
+    let lease = run.lease().unwrap();
+    let saved = RunState {
+        failure_count: 3,
+        ..state.clone()
+    };
+    let answer = [Message::assistant("one"), Message::assistant("two")];
+    let first = store
+        .write_leased(
+            &lease,
+            &[
+                Change::Status("c1", ExecutionStatus::Completed),
+                Change::Append(&[]),
+                Change::Append(&answer),
+                Change::RunState(&saved),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(first, 1, "the first append's number");
+    assert_eq!(
+        roles(store.as_ref(), &id).await,
+        [Role::User, Role::Assistant, Role::Assistant]
+    );
+    let statuses = store.tool_statuses(&id).await.unwrap();
+    assert_eq!(statuses.get("c1"), Some(&ExecutionStatus::Completed));
+    let stored = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(stored.state.failure_count, 3);
+    assert_eq!(
+        store
+            .write_leased(&lease, &[Change::Status("c1", ExecutionStatus::Failed)])
+            .await
+            .unwrap(),
+        0
+    );
+    // Taken over: the old lease writes nothing.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    store
+        .claim_conversation(&id, "w2", Duration::from_secs(30), &state)
+        .await
+        .unwrap();
+    let late = store
+        .write_leased(
+            &lease,
+            &[
+                Change::Status("c1", ExecutionStatus::Completed),
+                Change::Append(&answer),
+                Change::RunState(&state),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(late, StoreError::LeaseLost { .. }), "{late}");
+    assert_eq!(roles(store.as_ref(), &id).await.len(), 3);
+    let statuses = store.tool_statuses(&id).await.unwrap();
+    assert_eq!(statuses.get("c1"), Some(&ExecutionStatus::Failed));
+    let stored = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(stored.state.failure_count, 3);
+}
+
 /// A claimed run cancelled from outside: its worker's heartbeat stops the chain, and
 /// nothing more is written.
 async fn cancelling_a_claimed_run_stops_its_worker<S: Store + 'static>(store: Arc<S>) {
@@ -642,5 +710,6 @@ both_backends!(
     r4_failing_runs_are_discarded,
     r5_one_interactive_process_per_conversation,
     r5_claim_and_read_opens_a_turn_once,
+    write_leased_writes_all_or_nothing,
     cancelling_a_claimed_run_stops_its_worker,
 );

@@ -310,11 +310,13 @@ async fn a_chain_is_persisted_with_one_call() {
     );
 }
 
-/// The sink saves a run state only when it changed: the chain saves after each step,
-/// and a step that changes nothing of the run state would otherwise cost a transaction.
+/// A leased sink writes a run state only when it changed, and with its next write (or
+/// a flush) rather than in a transaction of its own; a state that pauses the run is
+/// written at once.
 #[tokio::test]
-async fn the_sink_skips_saving_a_run_state_it_just_saved() {
-    use llmchain::chain::{ChainState, ConversationSink};
+async fn the_sink_holds_a_run_state_for_its_next_write_and_skips_repeats() {
+    use llmchain::chain::{ChainState, ConversationSink, PendingReview};
+    use llmchain::message::Message;
     use llmchain_store::RunState;
     use llmchain_store::sink::StoreSink;
     use std::sync::Arc;
@@ -331,25 +333,98 @@ async fn the_sink_skips_saving_a_run_state_it_just_saved() {
         .await
         .unwrap();
     let sink = StoreSink::for_run(store.clone(), &run, "while_needs_response").unwrap();
-    let updated = || async { store.get_run(&run.id).await.unwrap().unwrap().updated_at };
+    let stored = || async { store.get_run(&run.id).await.unwrap().unwrap() };
+    let claimed = stored().await.updated_at;
     let mut state = ChainState {
         run_count: 1,
         ..Default::default()
     };
     sink.save_state(&state).await.unwrap();
-    let first = updated().await;
+    assert_eq!(stored().await.updated_at, claimed, "a state was not held");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    sink.flush().await.unwrap();
+    let first = stored().await;
+    assert!(
+        first.updated_at > claimed,
+        "a flush did not write the state"
+    );
+    assert_eq!(first.state.extra["chain"]["run_count"], 1);
     tokio::time::sleep(Duration::from_millis(5)).await;
     // The same state again, from a clone too (one chain's sinks share what was saved).
     sink.clone().save_state(&state).await.unwrap();
+    sink.flush().await.unwrap();
     assert_eq!(
-        updated().await,
-        first,
+        stored().await.updated_at,
+        first.updated_at,
         "an unchanged state was written again"
     );
+    // A changed state goes with the next message, in its transaction.
     state.run_count = 2;
     sink.save_state(&state).await.unwrap();
-    let second = updated().await;
-    assert!(second > first, "a changed state was not written");
-    let stored = store.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!(stored.state.extra["chain"]["run_count"], 2);
+    assert_eq!(stored().await.state.extra["chain"]["run_count"], 1);
+    sink.append_message(0, &Message::user("hi")).await.unwrap();
+    assert_eq!(stored().await.state.extra["chain"]["run_count"], 2);
+    // A state that waits for a person is written at once.
+    state.pending_review = Some(PendingReview {
+        message_position: 0,
+        calls: Vec::new(),
+    });
+    sink.save_state(&state).await.unwrap();
+    let paused = stored().await;
+    assert!(paused.state.extra["chain"]["pending_review"].is_object());
+}
+
+/// A leased sink writes a call's `executing` status before the tool runs, and its final
+/// status with the tool message that follows, in one transaction: a process killed in
+/// between leaves the call `executing` (outcome unknown), never `completed` without its
+/// result.
+#[tokio::test]
+async fn the_sink_writes_a_final_status_with_the_tool_message() {
+    use llmchain::chain::ConversationSink;
+    use llmchain::message::{ExecutionStatus, Message, ToolResult};
+    use llmchain_store::RunState;
+    use llmchain_store::sink::StoreSink;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("db")).await.unwrap());
+    let id = store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    let run = store
+        .claim_conversation(&id, "w", Duration::from_secs(60), &RunState::default())
+        .await
+        .unwrap();
+    let sink = StoreSink::for_run(store.clone(), &run, "while_needs_response").unwrap();
+    let status = || async { store.tool_statuses(&id).await.unwrap().get("c1").copied() };
+    sink.set_tool_status("c1", ExecutionStatus::Executing)
+        .await
+        .unwrap();
+    assert_eq!(status().await, Some(ExecutionStatus::Executing));
+    sink.set_tool_status("c1", ExecutionStatus::Completed)
+        .await
+        .unwrap();
+    assert_eq!(
+        status().await,
+        Some(ExecutionStatus::Executing),
+        "a final status was written before its tool message"
+    );
+    let result = Message::tool(vec![ToolResult::text("c1", "sunny")]);
+    sink.append_message(0, &result).await.unwrap();
+    assert_eq!(status().await, Some(ExecutionStatus::Completed));
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(stored.conversation.messages.len(), 1);
+
+    // Held and never written (the process died): the call stays `executing`.
+    sink.set_tool_status("c2", ExecutionStatus::Executing)
+        .await
+        .unwrap();
+    sink.set_tool_status("c2", ExecutionStatus::Failed)
+        .await
+        .unwrap();
+    drop(sink);
+    let statuses = store.tool_statuses(&id).await.unwrap();
+    assert_eq!(statuses.get("c2"), Some(&ExecutionStatus::Executing));
 }
