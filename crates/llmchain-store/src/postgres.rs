@@ -819,16 +819,9 @@ impl Store for PostgresStore {
     }
 
     async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, lease).await?;
-        sqlx::query("UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3")
-            .bind(ser("run state", state)?)
-            .bind(now_ms())
-            .bind(&lease.run_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        self.write_leased(lease, &[Change::RunState(state)])
+            .await
+            .map(|_| ())
     }
 
     async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {

@@ -310,6 +310,36 @@ async fn a_chain_is_persisted_with_one_call() {
     );
 }
 
+/// A sink for a run claimed in a new conversation of a new SQLite file (kept while
+/// the directory lives).
+async fn leased_sink() -> (
+    tempfile::TempDir,
+    std::sync::Arc<SqliteStore>,
+    String,
+    llmchain_store::Run,
+    llmchain_store::sink::StoreSink<SqliteStore>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("db")).await.unwrap());
+    let id = store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    let run = store
+        .claim_conversation(
+            &id,
+            "w",
+            std::time::Duration::from_secs(60),
+            &llmchain_store::RunState::default(),
+        )
+        .await
+        .unwrap();
+    let sink =
+        llmchain_store::sink::StoreSink::for_run(store.clone(), &run, "while_needs_response")
+            .unwrap();
+    (dir, store, id, run, sink)
+}
+
 /// A leased sink writes a run state only when it changed, and with its next write (or
 /// a flush) rather than in a transaction of its own; a state that pauses the run is
 /// written at once.
@@ -317,22 +347,9 @@ async fn a_chain_is_persisted_with_one_call() {
 async fn the_sink_holds_a_run_state_for_its_next_write_and_skips_repeats() {
     use llmchain::chain::{ChainState, ConversationSink, PendingReview};
     use llmchain::message::Message;
-    use llmchain_store::RunState;
-    use llmchain_store::sink::StoreSink;
-    use std::sync::Arc;
     use std::time::Duration;
 
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path().join("db")).await.unwrap());
-    let id = store
-        .create_conversation(NewConversation::default())
-        .await
-        .unwrap();
-    let run = store
-        .claim_conversation(&id, "w", Duration::from_secs(60), &RunState::default())
-        .await
-        .unwrap();
-    let sink = StoreSink::for_run(store.clone(), &run, "while_needs_response").unwrap();
+    let (_dir, store, _, run, sink) = leased_sink().await;
     let stored = || async { store.get_run(&run.id).await.unwrap().unwrap() };
     let claimed = stored().await.updated_at;
     let mut state = ChainState {
@@ -382,22 +399,8 @@ async fn the_sink_holds_a_run_state_for_its_next_write_and_skips_repeats() {
 async fn the_sink_writes_a_final_status_with_the_tool_message() {
     use llmchain::chain::ConversationSink;
     use llmchain::message::{ExecutionStatus, Message, ToolResult};
-    use llmchain_store::RunState;
-    use llmchain_store::sink::StoreSink;
-    use std::sync::Arc;
-    use std::time::Duration;
 
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path().join("db")).await.unwrap());
-    let id = store
-        .create_conversation(NewConversation::default())
-        .await
-        .unwrap();
-    let run = store
-        .claim_conversation(&id, "w", Duration::from_secs(60), &RunState::default())
-        .await
-        .unwrap();
-    let sink = StoreSink::for_run(store.clone(), &run, "while_needs_response").unwrap();
+    let (_dir, store, id, _, sink) = leased_sink().await;
     let status = || async { store.tool_statuses(&id).await.unwrap().get("c1").copied() };
     sink.set_tool_status("c1", ExecutionStatus::Executing)
         .await
