@@ -32,6 +32,17 @@ pub struct Frame<'a> {
 }
 
 impl<'a> Frame<'a> {
+    /// The `:message-type` header's bytes (`event`, `exception`, `error`), if any: every
+    /// frame is asked, so without a UTF-8 check.
+    pub fn message_type(&self) -> Option<&'a [u8]> {
+        self.message_type
+    }
+
+    /// The `:event-type` header's bytes, if any.
+    pub fn event_type(&self) -> Option<&'a [u8]> {
+        self.event_type
+    }
+
     /// The string header `name` (`:message-type`, `:event-type`, `:exception-type`...).
     pub fn header(&self, name: &str) -> Option<&'a str> {
         let known = match name {
