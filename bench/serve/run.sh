@@ -8,11 +8,14 @@
 #   latency  300 chats, 20 at a time, a delta every 10 ms: added latency per chunk
 #   memory   1,000 chats at once, a delta every 100 ms (all streams open together):
 #            peak resident memory of the server, latency under that load
-# SERVERS="llmchain aisdk pydantic" selects servers. Results: results/serve.jsonl.
+# SERVERS="llmchain llmchain-normal aisdk pydantic" selects servers; llmchain-normal is
+# the same server with SQLite's synchronous=NORMAL (every write survives a process
+# crash, the last ones may not survive power loss; the peers store nothing). Results:
+# results/serve.jsonl.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
-SERVERS="${SERVERS:-llmchain aisdk pydantic}"
+SERVERS="${SERVERS:-llmchain llmchain-normal aisdk pydantic}"
 [ -n "${SKIP_INSTALL:-}" ] || ./install.sh
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 mkdir -p results
@@ -31,6 +34,7 @@ start() { # start SERVER PACE_MS DELTAS -> sets SERVER_PID, BASE
   db=$(mktemp -d /tmp/serve-bench.XXXXXX)
   case "$name" in
     llmchain) cmd=(./target/release/llmchain-chat "$port" "$pace" "$deltas" "$db/chats.db") ;;
+    llmchain-normal) cmd=(env BENCH_SYNC=normal ./target/release/llmchain-chat "$port" "$pace" "$deltas" "$db/chats.db") ;;
     aisdk) cmd=(node node/server.mjs "$port" "$pace" "$deltas") ;;
     pydantic) cmd=(.venv/bin/python python/server.py "$port" "$pace" "$deltas") ;;
   esac
