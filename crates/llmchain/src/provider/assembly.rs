@@ -335,6 +335,18 @@ impl Assembler {
         Ok(())
     }
 
+    /// Call `pos`'s argument text so far, for a reader that appends fragments to it in
+    /// place (`provider::scan::fragment_run`, within [`arguments_room`](Self::arguments_room)
+    /// and emitting what it appends, as [`push_arguments`](Self::push_arguments) does);
+    /// `None` when there is no such call or its arguments came as an object.
+    #[inline]
+    pub(crate) fn arguments_mut(&mut self, pos: u32) -> Option<&mut String> {
+        self.calls
+            .get_mut(pos as usize)
+            .filter(|c| c.object.is_none())
+            .map(|c| &mut c.raw)
+    }
+
     /// How many more bytes of argument text call `pos` may take within the cap; `None`
     /// when there is no such call or its arguments came as an object (fragments are
     /// then dropped).
