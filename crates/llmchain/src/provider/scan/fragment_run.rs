@@ -67,21 +67,25 @@ pub(crate) fn take_fragments(
     emit: Emit<'_>,
 ) -> Result<(usize, usize), DecodeError> {
     let (max_line, join) = (config.max_line_bytes, config.join_fragments);
-    // Two loops, so that events without a varying string pay nothing for it.
-    match shape.after_varying {
-        None => take::<false>(bytes, shape, max_line, join, scratch, asm, call_of, emit),
-        Some(_) => take::<true>(bytes, shape, max_line, join, scratch, asm, call_of, emit),
+    // One loop per kind, so that events without a varying string pay nothing for it,
+    // and the loop does not test `join` at each event.
+    match (shape.after_varying, join) {
+        (None, false) => take::<false, false>(bytes, shape, max_line, scratch, asm, call_of, emit),
+        (None, true) => take::<false, true>(bytes, shape, max_line, scratch, asm, call_of, emit),
+        (Some(_), false) => {
+            take::<true, false>(bytes, shape, max_line, scratch, asm, call_of, emit)
+        }
+        (Some(_), true) => take::<true, true>(bytes, shape, max_line, scratch, asm, call_of, emit),
     }
 }
 
-/// [`take_fragments`] for shapes with a varying string (`VARYING`) or without.
+/// [`take_fragments`] for shapes with a varying string (`VARYING`) or without, each
+/// run emitted as one fragment (`JOIN`) or each fragment as it comes.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn take<const VARYING: bool>(
+fn take<const VARYING: bool, const JOIN: bool>(
     bytes: &[u8],
     shape: FragmentShape<'_>,
     max_line: usize,
-    join: bool,
     scratch: &mut RunScratch,
     asm: &mut Assembler,
     call_of: impl Fn(u64) -> Option<u32>,
@@ -162,7 +166,7 @@ fn take<const VARYING: bool>(
             }
             // `start` was the text's length before the fragment was appended: a char
             // boundary (checked anyway, at the cost of one byte's look).
-            if !join && raw.len() > start {
+            if !JOIN && raw.len() > start {
                 emit(StreamEvent::ToolCallArguments {
                     index: pos,
                     fragment: Cow::Borrowed(raw.get(start..).unwrap_or_default()),
@@ -175,7 +179,7 @@ fn take<const VARYING: bool>(
             }
             lit = at + prefix.len();
         };
-        if join && raw.len() > run_start {
+        if JOIN && raw.len() > run_start {
             emit(StreamEvent::ToolCallArguments {
                 index: pos,
                 fragment: Cow::Borrowed(raw.get(run_start..).unwrap_or_default()),
