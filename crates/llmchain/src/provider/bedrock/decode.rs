@@ -109,8 +109,8 @@ struct Payload<'a> {
 /// refuse), which serde then reads. Measured: serde took half of the decoder's time on
 /// a stream of many calls. Fills `p` (empty) in place, as moving a payload was a tenth
 /// of that time; `false` leaves it partly filled.
-fn payload_fast<'a>(b: &'a [u8], p: &mut Payload<'a>) -> bool {
-    if payload_as_sent(b, p).is_some() {
+fn payload_fast<'a>(b: &'a [u8], p: &mut Payload<'a>, scratch: &'a mut String) -> bool {
+    if payload_as_sent(b, p, scratch).is_some() {
         return true;
     }
     *p = Payload::default();
@@ -143,18 +143,21 @@ fn payload_fast<'a>(b: &'a [u8], p: &mut Payload<'a>) -> bool {
 /// "name":S}}`, `"delta":{"toolUse":{"input":S}}` or `"delta":{"text":S}`, then the
 /// padding `"p":S` (a stop has only the index and the padding). Compared byte by byte
 /// against these literals rather than walked member by member: the walk was most of the
-/// decoder's own time on a stream of many calls. `None` for anything else (`p` may then
-/// be partly filled), which [`payload_fast`]'s walk reads.
-fn payload_as_sent<'a>(b: &'a [u8], p: &mut Payload<'a>) -> Option<()> {
+/// decoder's own time on a stream of many calls. A tool's input with escapes is decoded
+/// into `scratch`, not a new `String` (an allocation a call). `None` for anything else
+/// (`p` may then be partly filled), which [`payload_fast`]'s walk reads.
+fn payload_as_sent<'a>(b: &'a [u8], p: &mut Payload<'a>, scratch: &'a mut String) -> Option<()> {
     let mut c = Cursor::new(b, 0);
     c.eat_array(b"{\"contentBlockIndex\":")?;
     p.index = Some(c.number_u64()?);
     if c.peek_eat(b",\"delta\":{\"") {
         if c.peek_eat(b"toolUse\":{\"input\":") {
-            let input = c.string_text()?;
+            let input = c.string_text_in(scratch)?;
             c.eat_array(b"}}")?;
             p.delta = Some(Delta {
-                tool_use: Some(ToolDelta { input: Some(input) }),
+                tool_use: Some(ToolDelta {
+                    input: Some(Cow::Borrowed(input)),
+                }),
                 ..Delta::default()
             });
         } else {
@@ -314,6 +317,8 @@ pub(crate) struct Events {
     blocks: Blocks,
     stopped: bool,
     seen_event: bool,
+    /// Where a payload's escaped tool input is decoded ([`payload_as_sent`]).
+    scratch: String,
 }
 
 impl Events {
@@ -323,6 +328,7 @@ impl Events {
             blocks: Blocks::default(),
             stopped: false,
             seen_event: false,
+            scratch: String::new(),
         }
     }
 
@@ -353,10 +359,14 @@ impl Events {
         let Some(event) = frame.event_type() else {
             return Err(malformed(FORMAT, "an event frame without :event-type"));
         };
+        let mut scratch = std::mem::take(&mut self.scratch);
         let mut p = Payload::default();
-        if payload_fast(frame.payload, &mut p) {
+        if payload_fast(frame.payload, &mut p, &mut scratch) {
             self.seen_event = true;
-            return self.on_event(event, &mut p, emit);
+            let r = self.on_event(event, &mut p, emit);
+            drop(p);
+            self.scratch = scratch;
+            return r;
         }
         p = serde_json::from_slice(frame.payload).map_err(|e| {
             let event = String::from_utf8_lossy(event);
@@ -367,7 +377,10 @@ impl Events {
             }
         })?;
         self.seen_event = true;
-        self.on_event(event, &mut p, emit)
+        let r = self.on_event(event, &mut p, emit);
+        drop(p);
+        self.scratch = scratch;
+        r
     }
 
     fn on_event(
@@ -692,9 +705,40 @@ mod tests {
     use super::*;
 
     /// What the fast reader reads of `b`, if it reads it.
-    fn fast(b: &[u8]) -> Option<Payload<'_>> {
+    fn fast(b: &[u8]) -> Option<Payload<'static>> {
         let mut p = Payload::default();
-        payload_fast(b, &mut p).then_some(p)
+        let mut scratch = String::new();
+        payload_fast(b, &mut p, &mut scratch).then(|| owned(p))
+    }
+
+    /// `p` owning its text.
+    fn owned(p: Payload<'_>) -> Payload<'static> {
+        let own = |c: Option<Cow<'_, str>>| c.map(|c| Cow::Owned(c.into_owned()));
+        Payload {
+            index: p.index,
+            start: p.start.map(|s| Start {
+                tool_use: s.tool_use.map(|t| ToolStart {
+                    tool_use_id: own(t.tool_use_id),
+                    name: own(t.name),
+                }),
+            }),
+            delta: p.delta.map(|d| Delta {
+                text: own(d.text),
+                tool_use: d.tool_use.map(|t| ToolDelta {
+                    input: own(t.input),
+                }),
+                reasoning: d.reasoning.map(|r| {
+                    Box::new(ReasoningDelta {
+                        text: own(r.text),
+                        signature: own(r.signature),
+                        redacted_content: own(r.redacted_content),
+                    })
+                }),
+            }),
+            stop_reason: own(p.stop_reason),
+            usage: p.usage,
+            message: own(p.message),
+        }
     }
 
     #[test]
@@ -792,7 +836,8 @@ mod tests {
             let slow: Payload = serde_json::from_slice(body.as_bytes())
                 .unwrap_or_else(|e| panic!("{body}: {e}"));
             let mut p = Payload::default();
-            if payload_as_sent(body.as_bytes(), &mut p).is_some() {
+            let mut scratch = String::new();
+            if payload_as_sent(body.as_bytes(), &mut p, &mut scratch).is_some() {
                 prop_assert_eq!(&p, &slow, "{}", body);
             } else {
                 prop_assert!(body.contains('\\'), "{body}: plain, yet not read as sent");
@@ -828,7 +873,11 @@ mod tests {
             assert!(fast(body.as_bytes()).is_some(), "{body}");
             if body.starts_with(r#"{"contentBlockIndex""#) {
                 let mut p = Payload::default();
-                assert!(payload_as_sent(body.as_bytes(), &mut p).is_some(), "{body}");
+                let mut scratch = String::new();
+                assert!(
+                    payload_as_sent(body.as_bytes(), &mut p, &mut scratch).is_some(),
+                    "{body}"
+                );
             }
         }
         // A repeated member is serde's to refuse.

@@ -421,6 +421,23 @@ impl<'a> Cursor<'a> {
         Some(Cow::Owned(out))
     }
 
+    /// [`string_text`](Self::string_text), decoding a string with escapes into
+    /// `scratch` (cleared first) instead of a new `String`: for a reader that reads one
+    /// such string per document, again and again.
+    pub(crate) fn string_text_in<'s>(&mut self, scratch: &'s mut String) -> Option<&'s str>
+    where
+        'a: 's,
+    {
+        let start = self.i;
+        let s = self.string()?;
+        if !s.escaped {
+            return Some(s.raw);
+        }
+        scratch.clear();
+        read_string_into(&self.b[start..self.i], scratch)?;
+        Some(scratch.as_str())
+    }
+
     /// Reads an object, whitespace allowed between tokens, calling `member` with the
     /// cursor at each value (after the `:` and whitespace) and the member's key (keys
     /// with escapes are not read). `member` reads the value and may refuse it.
