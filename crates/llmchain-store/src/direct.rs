@@ -31,16 +31,17 @@ pub(crate) struct NewRow {
 /// or `ConversationExists`.
 pub(crate) fn create_conversation(conn: &mut Connection, new: NewRow) -> StoreResult<String> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if !insert_conversation(&tx, &new)?? {
-        return Err(StoreError::ConversationExists(new.id));
+    let id = new.id.clone();
+    if !insert_conversation(&tx, new)?? {
+        return Err(StoreError::ConversationExists(id));
     }
     tx.commit()?;
-    Ok(new.id)
+    Ok(id)
 }
 
 /// Inserts conversation `new` with its messages unless one with its id exists; answers
 /// whether it did. The caller holds the write transaction.
-fn insert_conversation(tx: &Connection, new: &NewRow) -> rusqlite::Result<StoreResult<bool>> {
+fn insert_conversation(tx: &Connection, new: NewRow) -> rusqlite::Result<StoreResult<bool>> {
     let inserted = tx
         .prepare_cached(
             "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
@@ -52,8 +53,8 @@ fn insert_conversation(tx: &Connection, new: &NewRow) -> rusqlite::Result<StoreR
     }
     if !new.bodies.is_empty() {
         let write = Write::Append {
-            conversation: new.id.clone(),
-            bodies: new.bodies.clone(),
+            conversation: new.id,
+            bodies: new.bodies,
             at: new.at,
         };
         if let Err(e) = group_commit::apply(tx, &write)? {
@@ -72,7 +73,7 @@ pub(crate) fn claim_and_read(
     claim: Claim,
 ) -> StoreResult<(Run, StoredConversation)> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if let Some(new) = &create {
+    if let Some(new) = create {
         insert_conversation(&tx, new)??;
     }
     let run = claim_in(&tx, &claim)?;

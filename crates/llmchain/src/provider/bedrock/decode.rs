@@ -359,28 +359,36 @@ impl Events {
         let Some(event) = frame.event_type() else {
             return Err(malformed(FORMAT, "an event frame without :event-type"));
         };
+        // The payload may borrow the scratch string: it is put back once the event is
+        // handled.
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut p = Payload::default();
-        if payload_fast(frame.payload, &mut p, &mut scratch) {
-            self.seen_event = true;
-            let r = self.on_event(event, &mut p, emit);
-            drop(p);
-            self.scratch = scratch;
-            return r;
-        }
-        p = serde_json::from_slice(frame.payload).map_err(|e| {
-            let event = String::from_utf8_lossy(event);
-            if e.is_data() {
-                malformed(FORMAT, format!("a {event} event of the wrong shape: {e}"))
-            } else {
-                malformed(FORMAT, format!("a {event} event that is not JSON: {e}"))
-            }
-        })?;
-        self.seen_event = true;
-        let r = self.on_event(event, &mut p, emit);
-        drop(p);
+        let r = self.payload_event(event, frame.payload, &mut scratch, emit);
         self.scratch = scratch;
         r
+    }
+
+    /// Reads one event's payload (the template, the member walk, then serde) and
+    /// handles it.
+    fn payload_event(
+        &mut self,
+        event: &[u8],
+        payload: &[u8],
+        scratch: &mut String,
+        emit: Emit<'_>,
+    ) -> Result<(), DecodeError> {
+        let mut p = Payload::default();
+        if !payload_fast(payload, &mut p, scratch) {
+            p = serde_json::from_slice(payload).map_err(|e| {
+                let event = String::from_utf8_lossy(event);
+                if e.is_data() {
+                    malformed(FORMAT, format!("a {event} event of the wrong shape: {e}"))
+                } else {
+                    malformed(FORMAT, format!("a {event} event that is not JSON: {e}"))
+                }
+            })?;
+        }
+        self.seen_event = true;
+        self.on_event(event, &mut p, emit)
     }
 
     fn on_event(
