@@ -1,19 +1,20 @@
-//! SQLite work run directly on a `rusqlite` connection, as one job: the writer thread's
-//! connection for a database file, the pool's one connection in memory (see
-//! [`SqliteStore::direct`](crate::SqliteStore)).
+//! SQLite work run directly on a `rusqlite` connection: the writer thread's connection
+//! for a database file, the pool's one connection in memory (see
+//! [`SqliteStore::transaction`](crate::SqliteStore) and `SqliteStore::direct`).
 //!
 //! These are the SQLite operations a chat turn makes before its first write: create the
 //! conversation, claim its run, read it back. Through sqlx each statement of them is a
 //! round trip to the connection's worker thread (create 3, claim 4, read 5, with the
 //! transactions' `BEGIN` and `COMMIT`); here each operation is one hop, whatever its
-//! statements. The reads use the same SQL text as the generic ones ([`read`]), so the two
-//! cannot drift apart.
+//! statements. The writes run in a transaction the caller holds, which for a file is the
+//! writer's batch: a claim shares its sync with the writes queued beside it. The reads
+//! use the same SQL text as the generic ones ([`read`]), so the two cannot drift apart.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::assemble::{self, RunRow};
 use crate::error::{StoreError, StoreResult};
-use crate::group_commit::{self, Write};
+use crate::group_commit;
 use crate::model::{ConversationSummary, Run, RunKind, RunStatus, StoredConversation};
 use crate::read;
 
@@ -27,21 +28,18 @@ pub(crate) struct NewRow {
     pub at: i64,
 }
 
-/// Creates a conversation with its first messages, in one transaction; answers its id,
-/// or `ConversationExists`.
-pub(crate) fn create_conversation(conn: &mut Connection, new: NewRow) -> StoreResult<String> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let id = new.id.clone();
-    if !insert_conversation(&tx, new)?? {
-        return Err(StoreError::ConversationExists(id));
+/// Creates a conversation with its first messages; answers its id, or
+/// `ConversationExists`. The caller holds the write transaction.
+pub(crate) fn create_conversation(tx: &Connection, new: &NewRow) -> StoreResult<String> {
+    if !insert_conversation(tx, new)?? {
+        return Err(StoreError::ConversationExists(new.id.clone()));
     }
-    tx.commit()?;
-    Ok(id)
+    Ok(new.id.clone())
 }
 
 /// Inserts conversation `new` with its messages unless one with its id exists; answers
 /// whether it did. The caller holds the write transaction.
-fn insert_conversation(tx: &Connection, new: NewRow) -> rusqlite::Result<StoreResult<bool>> {
+fn insert_conversation(tx: &Connection, new: &NewRow) -> rusqlite::Result<StoreResult<bool>> {
     let inserted = tx
         .prepare_cached(
             "INSERT INTO conversations (id, title, metadata, header, next_seq, created_at, updated_at) \
@@ -51,35 +49,28 @@ fn insert_conversation(tx: &Connection, new: NewRow) -> rusqlite::Result<StoreRe
     if inserted == 0 {
         return Ok(Ok(false));
     }
-    if !new.bodies.is_empty() {
-        let write = Write::Append {
-            conversation: new.id,
-            bodies: new.bodies,
-            at: new.at,
-        };
-        if let Err(e) = group_commit::apply(tx, &write)? {
-            return Ok(Err(e));
-        }
+    if !new.bodies.is_empty()
+        && let Err(e) = group_commit::append(tx, &new.id, &new.bodies, new.at)?
+    {
+        return Ok(Err(e));
     }
     Ok(Ok(true))
 }
 
-/// [`Store::claim_and_read`](crate::Store::claim_and_read) in one transaction: the
-/// conversation created from `create` if there is none, its run claimed, and the
-/// conversation read under the new lease.
+/// [`Store::claim_and_read`](crate::Store::claim_and_read): the conversation created
+/// from `create` if there is none, its run claimed, and the conversation read under the
+/// new lease. The caller holds the write transaction.
 pub(crate) fn claim_and_read(
-    conn: &mut Connection,
-    create: Option<NewRow>,
-    claim: Claim,
+    tx: &Connection,
+    create: Option<&NewRow>,
+    claim: &Claim,
 ) -> StoreResult<(Run, StoredConversation)> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     if let Some(new) = create {
-        insert_conversation(&tx, new)??;
+        insert_conversation(tx, new)??;
     }
-    let run = claim_in(&tx, &claim)?;
-    let stored = conversation_in(&tx, &claim.conversation)?
+    let run = claim_in(tx, claim)?;
+    let stored = conversation_in(tx, &claim.conversation)?
         .ok_or_else(|| StoreError::ConversationNotFound(claim.conversation.clone()))?;
-    tx.commit()?;
     Ok((assemble::run(run)?, stored))
 }
 
@@ -95,12 +86,10 @@ pub(crate) struct Claim {
     pub expires: i64,
 }
 
-/// [`Store::claim_conversation`](crate::Store::claim_conversation) in one transaction.
-pub(crate) fn claim_conversation(conn: &mut Connection, claim: Claim) -> StoreResult<Run> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let row = claim_in(&tx, &claim)?;
-    tx.commit()?;
-    assemble::run(row)
+/// [`Store::claim_conversation`](crate::Store::claim_conversation). The caller holds the
+/// write transaction.
+pub(crate) fn claim_conversation(tx: &Connection, claim: &Claim) -> StoreResult<Run> {
+    assemble::run(claim_in(tx, claim)?)
 }
 
 /// The claim's statements; the caller holds the write transaction.

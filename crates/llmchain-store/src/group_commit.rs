@@ -33,6 +33,12 @@
 //! (begin, lease check, write, commit), which made a chat served by `llmchain-web` spend
 //! most of its CPU switching threads.
 //!
+//! A claim, and a conversation created with its first messages, join the batch too
+//! ([`GroupCommitter::transaction`]): their statements run in the batch's transaction
+//! under a savepoint of their own, so a claim that fails (a run busy elsewhere) undoes
+//! only itself, and a chat turn's first step shares a sync with the other chats' writes
+//! instead of costing one of its own. Reads still run between batches, on their own.
+//!
 //! If a statement of a batch fails (an SQL error such as a status for an unknown
 //! conversation, not an append to one, which simply answers `ConversationNotFound`), the
 //! transaction rolls back and each request of the batch is retried on its own, so one bad
@@ -218,26 +224,108 @@ impl<'a> Step<'a> {
     }
 }
 
+/// One part of a batch: its statements run in the batch's transaction, and it answers
+/// its caller once that transaction committed, or with the error that stopped it.
+trait Part: Send {
+    /// Runs the part's statements on `conn` (in the batch's open transaction, or alone).
+    /// An `Err` is an SQL failure: the transaction must roll back. The part's own
+    /// outcome (a lease no longer held, a conversation that does not exist) is kept for
+    /// [`Part::answer`].
+    fn apply(&mut self, conn: &Connection) -> rusqlite::Result<()>;
+    /// Whether the part is a single statement, atomic in autocommit mode.
+    fn single(&self) -> bool {
+        false
+    }
+    /// Whether its own outcome is a failure: alone, its transaction is rolled back.
+    fn failed(&self) -> bool;
+    /// Answers its caller: its outcome, or `error` when its transaction did not commit.
+    fn answer(self: Box<Self>, error: Option<StoreError>);
+}
+
+/// A [`Write`] and its caller.
 struct Request {
     write: Write,
+    outcome: Option<StoreResult<i64>>,
     reply: oneshot::Sender<StoreResult<i64>>,
 }
 
-/// Work that needs a transaction of its own (a claim, a conversation created with its
-/// messages, a read): the writer runs it between batches, on its connection. It answers
-/// its caller itself.
+impl Part for Request {
+    fn apply(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        self.outcome = Some(apply(conn, &self.write)?);
+        Ok(())
+    }
+
+    fn single(&self) -> bool {
+        match &self.write {
+            Write::Append { bodies, .. } => bodies.len() <= 1,
+            Write::Status { .. } => true,
+            // The lease check and the write(s).
+            Write::Leased { .. } | Write::LeasedMany { .. } => false,
+        }
+    }
+
+    fn failed(&self) -> bool {
+        matches!(self.outcome, Some(Err(_)))
+    }
+
+    fn answer(self: Box<Self>, error: Option<StoreError>) {
+        // A caller that gave up no longer listens; its write stands.
+        let _ = self.reply.send(answer(self.outcome, error));
+    }
+}
+
+/// A transaction's statements (a claim, a conversation created with its messages) run as
+/// a part of a batch, under a savepoint of their own: a failure of theirs undoes only
+/// what they did. `run` may be called again (a batch that failed is retried part by
+/// part), so it reads what it writes from its captures and does not consume them.
+struct Txn<T, F> {
+    run: F,
+    outcome: Option<StoreResult<T>>,
+    reply: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T, F> Part for Txn<T, F>
+where
+    T: Send,
+    F: FnMut(&Connection) -> StoreResult<T> + Send,
+{
+    fn apply(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.prepare_cached("SAVEPOINT part")?.execute([])?;
+        let outcome = (self.run)(conn);
+        if outcome.is_err() {
+            conn.prepare_cached("ROLLBACK TO part")?.execute([])?;
+        }
+        conn.prepare_cached("RELEASE part")?.execute([])?;
+        self.outcome = Some(outcome);
+        Ok(())
+    }
+
+    fn failed(&self) -> bool {
+        matches!(self.outcome, Some(Err(_)))
+    }
+
+    fn answer(self: Box<Self>, error: Option<StoreError>) {
+        let _ = self.reply.send(answer(self.outcome, error));
+    }
+}
+
+/// What a part answers: the error that stopped its transaction, else its own outcome.
+fn answer<T>(outcome: Option<StoreResult<T>>, error: Option<StoreError>) -> StoreResult<T> {
+    match (error, outcome) {
+        (Some(e), _) => Err(e),
+        (None, Some(outcome)) => outcome,
+        (None, None) => Err(StoreError::WriterStopped),
+    }
+}
+
+/// Work that needs a connection to itself between batches (a read): the writer runs it
+/// on its connection. It answers its caller itself.
 pub(crate) type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// What the writer thread is sent.
 enum Work {
-    Write(Request),
+    Part(Box<dyn Part>),
     Job(Job),
-}
-
-impl std::fmt::Debug for Request {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.write.fmt(f)
-    }
 }
 
 /// The handle to a writer thread; cloning it shares the thread.
@@ -265,12 +353,30 @@ impl GroupCommitter {
 
     /// Performs `write`; returns once the transaction holding it committed.
     pub(crate) async fn write(&self, write: Write) -> StoreResult<i64> {
-        let (reply, answer) = oneshot::channel();
-        self.queue
-            .send(Work::Write(Request { write, reply }))
-            .await
-            .map_err(|_| StoreError::WriterStopped)?;
-        answer.await.map_err(|_| StoreError::WriterStopped)?
+        self.ask(|reply| {
+            Work::Part(Box::new(Request {
+                write,
+                outcome: None,
+                reply,
+            }))
+        })
+        .await
+    }
+
+    /// Runs `run`'s statements as a part of a batch (see [`Txn`]); returns once the
+    /// transaction holding them committed. Its changes are undone if it fails.
+    pub(crate) async fn transaction<T: Send + 'static>(
+        &self,
+        run: impl FnMut(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.ask(|reply| {
+            Work::Part(Box::new(Txn {
+                run,
+                outcome: None,
+                reply,
+            }))
+        })
+        .await
     }
 
     /// Runs `job` on the writer's connection, between batches: one hop to the thread and
@@ -280,12 +386,23 @@ impl GroupCommitter {
         &self,
         job: impl FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
+        self.ask(|reply: oneshot::Sender<StoreResult<T>>| {
+            Work::Job(Box::new(move |conn| {
+                let _ = reply.send(job(conn));
+            }))
+        })
+        .await
+    }
+
+    /// Sends the writer the work `make` builds around the reply's sender, and waits for
+    /// the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<StoreResult<T>>) -> Work,
+    ) -> StoreResult<T> {
         let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let _ = reply.send(job(conn));
-        });
         self.queue
-            .send(Work::Job(job))
+            .send(make(reply))
             .await
             .map_err(|_| StoreError::WriterStopped)?;
         answer.await.map_err(|_| StoreError::WriterStopped)?
@@ -304,7 +421,7 @@ fn open(path: &Path, synchronous: &'static str) -> StoreResult<Connection> {
 }
 
 fn run(mut conn: Connection, mut work: mpsc::Receiver<Work>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut batch: Vec<Box<dyn Part>> = Vec::with_capacity(MAX_BATCH);
     // A job met while gathering a batch, run after that batch (in arrival order).
     let mut next = None;
     while let Some(first) = next.take().or_else(|| work.blocking_recv()) {
@@ -313,11 +430,11 @@ fn run(mut conn: Connection, mut work: mpsc::Receiver<Work>) {
                 job(&mut conn);
                 continue;
             }
-            Work::Write(request) => batch.push(request),
+            Work::Part(part) => batch.push(part),
         }
         while batch.len() < MAX_BATCH {
             match work.try_recv() {
-                Ok(Work::Write(request)) => batch.push(request),
+                Ok(Work::Part(part)) => batch.push(part),
                 Ok(job) => {
                     next = Some(job);
                     break;
@@ -325,57 +442,50 @@ fn run(mut conn: Connection, mut work: mpsc::Receiver<Work>) {
                 Err(_) => break,
             }
         }
-        let results = commit(&mut conn, &batch);
-        for (request, result) in batch.drain(..).zip(results) {
-            // A caller that gave up no longer listens; its write stands.
-            let _ = request.reply.send(result);
+        commit(&mut conn, &mut batch);
+    }
+}
+
+/// Commits a batch and answers each part: one part on its own, several in one
+/// transaction.
+fn commit(conn: &mut Connection, batch: &mut Vec<Box<dyn Part>>) {
+    if batch.len() > 1 && together(conn, batch).is_ok() {
+        for part in batch.drain(..) {
+            part.answer(None);
         }
+        return;
+    }
+    // One part, or a batch rolled back: each on its own, so only a faulty one fails.
+    for mut part in batch.drain(..) {
+        let error = alone(conn, part.as_mut()).err();
+        part.answer(error);
     }
 }
 
-/// Commits a batch: one request on its own, several in one transaction.
-fn commit(conn: &mut Connection, batch: &[Request]) -> Vec<StoreResult<i64>> {
-    if let [one] = batch {
-        return vec![alone(conn, &one.write)];
-    }
-    match together(conn, batch) {
-        Ok(results) => results,
-        // Rolled back: retry each on its own, so only the faulty one fails.
-        Err(_) => batch.iter().map(|r| alone(conn, &r.write)).collect(),
-    }
-}
-
-/// Commits a batch in one transaction. `BEGIN IMMEDIATE` holds the write lock from the
+/// Runs a batch in one transaction. `BEGIN IMMEDIATE` holds the write lock from the
 /// start, so each append's number stays ours. Dropping the transaction on an error rolls
 /// it back.
-fn together(conn: &mut Connection, batch: &[Request]) -> rusqlite::Result<Vec<StoreResult<i64>>> {
+fn together(conn: &mut Connection, batch: &mut [Box<dyn Part>]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let results = batch
-        .iter()
-        .map(|request| apply(&tx, &request.write))
-        .collect::<rusqlite::Result<_>>()?;
-    tx.commit()?;
-    Ok(results)
+    for part in batch.iter_mut() {
+        part.apply(&tx)?;
+    }
+    tx.commit()
 }
 
-/// Performs one write in its own transaction: a single statement needs no explicit one
-/// (in autocommit mode a statement, with its triggers, is atomic and commits when done).
-fn alone(conn: &mut Connection, write: &Write) -> StoreResult<i64> {
-    let several = match write {
-        Write::Append { bodies, .. } => bodies.len() > 1,
-        Write::Status { .. } => false,
-        // The lease check and the write(s).
-        Write::Leased { .. } | Write::LeasedMany { .. } => true,
-    };
-    if several {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let result = apply(&tx, write)?;
-        if result.is_ok() {
-            tx.commit()?;
-        }
-        return result;
+/// Runs one part in its own transaction, committed unless the part failed; an error is
+/// what stopped the transaction. A single statement needs no explicit one (in autocommit
+/// mode a statement, with its triggers, is atomic and commits when done).
+fn alone(conn: &mut Connection, part: &mut dyn Part) -> StoreResult<()> {
+    if part.single() {
+        return Ok(part.apply(conn)?);
     }
-    apply(conn, write)?
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    part.apply(&tx)?;
+    if !part.failed() {
+        tx.commit()?;
+    }
+    Ok(())
 }
 
 /// Runs a write's statements. The outer error is an SQL failure (the transaction must be
@@ -430,6 +540,24 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreR
     Ok(Ok(first.unwrap_or(0)))
 }
 
+/// Appends `bodies` (at least one) to `conversation` ([`APPEND_ONE`]); answers the first
+/// number, or `ConversationNotFound`.
+pub(crate) fn append(
+    conn: &Connection,
+    conversation: &str,
+    bodies: &[String],
+    at: i64,
+) -> rusqlite::Result<StoreResult<i64>> {
+    run_step(
+        conn,
+        Step::Append {
+            conversation,
+            bodies,
+            at,
+        },
+    )
+}
+
 fn run_step(conn: &Connection, step: Step<'_>) -> rusqlite::Result<StoreResult<i64>> {
     match step {
         Step::Append {
@@ -479,14 +607,50 @@ mod tests {
     use super::*;
     use crate::{NewConversation, SqliteStore, Store};
 
-    fn request(write: Write) -> Request {
-        Request {
+    type Answer = oneshot::Receiver<StoreResult<i64>>;
+
+    fn request(write: Write) -> (Box<dyn Part>, Answer) {
+        let (reply, answer) = oneshot::channel();
+        let part = Request {
             write,
-            reply: oneshot::channel().0,
-        }
+            outcome: None,
+            reply,
+        };
+        (Box::new(part), answer)
     }
 
-    fn append(conversation: &str, bodies: &[&str]) -> Request {
+    /// What each part of `batch` answered.
+    fn answers(answers: Vec<Answer>) -> Vec<StoreResult<i64>> {
+        answers
+            .into_iter()
+            .map(|mut a| a.try_recv().expect("answered"))
+            .collect()
+    }
+
+    /// Runs `batch` in one transaction, which must commit; what each part answered.
+    fn together_ok(
+        conn: &mut Connection,
+        batch: impl IntoIterator<Item = (Box<dyn Part>, Answer)>,
+    ) -> Vec<StoreResult<i64>> {
+        let (mut parts, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        together(conn, &mut parts).expect("one transaction");
+        for part in parts {
+            part.answer(None);
+        }
+        answers(replies)
+    }
+
+    /// Commits `batch` as the writer does; what each part answered.
+    fn committed(
+        conn: &mut Connection,
+        batch: impl IntoIterator<Item = (Box<dyn Part>, Answer)>,
+    ) -> Vec<StoreResult<i64>> {
+        let (mut parts, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        commit(conn, &mut parts);
+        answers(replies)
+    }
+
+    fn append(conversation: &str, bodies: &[&str]) -> (Box<dyn Part>, Answer) {
         request(Write::Append {
             conversation: conversation.into(),
             bodies: bodies.iter().map(|b| b.to_string()).collect(),
@@ -494,7 +658,7 @@ mod tests {
         })
     }
 
-    fn status(conversation: &str, call_id: &str, status: &'static str) -> Request {
+    fn status(conversation: &str, call_id: &str, status: &'static str) -> (Box<dyn Part>, Answer) {
         request(Write::Status {
             conversation: conversation.into(),
             call_id: call_id.into(),
@@ -535,7 +699,7 @@ mod tests {
             append("a", &[&m3]),
             status("a", "c1", "completed"),
         ];
-        let results = together(&mut conn, &batch).expect("one transaction");
+        let results = together_ok(&mut conn, batch);
         let got: Vec<Option<i64>> = results.iter().map(|r| r.as_ref().ok().copied()).collect();
         assert_eq!(got, [Some(0), Some(0), None, Some(0), Some(1), Some(0)]);
         assert!(matches!(
@@ -549,7 +713,7 @@ mod tests {
             status("missing", "c9", "failed"),
             append("a", &[&m0]),
         ];
-        let results = commit(&mut conn, &batch);
+        let results = committed(&mut conn, batch);
         assert_eq!(results[0].as_ref().ok(), Some(&2));
         assert!(matches!(results[1], Err(StoreError::Sqlite(_))));
         assert_eq!(results[2].as_ref().ok(), Some(&2));
@@ -640,7 +804,7 @@ mod tests {
                 LeasedWrite::RunState(r#"{"status":"running"}"#.into()),
             ),
         ];
-        let results = together(&mut conn, &batch).expect("one transaction");
+        let results = together_ok(&mut conn, batch);
         assert_eq!(results[0].as_ref().ok(), Some(&0));
         assert!(
             matches!(results[1], Err(StoreError::LeaseLost { .. })),
@@ -660,28 +824,28 @@ mod tests {
         assert_eq!(statuses, [("c1".into(), "completed".into())]);
         // Completing releases the lease: a write under it afterwards fails and changes
         // nothing; alone, outside a batch, the same.
-        let complete = alone(
+        let complete = committed(
             &mut conn,
-            &Write::Leased {
+            [request(Write::Leased {
                 lease: live.clone(),
                 write: LeasedWrite::Complete {
                     status: "done",
                     state: "{}".into(),
                 },
                 at: 8,
-            },
+            })],
         );
-        assert_eq!(complete.ok(), Some(0));
-        let late = alone(
+        assert_eq!(complete[0].as_ref().ok(), Some(&0));
+        let late = committed(
             &mut conn,
-            &Write::Leased {
+            [request(Write::Leased {
                 lease: live.clone(),
                 write: LeasedWrite::Append { bodies: vec![body] },
                 at: 9,
-            },
+            })],
         );
         assert!(
-            matches!(late, Err(StoreError::LeaseLost { .. })),
+            matches!(late[0], Err(StoreError::LeaseLost { .. })),
             "{late:?}"
         );
         let run = store.get_run(&run.id).await.unwrap().unwrap();
@@ -697,5 +861,63 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[tokio::test]
+    async fn a_transaction_in_a_batch_that_fails_undoes_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        store
+            .create_conversation(NewConversation::default().with_id("a"))
+            .await
+            .unwrap();
+        let mut conn = open(&path, "FULL").unwrap();
+        let txn = |title: &'static str, fail: bool| {
+            let (reply, answer) = oneshot::channel();
+            let part = Txn {
+                run: move |c: &Connection| -> StoreResult<i64> {
+                    c.execute(
+                        "UPDATE conversations SET title = ?1 WHERE id = 'a'",
+                        [title],
+                    )?;
+                    if fail {
+                        return Err(StoreError::ConversationExists("a".into()));
+                    }
+                    Ok(7)
+                },
+                outcome: None,
+                reply,
+            };
+            (Box::new(part) as Box<dyn Part>, answer)
+        };
+        let m = r#"{"role":"user","content":"hi"}"#;
+        let results = committed(
+            &mut conn,
+            [txn("kept", false), append("a", &[m]), txn("undone", true)],
+        );
+        assert_eq!(results[0].as_ref().ok(), Some(&7));
+        assert_eq!(results[1].as_ref().ok(), Some(&0));
+        assert!(matches!(results[2], Err(StoreError::ConversationExists(_))));
+        let title: String = conn
+            .query_row("SELECT title FROM conversations WHERE id = 'a'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(
+            title, "kept",
+            "the failed part's change is rolled back, the rest stays"
+        );
+        let stored = store.get_conversation("a").await.unwrap().unwrap();
+        assert_eq!(stored.conversation.messages.len(), 1);
+        // Alone, a failed part leaves nothing either.
+        let results = committed(&mut conn, [txn("alone", true)]);
+        assert!(results[0].is_err());
+        let title: String = conn
+            .query_row("SELECT title FROM conversations WHERE id = 'a'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(title, "kept");
     }
 }

@@ -261,6 +261,30 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `run`'s statements in a write transaction, committed unless `run` fails: as a
+    /// part of the writer thread's next batch for a file (one sync shared with the writes
+    /// queued beside it), on the pool's only connection in memory. `run` may be called
+    /// again if its batch is retried part by part.
+    async fn transaction<T: Send + 'static>(
+        &self,
+        mut run: impl FnMut(&rusqlite::Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        match &self.writer {
+            Some(writer) => writer.transaction(run).await,
+            None => {
+                let mut conn = self.pool.acquire().await?;
+                let mut handle = conn.lock_handle().await?;
+                direct::on_sqlx_connection(&mut handle, |conn| {
+                    let tx =
+                        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let out = run(&tx)?;
+                    tx.commit()?;
+                    Ok(out)
+                })
+            }
+        }
+    }
+
     /// The connection pool, for callers that keep their own tables beside ours.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -433,7 +457,7 @@ fn claim(
 impl Store for SqliteStore {
     async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
         let row = new_row(new)?;
-        self.direct(move |conn| direct::create_conversation(conn, row))
+        self.transaction(move |tx| direct::create_conversation(tx, &row))
             .await
     }
 
@@ -744,7 +768,7 @@ impl Store for SqliteStore {
         state: &RunState,
     ) -> StoreResult<Run> {
         let claim = claim(conversation_id, worker_id, lease, state)?;
-        self.direct(move |conn| direct::claim_conversation(conn, claim))
+        self.transaction(move |tx| direct::claim_conversation(tx, &claim))
             .await
     }
 
@@ -760,7 +784,7 @@ impl Store for SqliteStore {
         let create = create
             .map(|new| new_row(new.with_id(conversation_id)))
             .transpose()?;
-        self.direct(move |conn| direct::claim_and_read(conn, create, claim))
+        self.transaction(move |tx| direct::claim_and_read(tx, create.as_ref(), &claim))
             .await
     }
 
