@@ -8,8 +8,8 @@ use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState,
-    RunStatus, StoredConversation, Writer,
+    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunOptions,
+    RunState, RunStatus, StoredConversation, Writer,
 };
 use crate::postgres::PostgresStore;
 use crate::recovery::Recovery;
@@ -215,8 +215,9 @@ impl Store for AnyStore {
         worker_id: &str,
         lease: Duration,
         state: &RunState,
+        opening: Option<Opening>,
     ) -> StoreResult<(Run, StoredConversation)> {
-        delegate!(self, s => s.claim_and_read(conversation_id, create, worker_id, lease, state))
+        delegate!(self, s => s.claim_and_read(conversation_id, create, worker_id, lease, state, opening))
     }
 
     async fn claim_conversation(

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use crate::assemble::{self, RunRow};
 use crate::error::{StoreError, StoreResult};
 use crate::group_commit;
-use crate::model::{ConversationSummary, Run, RunKind, RunStatus, StoredConversation};
+use crate::model::{ConversationSummary, Opening, Run, RunKind, RunStatus, StoredConversation};
 use crate::read;
 
 /// What [`create_conversation`] writes, serialised by the caller.
@@ -64,13 +64,22 @@ pub(crate) fn claim_and_read(
     tx: &Connection,
     create: Option<&NewRow>,
     claim: &Claim,
+    opening: Option<&Opening>,
 ) -> StoreResult<(Run, StoredConversation)> {
     if let Some(new) = create {
         insert_conversation(tx, new)??;
     }
     let run = claim_in(tx, claim)?;
-    let stored = conversation_in(tx, &claim.conversation)?
+    let mut stored = conversation_in(tx, &claim.conversation)?
         .ok_or_else(|| StoreError::ConversationNotFound(claim.conversation.clone()))?;
+    if let Some(opening) = opening {
+        let messages = opening(&stored.conversation.messages)?;
+        if !messages.is_empty() {
+            let bodies = crate::sqlite::bodies(&messages)?;
+            group_commit::append(tx, &claim.conversation, &bodies, claim.now)??;
+            stored.extend(messages);
+        }
+    }
     Ok((assemble::run(run)?, stored))
 }
 

@@ -161,6 +161,15 @@ pub enum StoreError {
         /// The most a store keeps ([`MAX_MESSAGE_BYTES`]).
         limit: usize,
     },
+    /// A conversation that holds as many messages as its application allows was sent
+    /// another: nothing was written.
+    #[error("conversation {conversation} holds {max} messages, the most it may; start another")]
+    ConversationFull {
+        /// The conversation.
+        conversation: String,
+        /// The most it may hold.
+        max: usize,
+    },
     /// The SQLite writer thread is gone (it could not keep its connection): reopen the
     /// store.
     #[error("the SQLite writer thread stopped; reopen the store")]

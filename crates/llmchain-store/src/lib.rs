@@ -110,8 +110,8 @@ pub use any::AnyStore;
 pub use error::{MAX_MESSAGE_BYTES, StoreError, StoreResult};
 pub use heartbeat::{Heartbeat, HeartbeatStop};
 pub use model::{
-    Change, ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Run, RunFilter,
-    RunKind, RunOptions, RunState, RunStatus, StoredConversation, Writer, backoff,
+    Change, ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Opening, Run,
+    RunFilter, RunKind, RunOptions, RunState, RunStatus, StoredConversation, Writer, backoff,
 };
 pub use postgres::PostgresStore;
 pub use recovery::Recovery;

@@ -5,6 +5,13 @@ use llmchain::message::{ExecutionStatus, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// What a turn adds to its conversation once it holds the run, decided from the stored
+/// messages inside [`Store::claim_and_read`](crate::Store::claim_and_read)'s transaction:
+/// the messages to append (none for a client's resend of a message already stored), or
+/// an error that refuses the turn, in which case nothing is created, claimed or
+/// appended. It may be called more than once (a SQLite batch retried part by part).
+pub type Opening = Box<dyn Fn(&[Message]) -> crate::StoreResult<Vec<Message>> + Send + Sync>;
+
 /// A new conversation: its header (system prompt, tools, tool choice…) and, optionally,
 /// messages to store with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +86,14 @@ pub struct StoredConversation {
     pub summary: ConversationSummary,
     /// Header and messages.
     pub conversation: Conversation,
+}
+
+impl StoredConversation {
+    /// Adds `messages`, just appended in the transaction that read this, to it.
+    pub(crate) fn extend(&mut self, messages: Vec<Message>) {
+        self.summary.message_count += messages.len() as i64;
+        self.conversation.messages.extend(messages);
+    }
 }
 
 /// Where a run is in its life.

@@ -24,8 +24,8 @@ use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions,
-    RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
+    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunKind,
+    RunOptions, RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
@@ -784,6 +784,7 @@ impl Store for PostgresStore {
         worker_id: &str,
         lease: Duration,
         state: &RunState,
+        opening: Option<Opening>,
     ) -> StoreResult<(Run, StoredConversation)> {
         let mut tx = self.pool.begin().await?;
         if let Some(new) = &create {
@@ -792,9 +793,16 @@ impl Store for PostgresStore {
         let row = claim_in(&mut tx, conversation_id, worker_id, lease, state).await?;
         // The conversation's row is locked by the claim: no other claim changes it
         // before this transaction ends.
-        let stored = read::conversation::<sqlx::Postgres>(&mut tx, conversation_id)
+        let mut stored = read::conversation::<sqlx::Postgres>(&mut tx, conversation_id)
             .await?
             .ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
+        if let Some(opening) = &opening {
+            let messages = opening(&stored.conversation.messages)?;
+            if !messages.is_empty() {
+                append_in(&mut tx, conversation_id, &messages).await?;
+                stored.extend(messages);
+            }
+        }
         tx.commit().await?;
         Ok((assemble::run(row)?, stored))
     }

@@ -49,8 +49,8 @@ use crate::group_commit::{self, GroupCommitter, LeasedWrite, Write};
 use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunKind, RunOptions,
-    RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
+    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunKind,
+    RunOptions, RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
 use crate::recovery::{self, Recovery};
@@ -333,7 +333,7 @@ async fn append_in(
     group_commit::within(conn, &write).await
 }
 
-fn bodies(messages: &[Message]) -> StoreResult<Vec<String>> {
+pub(crate) fn bodies(messages: &[Message]) -> StoreResult<Vec<String>> {
     messages.iter().map(message_body).collect()
 }
 
@@ -779,13 +779,16 @@ impl Store for SqliteStore {
         worker_id: &str,
         lease: Duration,
         state: &RunState,
+        opening: Option<Opening>,
     ) -> StoreResult<(Run, StoredConversation)> {
         let claim = claim(conversation_id, worker_id, lease, state)?;
         let create = create
             .map(|new| new_row(new.with_id(conversation_id)))
             .transpose()?;
-        self.transaction(move |tx| direct::claim_and_read(tx, create.as_ref(), &claim))
-            .await
+        self.transaction(move |tx| {
+            direct::claim_and_read(tx, create.as_ref(), &claim, opening.as_ref())
+        })
+        .await
     }
 
     async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {

@@ -9,8 +9,8 @@ use llmchain::message::{ExecutionStatus, Message};
 
 use crate::error::StoreResult;
 use crate::model::{
-    Change, ConversationSummary, Lease, NewConversation, Run, RunFilter, RunOptions, RunState,
-    RunStatus, StoredConversation, Writer,
+    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunOptions,
+    RunState, RunStatus, StoredConversation, Writer,
 };
 use crate::recovery::Recovery;
 use crate::review::{Decided, NewReview, Review, ReviewFilter};
@@ -230,8 +230,11 @@ pub trait Store: Send + Sync {
     /// conversation from `create` first (under the id `conversation_id`) when there is
     /// none: what a chat server does at each request, in one round trip rather than
     /// three. The conversation is read under the new lease, so it is what the run goes
-    /// on from. Fails as `claim_conversation` does, and with `ConversationNotFound` when
-    /// there is no conversation and `create` is `None`.
+    /// on from. With `opening`, the messages it decides from the conversation as read
+    /// (a chat's new user message) are appended in the same transaction, and the
+    /// conversation returned holds them. Fails as `claim_conversation` does, with
+    /// `ConversationNotFound` when there is no conversation and `create` is `None`, and
+    /// with `opening`'s error, which undoes the whole (nothing created or claimed).
     fn claim_and_read(
         &self,
         conversation_id: &str,
@@ -239,6 +242,7 @@ pub trait Store: Send + Sync {
         worker_id: &str,
         lease: Duration,
         state: &RunState,
+        opening: Option<Opening>,
     ) -> impl Future<Output = StoreResult<(Run, StoredConversation)>> + Send;
 
     /// Writes `changes` in order, in one transaction under `lease` (checked once, as

@@ -24,8 +24,8 @@ use llmchain::tool::Tool;
 use llmchain_store::sink::{StoreSink, load_chain_state};
 use llmchain_store::worker::BoxError;
 use llmchain_store::{
-    Change, NewConversation, PostgresStore, Run, RunOptions, RunState, RunStatus, SqliteStore,
-    Store, StoreError, Worker, Writer,
+    Change, NewConversation, Opening, PostgresStore, Run, RunOptions, RunState, RunStatus,
+    SqliteStore, Store, StoreError, Worker, Writer,
 };
 use tokio::sync::Notify;
 
@@ -454,8 +454,8 @@ async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) 
     let lease = Duration::from_millis(1000);
     let new = || Some(NewConversation::default().with_title("first"));
     let (a, b) = tokio::join!(
-        store.claim_and_read("chat-1", new(), "srv-a", lease, &state),
-        store.claim_and_read("chat-1", new(), "srv-b", lease, &state),
+        store.claim_and_read("chat-1", new(), "srv-a", lease, &state, None),
+        store.claim_and_read("chat-1", new(), "srv-b", lease, &state, None),
     );
     let ((run, stored), lost) = match (a, b) {
         (Ok(won), Err(e)) | (Err(e), Ok(won)) => (won, e),
@@ -479,7 +479,30 @@ async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) 
         ..run.state.clone()
     };
     store.complete_run(&held, &done).await.unwrap();
-    // The next turn: `create` given again changes nothing of the chat that exists.
+    // An opening that refuses the turn undoes the whole: nothing appended, no run
+    // claimed (the next claim finds the chat free).
+    let refuse: Opening = Box::new(|_: &[Message]| {
+        Err(StoreError::ConversationFull {
+            conversation: "chat-1".into(),
+            max: 1,
+        })
+    });
+    assert!(matches!(
+        store
+            .claim_and_read("chat-1", None, "srv-a", lease, &state, Some(refuse))
+            .await,
+        Err(StoreError::ConversationFull { .. })
+    ));
+    // The next turn: `create` given again changes nothing of the chat that exists, and
+    // the opening's message is appended in the same transaction, after what it read.
+    let seen = Arc::new(Mutex::new(0));
+    let opening: Opening = Box::new({
+        let seen = seen.clone();
+        move |messages: &[Message]| {
+            *seen.lock().unwrap() = messages.len();
+            Ok(vec![Message::user("again")])
+        }
+    });
     let (next, again) = store
         .claim_and_read(
             "chat-1",
@@ -487,16 +510,37 @@ async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) 
             "srv-b",
             Duration::from_secs(30),
             &state,
+            Some(opening),
         )
         .await
         .unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        1,
+        "the opening saw the stored message"
+    );
     assert_eq!(again.summary.title.as_deref(), Some("first"));
-    assert_eq!(roles(store.as_ref(), "chat-1").await, [Role::User]);
-    assert_eq!(again.conversation.messages.len(), 1);
+    assert_eq!(
+        roles(store.as_ref(), "chat-1").await,
+        [Role::User, Role::User]
+    );
+    assert_eq!(again.conversation.messages.len(), 2);
+    assert_eq!(again.summary.message_count, 2);
+    assert_eq!(
+        again.conversation.messages[1].text().as_deref(),
+        Some("again")
+    );
     assert_ne!(next.id, run.id, "a completed run is not claimed again");
+    // The turn goes on from what it read: its next append is number 2.
+    let lease_b = next.lease().unwrap();
+    let seq = store
+        .append_messages(Writer::Lease(&lease_b), &[Message::assistant("ok")])
+        .await
+        .unwrap();
+    assert_eq!(seq, 2);
     assert!(matches!(
         store
-            .claim_and_read("no-such", None, "srv", lease, &state)
+            .claim_and_read("no-such", None, "srv", lease, &state, None)
             .await,
         Err(StoreError::ConversationNotFound(_))
     ));

@@ -22,8 +22,8 @@ use llmchain::tool::CancellationToken;
 use llmchain_store::review::{new_reviews, run_answering};
 use llmchain_store::sink::{StoreSink, chain_state, keep_extra, run_state};
 use llmchain_store::{
-    ChainFactory, Heartbeat, NewConversation, ReviewFilter, ReviewStatus, RunState, RunStatus,
-    Store, StoreError, Writer,
+    ChainFactory, Heartbeat, NewConversation, Opening, ReviewFilter, ReviewStatus, RunState,
+    RunStatus, Store, StoreError, Writer,
 };
 use serde_json::{Value, json};
 
@@ -97,11 +97,20 @@ async fn turn<S: Store + 'static>(
         extra,
         ..Default::default()
     };
+    // A new user message is appended in the same transaction, unless the chat already
+    // ends with it (the client sent it again) or is full.
+    let opening = match &intent {
+        Intent::Message { text, client_id } => Some(user_message(chat, text, client_id.as_deref())),
+        _ => None,
+    };
     let (run, stored) = store
-        .claim_and_read(chat, create, &env.worker, LEASE, &state)
+        .claim_and_read(chat, create, &env.worker, LEASE, &state, opening)
         .await
         .map_err(|e| match e {
             StoreError::ConversationNotFound(_) => format!("there is no chat {chat:?}"),
+            StoreError::ConversationFull { max, .. } => {
+                format!("this chat holds {max} messages, the most it may; start another")
+            }
             other => other.to_string(),
         })?;
     let lease = run
@@ -136,36 +145,10 @@ async fn turn<S: Store + 'static>(
     };
     // What the intent changes, applied to `stored` too once the catch-up below has read
     // it as it was: the chain starts from it without reading the chat again.
-    let mut appended = None;
     let mut truncated = None;
     let message_id = match intent {
-        Intent::Message { text, client_id } => {
-            let repeated = messages.last().is_some_and(|m| {
-                m.role == Role::User
-                    && client_id.is_some()
-                    && m.metadata.get("ui_id").and_then(Value::as_str) == client_id.as_deref()
-            });
-            if !repeated {
-                if messages.len() >= MAX_MESSAGES {
-                    let _ = store
-                        .complete_run(&lease, &finish(RunStatus::Done, None))
-                        .await;
-                    return Err(format!(
-                        "this chat holds {MAX_MESSAGES} messages, the most it may; start another"
-                    ));
-                }
-                let mut m = Message::user(text);
-                if let Some(id) = client_id {
-                    m.metadata.insert("ui_id".into(), Value::String(id));
-                }
-                store
-                    .append_messages(Writer::Lease(&lease), std::slice::from_ref(&m))
-                    .await
-                    .map_err(err)?;
-                appended = Some(m);
-            }
-            id_of(messages.len() + usize::from(!repeated))
-        }
+        // The user's message is stored (see `opening`): the answer follows it.
+        Intent::Message { .. } => id_of(messages.len()),
         Intent::Regenerate { from } => {
             let start = answer_start(messages.len(), messages);
             let from = from
@@ -211,7 +194,6 @@ async fn turn<S: Store + 'static>(
     if let Some(keep) = truncated {
         conversation.messages.truncate(keep);
     }
-    conversation.messages.extend(appended);
     let state = chain_state(conversation, Some(&run.state));
     writer.know_calls(&state.conversation.messages);
     let (chain, mode) = env
@@ -300,6 +282,36 @@ async fn turn<S: Store + 'static>(
         }
     }
     Ok(())
+}
+
+/// The opening of a turn that sends the user's `text`: the message to append, none when
+/// the chat already ends with it (a client's resend carries the same `client_id`), or
+/// `ConversationFull` when the chat holds [`MAX_MESSAGES`].
+fn user_message(chat: &str, text: &str, client_id: Option<&str>) -> Opening {
+    let chat = chat.to_owned();
+    let mut message = Message::user(text);
+    if let Some(id) = client_id {
+        message
+            .metadata
+            .insert("ui_id".into(), Value::String(id.into()));
+    }
+    Box::new(move |messages: &[Message]| {
+        let resent = messages.last().is_some_and(|m| {
+            m.role == Role::User
+                && message.metadata.contains_key("ui_id")
+                && m.metadata.get("ui_id") == message.metadata.get("ui_id")
+        });
+        if resent {
+            return Ok(Vec::new());
+        }
+        if messages.len() >= MAX_MESSAGES {
+            return Err(StoreError::ConversationFull {
+                conversation: chat.clone(),
+                max: MAX_MESSAGES,
+            });
+        }
+        Ok(vec![message.clone()])
+    })
 }
 
 /// The `finishReason` of an answer that ended with `last`.
@@ -556,5 +568,31 @@ impl ChainCallbacks for ChunkWriter {
             st.in_step = false;
             self.push(Chunk::FinishStep);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_message_is_appended_once_and_not_to_a_full_chat() {
+        let open = user_message("c", "hi", Some("u1"));
+        let first = open(&[]).unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].text().as_deref(), Some("hi"));
+        assert_eq!(first[0].metadata["ui_id"], "u1");
+        // The client sent it again: the chat already ends with it.
+        assert!(open(&first).unwrap().is_empty());
+        // Another message with the same text is a new one.
+        assert_eq!(user_message("c", "hi", Some("u2"))(&first).unwrap().len(), 1);
+        // Without a client id, nothing tells a resend apart: it is appended.
+        let anonymous = user_message("c", "hi", None);
+        assert_eq!(anonymous(&anonymous(&[]).unwrap()).unwrap().len(), 1);
+        let full = vec![Message::assistant("x"); MAX_MESSAGES];
+        assert!(matches!(
+            open(&full),
+            Err(StoreError::ConversationFull { max: MAX_MESSAGES, .. })
+        ));
     }
 }
