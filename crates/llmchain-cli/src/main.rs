@@ -23,6 +23,11 @@ mod usage;
 
 use std::process::ExitCode;
 
+/// mimalloc rather than the C library's malloc (see `Cargo.toml`): a written choice of the
+/// binary; the library crates leave the allocator to the application.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 use error::CliError;

@@ -9,6 +9,11 @@
 //! encodes each request as a real client would. Every chat is stored (the peers store
 //! nothing).
 
+/// The allocator `llmchain serve` runs with (the `llmchain` binary's), so that this server
+/// costs what that one does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
