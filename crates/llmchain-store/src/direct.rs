@@ -129,36 +129,45 @@ fn claim_in(tx: &Connection, claim: &Claim) -> StoreResult<RunRow> {
                 run: run.id,
             });
         }
-        Some(run) => tx
-            .prepare_cached(concat!(
+        // Then read back by id: `RETURNING` would buffer the row in a temporary b-tree
+        // opened and freed for the statement, which costs more than the read.
+        Some(run) => {
+            tx.prepare_cached(
                 "UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2, \
-                 updated_at = ?3, epoch = epoch + 1, attempt = attempt + 1 WHERE id = ?4 RETURNING ",
-                run_columns!()
-            ))?
-            .query_row(params![claim.worker, claim.expires, now, run.id], run_row)?,
-        None => tx
-            .prepare_cached(concat!(
-                "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
-                 created_at, updated_at, epoch, attempt, run_at, kind) \
-                 SELECT ?1, id, 'running', ?2, ?3, ?4, ?5, ?5, 1, 1, ?5, 'interactive' \
-                 FROM conversations WHERE id = ?6 RETURNING ",
-                run_columns!()
-            ))?
-            .query_row(
-                params![
+                 updated_at = ?3, epoch = epoch + 1, attempt = attempt + 1 WHERE id = ?4",
+            )?
+            .execute(params![claim.worker, claim.expires, now, run.id])?;
+            run_by_id(tx, &run.id)?
+        }
+        None => {
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO runs (id, conversation_id, status, state, lease_owner, lease_expires_at, \
+                     created_at, updated_at, epoch, attempt, run_at, kind) \
+                     SELECT ?1, id, 'running', ?2, ?3, ?4, ?5, ?5, 1, 1, ?5, 'interactive' \
+                     FROM conversations WHERE id = ?6",
+                )?
+                .execute(params![
                     claim.new_run,
                     claim.state,
                     claim.worker,
                     claim.expires,
                     now,
                     claim.conversation
-                ],
-                run_row,
-            )
-            .optional()?
-            .ok_or_else(|| StoreError::ConversationNotFound(claim.conversation.clone()))?,
+                ])?;
+            if inserted == 0 {
+                return Err(StoreError::ConversationNotFound(claim.conversation.clone()));
+            }
+            run_by_id(tx, &claim.new_run)?
+        }
     };
     Ok(row)
+}
+
+/// Run `id`'s row, which exists.
+fn run_by_id(tx: &Connection, id: &str) -> rusqlite::Result<RunRow> {
+    tx.prepare_cached(concat!("SELECT ", run_columns!(), " FROM runs WHERE id = ?1"))?
+        .query_row(params![id], run_row)
 }
 
 /// A run's row, in [`run_columns!`]'s order.

@@ -61,11 +61,18 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// Requests waiting for the writer beyond this many make callers wait to enqueue.
 const QUEUE: usize = 4 * MAX_BATCH;
 
-/// Appends one message: the insert takes the conversation's `next_seq` as its number (no
-/// row when the conversation does not exist); the schema's trigger advances it.
-/// Parameters: body, time stamp, conversation.
-pub(crate) const APPEND_ONE: &str = "INSERT INTO messages (conversation_id, seq, body, created_at) \
-     SELECT id, next_seq, ?1, ?2 FROM conversations WHERE id = ?3 RETURNING seq";
+/// The number the conversation's next message takes (no row when the conversation does
+/// not exist). Parameter: the conversation.
+pub(crate) const NEXT_SEQ: &str = "SELECT next_seq FROM conversations WHERE id = ?1";
+
+/// Inserts one message under a number read with [`NEXT_SEQ`] in the same write
+/// transaction (SQLite has one writer: nothing takes the number in between); the
+/// schema's trigger advances `next_seq`. A separate read rather than `INSERT … SELECT …
+/// RETURNING`: SQLite buffers a `RETURNING` row in a temporary b-tree, opened and freed
+/// per statement, which cost more than the insert itself. Parameters: conversation,
+/// number, body, time stamp.
+pub(crate) const INSERT_MESSAGE: &str =
+    "INSERT INTO messages (conversation_id, seq, body, created_at) VALUES (?1, ?2, ?3, ?4)";
 
 /// Records a tool call's status. Parameters: conversation, call id, status, time stamp.
 pub(crate) const SET_STATUS: &str = "INSERT INTO tool_calls (conversation_id, call_id, status, updated_at) \
@@ -199,7 +206,8 @@ enum Param<'a> {
 
 /// What a write does once its lease (if any) passed.
 enum Step<'a> {
-    /// Append each body to `conversation` ([`APPEND_ONE`]); answers the first number.
+    /// Append each body to `conversation` ([`NEXT_SEQ`], [`INSERT_MESSAGE`]); answers the
+    /// first number.
     Append {
         conversation: &'a str,
         bodies: &'a [String],
@@ -540,7 +548,7 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<StoreR
     Ok(Ok(first.unwrap_or(0)))
 }
 
-/// Appends `bodies` (at least one) to `conversation` ([`APPEND_ONE`]); answers the first
+/// Appends `bodies` (at least one) to `conversation` ([`INSERT_MESSAGE`]); answers the first
 /// number, or `ConversationNotFound`.
 pub(crate) fn append(
     conn: &Connection,
@@ -565,18 +573,18 @@ fn run_step(conn: &Connection, step: Step<'_>) -> rusqlite::Result<StoreResult<i
             bodies,
             at,
         } => {
-            let mut insert = conn.prepare_cached(APPEND_ONE)?;
-            let mut first = None;
-            for body in bodies {
-                let seq: Option<i64> = insert
-                    .query_row(params![body, at, conversation], |row| row.get(0))
-                    .optional()?;
-                let Some(seq) = seq else {
-                    return Ok(Err(StoreError::ConversationNotFound(conversation.into())));
-                };
-                first.get_or_insert(seq);
+            let first: Option<i64> = conn
+                .prepare_cached(NEXT_SEQ)?
+                .query_row(params![conversation], |row| row.get(0))
+                .optional()?;
+            let (Some(first), false) = (first, bodies.is_empty()) else {
+                return Ok(Err(StoreError::ConversationNotFound(conversation.into())));
+            };
+            let mut insert = conn.prepare_cached(INSERT_MESSAGE)?;
+            for (seq, body) in (first..).zip(bodies) {
+                insert.execute(params![conversation, seq, body, at])?;
             }
-            Ok(first.ok_or_else(|| StoreError::ConversationNotFound(conversation.into())))
+            Ok(Ok(first))
         }
         Step::Execute(sql, values) => {
             let mut statement = conn.prepare_cached(sql)?;
