@@ -166,8 +166,12 @@ fn claim_in(tx: &Connection, claim: &Claim) -> StoreResult<RunRow> {
 
 /// Run `id`'s row, which exists.
 fn run_by_id(tx: &Connection, id: &str) -> rusqlite::Result<RunRow> {
-    tx.prepare_cached(concat!("SELECT ", run_columns!(), " FROM runs WHERE id = ?1"))?
-        .query_row(params![id], run_row)
+    tx.prepare_cached(concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM runs WHERE id = ?1"
+    ))?
+    .query_row(params![id], run_row)
 }
 
 /// A run's row, in [`run_columns!`]'s order.

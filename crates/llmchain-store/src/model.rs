@@ -347,6 +347,29 @@ pub enum Change<'a> {
     Status(&'a str, ExecutionStatus),
     /// Save the run's state.
     RunState(&'a RunState),
+    /// Finish the run: save this state with its status and release the lease, as
+    /// [`Store::complete_run`](crate::Store::complete_run) does. It must be the last
+    /// change: the lease it releases fences nothing after it.
+    Complete(&'a RunState),
+}
+
+impl Change<'_> {
+    /// Refuses changes where a [`Change::Complete`] is not the last.
+    pub(crate) fn check_order(changes: &[Change<'_>], lease: &Lease) -> crate::StoreResult<()> {
+        let early = changes
+            .iter()
+            .rev()
+            .skip(1)
+            .any(|c| matches!(c, Change::Complete(_)));
+        if early {
+            return Err(crate::StoreError::RunState {
+                run: lease.run_id.clone(),
+                status: "running".into(),
+                action: "a change after the run's completion",
+            });
+        }
+        Ok(())
+    }
 }
 
 impl<'a> From<&'a str> for Writer<'a> {

@@ -833,6 +833,7 @@ impl Store for PostgresStore {
     }
 
     async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {
+        Change::check_order(changes, lease)?;
         let mut tx = self.pool.begin().await?;
         let conversation = check_lease(&mut tx, lease).await?;
         let mut first = None;
@@ -854,6 +855,18 @@ impl Store for PostgresStore {
                         .execute(&mut *tx)
                         .await?;
                 }
+                Change::Complete(state) => {
+                    sqlx::query(
+                        "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, \
+                         lease_expires_at = NULL, updated_at = $3, run_at = $3 WHERE id = $4",
+                    )
+                    .bind(state.status.as_str())
+                    .bind(ser("run state", state)?)
+                    .bind(now_ms())
+                    .bind(&lease.run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                }
             }
         }
         tx.commit().await?;
@@ -861,19 +874,7 @@ impl Store for PostgresStore {
     }
 
     async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, lease).await?;
-        sqlx::query(
-            "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, lease_expires_at = NULL, \
-             updated_at = $3, run_at = $3 WHERE id = $4",
-        )
-        .bind(state.status.as_str())
-        .bind(ser("run state", state)?)
-        .bind(now_ms())
-        .bind(&lease.run_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        self.write_leased(lease, &[Change::Complete(state)]).await?;
         tracing::debug!(run = %lease.run_id, status = state.status.as_str(), "completed run");
         Ok(())
     }

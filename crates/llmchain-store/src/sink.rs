@@ -11,7 +11,10 @@
 //! call's `executing` status is written (with whatever waited) before its tool runs, and
 //! a state that pauses the run for a review is written at once. A process killed while
 //! a status waited leaves the call `executing`, as if killed while the tool ran ("outcome
-//! unknown" on resume). Load a conversation with
+//! unknown" on resume). A sink [`holding_answers`](StoreSink::holding_answers) holds the
+//! model's answers too (its caller ends the run through the sink): an answer with calls
+//! goes with the first call's `executing` status, the last with the run's completion.
+//! Load a conversation with
 //! [`load_chain_state`], build the chain with
 //! [`LLMChain::from_state`](llmchain::chain::LLMChain::from_state), and run it. Calls
 //! found `executing` are answered "outcome unknown" unless their tool is idempotent
@@ -23,7 +26,7 @@ use llmchain::chain::{
     ChainState, ConversationSink, LLMChain, SinkError, SinkErrorKind, SinkFuture,
 };
 use llmchain::conversation::Conversation;
-use llmchain::message::{ExecutionStatus, Message};
+use llmchain::message::{ExecutionStatus, Message, Role};
 use serde_json::{Map, Value, json};
 
 use crate::error::{StoreError, StoreResult};
@@ -52,6 +55,9 @@ pub struct StoreSink<S> {
     saved: Arc<std::sync::Mutex<Option<RunState>>>,
     /// What waits for the next write (with a lease only; see the module's docs).
     held: Arc<std::sync::Mutex<Held>>,
+    /// Whether the model's answers (assistant messages) wait too
+    /// ([`StoreSink::holding_answers`]).
+    hold_answers: bool,
 }
 
 /// The writes a leased sink holds for its next one.
@@ -61,6 +67,26 @@ struct Held {
     statuses: Vec<(String, ExecutionStatus)>,
     /// The newest run state.
     state: Option<RunState>,
+    /// Assistant messages appended by the chain, at consecutive positions from
+    /// `answers_at` (with [`StoreSink::holding_answers`] only).
+    answers: Vec<Message>,
+    answers_at: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The run ended without `complete` or `flush`: the answers were never stored. A
+        // resumed run asks the model again (nothing ran on them: a call's `executing`
+        // status is written with them), but a caller that opted in must end the run
+        // through the sink.
+        if !self.answers.is_empty() {
+            tracing::warn!(
+                answers = self.answers.len(),
+                "a sink holding the model's answers was dropped before writing them; \
+                 end the run with StoreSink::complete or StoreSink::flush"
+            );
+        }
+    }
 }
 
 impl<S> Clone for StoreSink<S> {
@@ -73,6 +99,7 @@ impl<S> Clone for StoreSink<S> {
             keep: self.keep.clone(),
             saved: self.saved.clone(),
             held: self.held.clone(),
+            hold_answers: self.hold_answers,
         }
     }
 }
@@ -89,6 +116,7 @@ impl<S: Store + 'static> StoreSink<S> {
             keep: Map::new(),
             saved: Arc::default(),
             held: Arc::default(),
+            hold_answers: false,
         }
     }
 
@@ -139,6 +167,19 @@ impl<S: Store + 'static> StoreSink<S> {
         self
     }
 
+    /// With a lease, the model's answers (assistant messages) wait for the sink's next
+    /// write as well, which saves a transaction per answer: one with tool calls goes
+    /// with its first call's `executing` status (so before any tool runs), and the last
+    /// one with the run's completion. The caller must then end the run through the
+    /// sink: [`complete`](Self::complete), or [`flush`](Self::flush) before any other
+    /// way of ending it (pausing, failing). A process killed while an answer waits
+    /// loses that answer, and the run, resumed, asks the model again: nothing ran on it.
+    #[must_use]
+    pub fn holding_answers(mut self) -> Self {
+        self.hold_answers = true;
+        self
+    }
+
     /// The lease the writes are fenced by, if any.
     pub fn lease(&self) -> Option<&Lease> {
         self.run.as_ref()
@@ -149,32 +190,101 @@ impl<S: Store + 'static> StoreSink<S> {
         &self.conversation_id
     }
 
-    /// Writes what waits for the sink's next write (a call's final status, a run state;
-    /// see the module's docs), if anything does: for a caller that ends a run without
-    /// saving the chain's state itself. Completing the run with the chain's state makes
-    /// the held state moot.
-    pub async fn flush(&self) -> StoreResult<()> {
+    /// Writes what waits for the sink's next write (a call's final status, a run state,
+    /// an answer; see the module's docs), if anything does: for a caller that ends a run
+    /// without saving the chain's state itself. Completing the run with the chain's
+    /// state makes the held state moot.
+    pub async fn flush(&self) -> Result<(), SinkError> {
         let Some(lease) = &self.run else {
             return Ok(());
         };
-        self.write_with_held(lease, None).await.map(|_| ())
+        self.write_with_held(lease, None, None).await.map(|_| ())
+    }
+
+    /// Ends the run with `state` (its status, the lease released), in one transaction
+    /// with what waits (the chain's last answer): [`Store::complete_run`] through the
+    /// sink. A held run state is moot. Without a lease, the store's run is not this
+    /// sink's: nothing is written.
+    pub async fn complete(&self, state: &RunState) -> Result<(), SinkError> {
+        let Some(lease) = &self.run else {
+            return Ok(());
+        };
+        self.lock_held().state = None;
+        self.write_with_held(lease, Some(Change::Complete(state)), None)
+            .await
+            .map(|_| ())
+    }
+
+    /// Forgets what waits, unwritten: for a caller whose lease is lost (no write under
+    /// it can succeed).
+    pub fn drop_held(&self) {
+        let mut held = self.lock_held();
+        held.answers.clear();
+        *held = Held::default();
+    }
+
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Writes `change` (if any) under `lease` with everything held, in one transaction.
-    async fn write_with_held(&self, lease: &Lease, change: Option<Change<'_>>) -> StoreResult<i64> {
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
-        if change.is_none() && held.statuses.is_empty() && held.state.is_none() {
-            return Ok(0);
+    /// When `change` appends a message at `position`, checks that the store numbered it
+    /// so (as it checks the held answers' numbers).
+    async fn write_with_held(
+        &self,
+        lease: &Lease,
+        change: Option<Change<'_>>,
+        position: Option<usize>,
+    ) -> Result<(), SinkError> {
+        let mut held = std::mem::take(&mut *self.lock_held());
+        let answers = std::mem::take(&mut held.answers);
+        if change.is_none()
+            && held.statuses.is_empty()
+            && held.state.is_none()
+            && answers.is_empty()
+        {
+            return Ok(());
         }
         let mut changes: Vec<Change<'_>> = held
             .statuses
             .iter()
             .map(|(id, status)| Change::Status(id, *status))
             .collect();
+        if !answers.is_empty() {
+            changes.push(Change::Append(&answers));
+        }
         changes.extend(held.state.as_ref().map(Change::RunState));
         changes.extend(change);
-        self.store.write_leased(lease, &changes).await
+        let first = self
+            .store
+            .write_leased(lease, &changes)
+            .await
+            .map_err(sink_error)?;
+        let (expected, at) = match (answers.is_empty(), position) {
+            (false, _) => (held.answers_at, first),
+            (true, Some(p)) => (p, first),
+            (true, None) => return Ok(()),
+        };
+        numbered(&self.conversation_id, expected, at)?;
+        if let (false, Some(p)) = (answers.is_empty(), position) {
+            numbered(&self.conversation_id, p, first + answers.len() as i64)?;
+        }
+        Ok(())
     }
+}
+
+/// Checks that the store numbered the message at `position` as `seq`.
+fn numbered(conversation: &str, position: usize, seq: i64) -> Result<(), SinkError> {
+    if seq == position as i64 {
+        return Ok(());
+    }
+    Err(SinkError::new(
+        SinkErrorKind::Conflict,
+        format!(
+            "the store numbered message {position} of conversation {conversation} as {seq}: the chain \
+             and the stored conversation disagree (was the chain built from the stored messages?)"
+        ),
+    ))
 }
 
 /// The store's [`RunState`] of a chain state (the chain's own fields go under `extra.chain`).
@@ -282,29 +392,33 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
     fn append_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
             let one = std::slice::from_ref(message);
-            let seq = match &self.run {
-                Some(lease) => self.write_with_held(lease, Some(Change::Append(one))).await,
-                None => self.store.append_messages(self.writer(), one).await,
+            let Some(lease) = &self.run else {
+                let seq = self
+                    .store
+                    .append_messages(self.writer(), one)
+                    .await
+                    .map_err(sink_error)?;
+                return numbered(&self.conversation_id, position, seq);
+            };
+            if self.hold_answers && message.role == Role::Assistant {
+                let mut held = self.lock_held();
+                if held.answers.is_empty() {
+                    held.answers_at = position;
+                }
+                if held.answers_at + held.answers.len() == position {
+                    held.answers.push(message.clone());
+                    return Ok(());
+                }
             }
-            .map_err(sink_error)?;
-            if seq != position as i64 {
-                return Err(SinkError::new(
-                    SinkErrorKind::Conflict,
-                    format!(
-                        "the store numbered message {position} of conversation {} as {seq}: the chain \
-                         and the stored conversation disagree (was the chain built from the stored messages?)",
-                        self.conversation_id
-                    ),
-                ));
-            }
-            Ok(())
+            self.write_with_held(lease, Some(Change::Append(one)), Some(position))
+                .await
         })
     }
 
     fn replace_message<'a>(&'a self, position: usize, message: &'a Message) -> SinkFuture<'a> {
         Box::pin(async move {
             // What waits is written first: it came before this change.
-            self.flush().await.map_err(sink_error)?;
+            self.flush().await?;
             self.store
                 .replace_message(self.writer(), position as i64, message)
                 .await
@@ -323,12 +437,11 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
             };
             if status == ExecutionStatus::Executing {
                 // Before the tool runs: written now, with what waited.
-                self.write_with_held(lease, Some(Change::Status(call_id, status)))
-                    .await
-                    .map_err(sink_error)?;
-                return Ok(());
+                return self
+                    .write_with_held(lease, Some(Change::Status(call_id, status)), None)
+                    .await;
             }
-            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            let mut held = self.lock_held();
             match held.statuses.iter_mut().find(|(id, _)| id == call_id) {
                 Some(entry) => entry.1 = status,
                 None => held.statuses.push((call_id.to_owned(), status)),
@@ -355,10 +468,10 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
             }
             *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved.clone());
             let pauses = saved.status == RunStatus::Paused;
-            self.held.lock().unwrap_or_else(|p| p.into_inner()).state = Some(saved);
+            self.lock_held().state = Some(saved);
             if pauses {
                 // A run that waits for a person: its state is written at once.
-                self.flush().await.map_err(sink_error)?;
+                self.flush().await?;
             }
             Ok(())
         })

@@ -819,6 +819,7 @@ impl Store for SqliteStore {
     }
 
     async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {
+        Change::check_order(changes, lease)?;
         let writes = changes
             .iter()
             .filter(|change| !matches!(change, Change::Append([])))
@@ -832,6 +833,10 @@ impl Store for SqliteStore {
                         status: status.as_str(),
                     },
                     Change::RunState(state) => LeasedWrite::RunState(ser("run state", state)?),
+                    Change::Complete(state) => LeasedWrite::Complete {
+                        status: state.status.as_str(),
+                        state: ser("run state", state)?,
+                    },
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -844,15 +849,7 @@ impl Store for SqliteStore {
     }
 
     async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        self.write(Write::Leased {
-            lease: lease.clone(),
-            write: LeasedWrite::Complete {
-                status: state.status.as_str(),
-                state: ser("run state", state)?,
-            },
-            at: now_ms(),
-        })
-        .await?;
+        self.write_leased(lease, &[Change::Complete(state)]).await?;
         Ok(())
     }
 

@@ -431,3 +431,80 @@ async fn the_sink_writes_a_final_status_with_the_tool_message() {
     let statuses = store.tool_statuses(&id).await.unwrap();
     assert_eq!(statuses.get("c2"), Some(&ExecutionStatus::Executing));
 }
+
+/// A sink holding answers writes an assistant message with its first call's
+/// `executing` status (before the tool runs), and the last answer with the run's
+/// completion: one transaction each instead of two. A held answer whose number the
+/// store disagrees with is a conflict, as an append's is.
+#[tokio::test]
+async fn a_sink_holding_answers_writes_them_with_the_next_write() {
+    use llmchain::chain::ConversationSink;
+    use llmchain::message::{ExecutionStatus, Message, ToolCall, ToolResult};
+
+    let (_dir, store, id, run, sink) = leased_sink().await;
+    let sink = sink.holding_answers();
+    let stored = || store.get_conversation(&id);
+    let count = || async {
+        stored()
+            .await
+            .unwrap()
+            .map(|c| c.conversation.messages.len())
+    };
+    sink.append_message(0, &Message::user("weather?"))
+        .await
+        .unwrap();
+    let call = ToolCall::function("c1", "weather", serde_json::json!({"city": "Tokyo"})).unwrap();
+    let asks = Message::assistant_with_calls("", vec![call]);
+    sink.append_message(1, &asks).await.unwrap();
+    assert_eq!(count().await, Some(1), "the answer waits");
+    sink.set_tool_status("c1", ExecutionStatus::Executing)
+        .await
+        .unwrap();
+    assert_eq!(
+        count().await,
+        Some(2),
+        "written with the call's executing status"
+    );
+    assert_eq!(
+        store.tool_statuses(&id).await.unwrap().get("c1"),
+        Some(&ExecutionStatus::Executing)
+    );
+    sink.set_tool_status("c1", ExecutionStatus::Completed)
+        .await
+        .unwrap();
+    let result = Message::tool(vec![ToolResult::text("c1", "sunny")]);
+    sink.append_message(2, &result).await.unwrap();
+    sink.append_message(3, &Message::assistant("Sunny in Tokyo."))
+        .await
+        .unwrap();
+    assert_eq!(
+        count().await,
+        Some(3),
+        "the last answer waits for the completion"
+    );
+    let done = llmchain_store::RunState {
+        status: llmchain_store::RunStatus::Done,
+        ..run.state.clone()
+    };
+    sink.complete(&done).await.unwrap();
+    assert_eq!(count().await, Some(4));
+    let stored = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(stored.state.status, llmchain_store::RunStatus::Done);
+    assert!(
+        stored.lease_owner.is_none(),
+        "the completion released the lease"
+    );
+
+    // A held answer numbered otherwise than the chain numbered it: a conflict, and the
+    // answer is not written under a lease no longer held.
+    let (_dir2, store2, id2, _, sink2) = leased_sink().await;
+    let sink2 = sink2.holding_answers();
+    sink2
+        .append_message(1, &Message::assistant("out of place"))
+        .await
+        .unwrap();
+    let e = sink2.flush().await.unwrap_err();
+    assert_eq!(e.kind(), llmchain::chain::SinkErrorKind::Conflict, "{e}");
+    assert!(e.to_string().contains("numbered message 1"), "{e}");
+    let _ = store2.get_conversation(&id2).await.unwrap();
+}

@@ -201,11 +201,14 @@ async fn turn<S: Store + 'static>(
         .build(&run, state)
         .await
         .map_err(|e| format!("cannot build the chain: {e}"))?;
+    // The model's answers wait for the sink's next write (their calls' `executing`, the
+    // run's completion): the run is ended through the sink below.
     let sink = StoreSink::new(store.clone(), chat.to_owned())
         .with_lease(lease.clone(), mode.name())
-        .keeping(&run.state.extra);
+        .keeping(&run.state.extra)
+        .holding_answers();
     let mut chain = chain
-        .with_sink(Arc::new(sink))
+        .with_sink(Arc::new(sink.clone()))
         .with_callbacks(writer.clone());
     let token = chain.cancellation_token();
     let forward = {
@@ -220,6 +223,8 @@ async fn turn<S: Store + 'static>(
     let lost = heartbeat.stopped();
     drop(heartbeat);
     if let Some(why) = lost {
+        // Nothing more is written: the lease is someone else's.
+        sink.drop_held();
         return Err(format!(
             "the chat's run was taken over or cancelled ({why:?})"
         ));
@@ -227,6 +232,9 @@ async fn turn<S: Store + 'static>(
     writer.close_parts();
     match outcome {
         Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
+            // What waits is written before the run pauses (nothing, as a rule: the
+            // state that pauses it was written with it).
+            sink.flush().await.map_err(|e| e.to_string())?;
             let reviews = new_reviews(&chain);
             let saved = finish(RunStatus::Paused, Some(&chain));
             store
@@ -260,7 +268,7 @@ async fn turn<S: Store + 'static>(
         }
         Ok(_) => {
             let saved = finish(RunStatus::Done, Some(&chain));
-            store.complete_run(&lease, &saved).await.map_err(err)?;
+            sink.complete(&saved).await.map_err(|e| e.to_string())?;
             writer.end_step();
             writer.push_usage();
             writer.push(Chunk::Finish {
@@ -269,11 +277,14 @@ async fn turn<S: Store + 'static>(
         }
         Err(ChainError::Cancelled) => {
             let saved = finish(RunStatus::Cancelled, Some(&chain));
-            let _ = store.complete_run(&lease, &saved).await;
+            let _ = sink.complete(&saved).await;
             return Err("the server is stopping; the chat is saved".into());
         }
         Err(e) => {
             let message = e.to_string();
+            if let Err(e) = sink.flush().await {
+                tracing::info!(chat = %chat, error = %e, "the failed turn's last writes were not saved");
+            }
             let _ = store
                 .update_run(&lease, &finish(RunStatus::Running, Some(&chain)))
                 .await;
@@ -585,14 +596,20 @@ mod tests {
         // The client sent it again: the chat already ends with it.
         assert!(open(&first).unwrap().is_empty());
         // Another message with the same text is a new one.
-        assert_eq!(user_message("c", "hi", Some("u2"))(&first).unwrap().len(), 1);
+        assert_eq!(
+            user_message("c", "hi", Some("u2"))(&first).unwrap().len(),
+            1
+        );
         // Without a client id, nothing tells a resend apart: it is appended.
         let anonymous = user_message("c", "hi", None);
         assert_eq!(anonymous(&anonymous(&[]).unwrap()).unwrap().len(), 1);
         let full = vec![Message::assistant("x"); MAX_MESSAGES];
         assert!(matches!(
             open(&full),
-            Err(StoreError::ConversationFull { max: MAX_MESSAGES, .. })
+            Err(StoreError::ConversationFull {
+                max: MAX_MESSAGES,
+                ..
+            })
         ));
     }
 }
