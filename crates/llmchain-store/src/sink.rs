@@ -198,7 +198,7 @@ impl<S: Store + 'static> StoreSink<S> {
         let Some(lease) = &self.run else {
             return Ok(());
         };
-        self.write_with_held(lease, None, None).await.map(|_| ())
+        self.write_with_held(lease, None, None).await
     }
 
     /// Ends the run with `state` (its status, the lease released), in one transaction
@@ -212,7 +212,6 @@ impl<S: Store + 'static> StoreSink<S> {
         self.lock_held().state = None;
         self.write_with_held(lease, Some(Change::Complete(state)), None)
             .await
-            .map(|_| ())
     }
 
     /// Forgets what waits, unwritten: for a caller whose lease is lost (no write under
@@ -260,16 +259,14 @@ impl<S: Store + 'static> StoreSink<S> {
             .write_leased(lease, &changes)
             .await
             .map_err(sink_error)?;
-        let (expected, at) = match (answers.is_empty(), position) {
-            (false, _) => (held.answers_at, first),
-            (true, Some(p)) => (p, first),
-            (true, None) => return Ok(()),
-        };
-        numbered(&self.conversation_id, expected, at)?;
-        if let (false, Some(p)) = (answers.is_empty(), position) {
-            numbered(&self.conversation_id, p, first + answers.len() as i64)?;
+        // The held answers were appended first, then `change`'s message.
+        if !answers.is_empty() {
+            numbered(&self.conversation_id, held.answers_at, first)?;
         }
-        Ok(())
+        match position {
+            Some(p) => numbered(&self.conversation_id, p, first + answers.len() as i64),
+            None => Ok(()),
+        }
     }
 }
 
