@@ -170,6 +170,10 @@ pub enum StoreError {
         /// The most it may hold.
         max: usize,
     },
+    /// Code the store ran for its caller inside a transaction (an
+    /// [`Opening`](crate::Opening)) panicked: what it did was undone, and the store goes on.
+    #[error("code run inside the store's transaction panicked ({0}); what it did was undone")]
+    Panicked(String),
     /// The SQLite writer thread is gone (it could not keep its connection): reopen the
     /// store.
     #[error("the SQLite writer thread stopped; reopen the store")]

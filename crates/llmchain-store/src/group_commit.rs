@@ -299,7 +299,17 @@ where
 {
     fn apply(&mut self, conn: &Connection) -> rusqlite::Result<()> {
         conn.prepare_cached("SAVEPOINT part")?.execute([])?;
-        let outcome = (self.run)(conn);
+        // The caller's code (an `Opening`) runs on the writer thread: a panic of its
+        // must fail its part, not stop the thread every chat writes through.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.run)(conn)))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                Err(StoreError::Panicked(what))
+            });
         if outcome.is_err() {
             conn.prepare_cached("ROLLBACK TO part")?.execute([])?;
         }
@@ -871,8 +881,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_transaction_in_a_batch_that_fails_undoes_only_itself() {
+    /// A store in a new file holding conversation `a` (the directory lives as long as
+    /// the first element).
+    async fn with_conversation_a() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let store = SqliteStore::open(&path).await.unwrap();
@@ -880,6 +891,12 @@ mod tests {
             .create_conversation(NewConversation::default().with_id("a"))
             .await
             .unwrap();
+        (dir, path, store)
+    }
+
+    #[tokio::test]
+    async fn a_transaction_in_a_batch_that_fails_undoes_only_itself() {
+        let (_dir, path, store) = with_conversation_a().await;
         let mut conn = open(&path, "FULL").unwrap();
         let txn = |title: &'static str, fail: bool| {
             let (reply, answer) = oneshot::channel();
@@ -927,5 +944,39 @@ mod tests {
             })
             .unwrap();
         assert_eq!(title, "kept");
+    }
+
+    #[tokio::test]
+    async fn a_transaction_that_panics_fails_alone_and_the_writer_goes_on() {
+        let (_dir, path, _store) = with_conversation_a().await;
+        let writer = GroupCommitter::start(&path, "FULL").unwrap();
+        let panics = writer.transaction(|c: &Connection| -> StoreResult<()> {
+            c.execute("UPDATE conversations SET title = 'no' WHERE id = 'a'", [])?;
+            panic!("the opening broke");
+        });
+        let m = r#"{"role":"user","content":"hi"}"#.to_owned();
+        let appends = writer.write(Write::Append {
+            conversation: "a".into(),
+            bodies: vec![m],
+            at: 1,
+        });
+        let (panicked, appended) = tokio::join!(panics, appends);
+        assert!(
+            matches!(&panicked, Err(StoreError::Panicked(m)) if m == "the opening broke"),
+            "{panicked:?}"
+        );
+        assert_eq!(appended.unwrap(), 0);
+        // The thread is alive, and the panicking part's change was undone.
+        let title: Option<String> = writer
+            .transaction(|c: &Connection| {
+                Ok(
+                    c.query_row("SELECT title FROM conversations WHERE id = 'a'", [], |r| {
+                        r.get(0)
+                    })?,
+                )
+            })
+            .await
+            .unwrap();
+        assert_eq!(title, None);
     }
 }

@@ -55,6 +55,10 @@ pub struct StoreSink<S> {
     saved: Arc<std::sync::Mutex<Option<RunState>>>,
     /// What waits for the next write (with a lease only; see the module's docs).
     held: Arc<std::sync::Mutex<Held>>,
+    /// Held while a write with what waited is in flight: the chain's concurrent writes
+    /// (the `executing` statuses of parallel calls) go one after the other, so none
+    /// commits before the one that carries what waited (the answer naming the calls).
+    writing: Arc<tokio::sync::Mutex<()>>,
     /// Whether the model's answers (assistant messages) wait too
     /// ([`StoreSink::holding_answers`]).
     hold_answers: bool,
@@ -71,6 +75,29 @@ struct Held {
     /// `answers_at` (with [`StoreSink::holding_answers`] only).
     answers: Vec<Message>,
     answers_at: usize,
+}
+
+impl Held {
+    /// Puts back `taken` (what a write that failed carried) before what was held since:
+    /// the next write carries it. A status or state held since is newer and stays.
+    fn restore(&mut self, mut taken: Held, answers: Vec<Message>) {
+        let newer = std::mem::take(&mut self.statuses);
+        self.statuses = std::mem::take(&mut taken.statuses);
+        for (id, status) in newer {
+            match self.statuses.iter_mut().find(|(i, _)| *i == id) {
+                Some(entry) => entry.1 = status,
+                None => self.statuses.push((id, status)),
+            }
+        }
+        if self.state.is_none() {
+            self.state = taken.state.take();
+        }
+        if !answers.is_empty() {
+            let newer = std::mem::replace(&mut self.answers, answers);
+            self.answers_at = taken.answers_at;
+            self.answers.extend(newer);
+        }
+    }
 }
 
 impl Drop for Held {
@@ -99,6 +126,7 @@ impl<S> Clone for StoreSink<S> {
             keep: self.keep.clone(),
             saved: self.saved.clone(),
             held: self.held.clone(),
+            writing: self.writing.clone(),
             hold_answers: self.hold_answers,
         }
     }
@@ -116,6 +144,7 @@ impl<S: Store + 'static> StoreSink<S> {
             keep: Map::new(),
             saved: Arc::default(),
             held: Arc::default(),
+            writing: Arc::default(),
             hold_answers: false,
         }
     }
@@ -235,6 +264,7 @@ impl<S: Store + 'static> StoreSink<S> {
         change: Option<Change<'_>>,
         position: Option<usize>,
     ) -> Result<(), SinkError> {
+        let _writing = self.writing.lock().await;
         let mut held = std::mem::take(&mut *self.lock_held());
         let answers = std::mem::take(&mut held.answers);
         if change.is_none()
@@ -254,11 +284,16 @@ impl<S: Store + 'static> StoreSink<S> {
         }
         changes.extend(held.state.as_ref().map(Change::RunState));
         changes.extend(change);
-        let first = self
-            .store
-            .write_leased(lease, &changes)
-            .await
-            .map_err(sink_error)?;
+        let first = match self.store.write_leased(lease, &changes).await {
+            Ok(first) => first,
+            Err(e) => {
+                // Nothing was written: what waited waits on, for the next write (a
+                // later call's `executing` then carries the answer naming it).
+                drop(changes);
+                self.lock_held().restore(held, answers);
+                return Err(sink_error(e));
+            }
+        };
         // The held answers were appended first, then `change`'s message.
         if !answers.is_empty() {
             numbered(&self.conversation_id, held.answers_at, first)?;

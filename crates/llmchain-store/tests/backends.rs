@@ -508,3 +508,44 @@ async fn a_sink_holding_answers_writes_them_with_the_next_write() {
     assert!(e.to_string().contains("numbered message 1"), "{e}");
     let _ = store2.get_conversation(&id2).await.unwrap();
 }
+
+/// A write carrying a held answer that fails puts the answer back: the next write (a
+/// parallel call's `executing`) carries it, so no tool starts before the answer naming
+/// its call is stored. The chain's parallel `executing` writes go one after the other.
+#[tokio::test]
+async fn a_held_answer_whose_write_failed_goes_with_the_next_write() {
+    use llmchain::chain::ConversationSink;
+    use llmchain::message::{ExecutionStatus, Message, ToolCall};
+
+    let (dir, store, id, _, sink) = leased_sink().await;
+    let sink = sink.holding_answers();
+    // The first call's `executing` write fails (as a dropped connection would).
+    rusqlite::Connection::open(dir.path().join("db"))
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER fail_c1 BEFORE INSERT ON tool_calls WHEN NEW.call_id = 'c1' \
+             BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+        )
+        .unwrap();
+    sink.append_message(0, &Message::user("two things"))
+        .await
+        .unwrap();
+    let call = |id: &str| ToolCall::function(id, "lookup", serde_json::json!({})).unwrap();
+    let asks = Message::assistant_with_calls("", vec![call("c1"), call("c2")]);
+    sink.append_message(1, &asks).await.unwrap();
+    let (first, second) = tokio::join!(
+        sink.set_tool_status("c1", ExecutionStatus::Executing),
+        sink.set_tool_status("c2", ExecutionStatus::Executing),
+    );
+    assert!(first.is_err(), "the injected failure");
+    second.unwrap();
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.conversation.messages.len(),
+        2,
+        "the answer went with the second call's executing status"
+    );
+    let statuses = store.tool_statuses(&id).await.unwrap();
+    assert_eq!(statuses.get("c2"), Some(&ExecutionStatus::Executing));
+    assert_eq!(statuses.get("c1"), None);
+}

@@ -277,7 +277,9 @@ async fn turn<S: Store + 'static>(
         }
         Err(ChainError::Cancelled) => {
             let saved = finish(RunStatus::Cancelled, Some(&chain));
-            let _ = sink.complete(&saved).await;
+            if let Err(e) = sink.complete(&saved).await {
+                tracing::info!(chat = %chat, error = %e, "the stopped turn's last writes were not saved");
+            }
             return Err("the server is stopping; the chat is saved".into());
         }
         Err(e) => {
