@@ -271,16 +271,16 @@ impl SqliteStore {
     ) -> StoreResult<T> {
         match &self.writer {
             Some(writer) => writer.transaction(run).await,
+            // In memory: `direct` runs it on the pool's only connection.
             None => {
-                let mut conn = self.pool.acquire().await?;
-                let mut handle = conn.lock_handle().await?;
-                direct::on_sqlx_connection(&mut handle, |conn| {
+                self.direct(move |conn| {
                     let tx =
                         conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                     let out = run(&tx)?;
                     tx.commit()?;
                     Ok(out)
                 })
+                .await
             }
         }
     }
