@@ -8,7 +8,7 @@ mod attach;
 mod cmd;
 mod config;
 mod error;
-mod held_run;
+mod interactive_run;
 mod job;
 mod keys;
 mod markdown;

@@ -119,7 +119,7 @@ async fn example(url: &str, schema: &str) -> Result<(), Error> {
     let counts: Vec<String> = workers
         .iter()
         .enumerate()
-        .map(|(i, w)| format!("worker-{i}: {}", w.stats().snapshot()[1]))
+        .map(|(i, w)| format!("worker-{i}: {}", w.stats().snapshot().done))
         .collect();
 
     // Every run is done, and its conversation holds the whole exchange.

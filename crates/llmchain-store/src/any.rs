@@ -118,8 +118,22 @@ impl Store for AnyStore {
     ) -> StoreResult<()> {
         delegate!(self, s => s.replace_message(to, seq, message))
     }
-    async fn truncate_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
-        delegate!(self, s => s.truncate_messages(to, keep))
+    async fn list_conversations_tagged(
+        &self,
+        key: &str,
+        value: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        delegate!(self, s => s.list_conversations_tagged(key, value, limit))
+    }
+    async fn release_leases(&self, worker_id: &str) -> StoreResult<u64> {
+        delegate!(self, s => s.release_leases(worker_id))
+    }
+    async fn supersede_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
+        delegate!(self, s => s.supersede_messages(to, keep))
+    }
+    async fn superseded_messages(&self, id: &str) -> StoreResult<Vec<crate::model::Superseded>> {
+        delegate!(self, s => s.superseded_messages(id))
     }
     async fn set_tool_status(
         &self,

@@ -73,7 +73,7 @@ pub(crate) fn claim_and_read(
     let mut stored = conversation_in(tx, &claim.conversation)?
         .ok_or_else(|| StoreError::ConversationNotFound(claim.conversation.clone()))?;
     if let Some(opening) = opening {
-        let messages = opening(&stored.conversation.messages)?;
+        let messages = opening(&stored)?;
         if !messages.is_empty() {
             let bodies = crate::sqlite::bodies(&messages)?;
             group_commit::append(tx, &claim.conversation, &bodies, claim.now)??;

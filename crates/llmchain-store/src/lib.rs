@@ -94,6 +94,7 @@ mod group_commit;
 pub mod heartbeat;
 mod inbox;
 mod lease;
+pub mod leased_run;
 mod model;
 pub mod postgres;
 mod read;
@@ -109,13 +110,15 @@ pub mod worker;
 pub use any::AnyStore;
 pub use error::{MAX_MESSAGE_BYTES, StoreError, StoreResult};
 pub use heartbeat::{Heartbeat, HeartbeatStop};
+pub use leased_run::{Claim, Drive, Ended, LeasedRun, RunEnd, Undecided};
 pub use model::{
     Change, ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Opening, Run,
-    RunFilter, RunKind, RunOptions, RunState, RunStatus, StoredConversation, Writer, backoff,
+    RunFilter, RunKind, RunOptions, RunState, RunStatus, StoredConversation, Superseded, Writer,
+    backoff,
 };
 pub use postgres::PostgresStore;
 pub use recovery::Recovery;
 pub use review::{Decided, NewReview, Review, ReviewFilter, ReviewStatus};
 pub use sqlite::{Durability, SqliteStore, default_sqlite_path};
 pub use store::Store;
-pub use worker::{ChainFactory, Worker, WorkerEvent, WorkerStats};
+pub use worker::{ChainFactory, Worker, WorkerCounts, WorkerEvent, WorkerStats};

@@ -6,11 +6,26 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// What a turn adds to its conversation once it holds the run, decided from the stored
-/// messages inside [`Store::claim_and_read`](crate::Store::claim_and_read)'s transaction:
-/// the messages to append (none for a client's resend of a message already stored), or
-/// an error that refuses the turn, in which case nothing is created, claimed or
-/// appended. It may be called more than once (a SQLite batch retried part by part).
-pub type Opening = Box<dyn Fn(&[Message]) -> crate::StoreResult<Vec<Message>> + Send + Sync>;
+/// conversation (its summary, metadata included, and its messages) inside
+/// [`Store::claim_and_read`](crate::Store::claim_and_read)'s transaction: the messages to
+/// append (none for a client's resend of a message already stored), or an error that
+/// refuses the turn (a conversation that is not the caller's, a full one), in which case
+/// nothing is created, claimed or appended. It may be called more than once (a SQLite
+/// batch retried part by part).
+pub type Opening =
+    Box<dyn Fn(&StoredConversation) -> crate::StoreResult<Vec<Message>> + Send + Sync>;
+
+/// A message a regenerated answer replaced ([`Store::supersede_messages`](crate::Store::supersede_messages)):
+/// kept on record, its calls with the status they had.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Superseded {
+    /// The position (sequence number) it had in the conversation.
+    pub position: i64,
+    /// The message, its calls carrying their last `execution_status`.
+    pub message: Message,
+    /// When it was superseded, milliseconds since the Unix epoch.
+    pub superseded_at: i64,
+}
 
 /// A new conversation: its header (system prompt, tools, tool choice…) and, optionally,
 /// messages to store with it.

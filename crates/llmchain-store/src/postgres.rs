@@ -481,6 +481,27 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    async fn list_conversations_tagged(
+        &self,
+        key: &str,
+        value: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        crate::store::metadata_path(key)?;
+        let rows = sqlx::query(
+            "SELECT id, title, metadata, next_seq, created_at, updated_at FROM conversations \
+             WHERE metadata::jsonb ->> $1 = $2 ORDER BY updated_at DESC, id LIMIT $3",
+        )
+        .bind(key)
+        .bind(value)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| read::summary(row.try_get("id")?, row))
+            .collect()
+    }
+
     async fn search_conversations(
         &self,
         text: &str,
@@ -555,7 +576,12 @@ impl Store for PostgresStore {
         }
     }
 
-    async fn truncate_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
+    async fn superseded_messages(&self, id: &str) -> StoreResult<Vec<crate::model::Superseded>> {
+        let mut conn = self.pool.acquire().await?;
+        crate::truncate::superseded::<sqlx::Postgres>(&mut conn, id).await
+    }
+
+    async fn supersede_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
         let conversation = match to {
             // The conversation's row lock serialises this with appends.
@@ -764,6 +790,21 @@ impl Store for PostgresStore {
         Ok(done.rows_affected())
     }
 
+    async fn release_leases(&self, worker_id: &str) -> StoreResult<u64> {
+        let done = sqlx::query(concat!(
+            "UPDATE runs SET lease_expires_at = ",
+            db_now!(),
+            ", updated_at = ",
+            db_now!(),
+            " WHERE status = 'running' AND lease_owner = $1 AND lease_expires_at > ",
+            db_now!()
+        ))
+        .bind(worker_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn claim_conversation(
         &self,
         conversation_id: &str,
@@ -797,7 +838,7 @@ impl Store for PostgresStore {
             .await?
             .ok_or_else(|| StoreError::ConversationNotFound(conversation_id.into()))?;
         if let Some(opening) = &opening {
-            let messages = opening(&stored.conversation.messages)?;
+            let messages = opening(&stored)?;
             if !messages.is_empty() {
                 append_in(&mut tx, conversation_id, &messages).await?;
                 stored.extend(messages);

@@ -324,51 +324,36 @@ pub async fn decisions_for<S: Store>(
     Ok((decided, undecided))
 }
 
-/// How many times one call of [`run_answering`] answers waiting calls from the inbox and
-/// goes on, at most, before it returns (a tool that keeps interrupting).
-pub const MAX_ANSWERED_ROUNDS: u32 = 64;
-
-/// Runs `chain` in `mode`, answering the calls it waits on from the review inbox: before
-/// running, and each time the run stops for a person, the decisions stored for the
-/// waiting calls (whichever run they were made under) are applied
-/// ([`LLMChain::answer_waiting`](llmchain::chain::LLMChain::answer_waiting)) and the
-/// run goes on. Returns when the run is done, fails, or waits for a decision not made
-/// yet ([`RunOutcome::ReviewRequired`](llmchain::chain::RunOutcome) or `Interrupted`:
-/// pause it with [`Store::pause_run`] and [`new_reviews`]). What workers, `llmchain
-/// run` and `llmchain serve` all run.
-pub async fn run_answering<S: Store>(
+/// The pending review of each of `calls` (its current round) in `conversation_id`, for
+/// a front end that decides waiting calls no one decided yet; calls without one are left
+/// out.
+pub async fn pending_for<'c, S: Store>(
     store: &S,
     conversation_id: &str,
-    chain: &mut llmchain::chain::LLMChain,
-    mode: llmchain::chain::Mode,
-) -> Result<llmchain::chain::RunOutcome, llmchain::chain::ChainError> {
-    use llmchain::chain::{ChainError, RunOutcome};
-    let mut rounds = 0;
-    loop {
-        let waiting = chain.waiting_calls();
-        if !waiting.is_empty() {
-            let (decided, undecided) = decisions_for(store, conversation_id, &waiting)
-                .await
-                .map_err(|e| ChainError::Persist(crate::sink::sink_error(e)))?;
-            if !undecided.is_empty() || rounds >= MAX_ANSWERED_ROUNDS {
-                return Ok(match chain.pending_review() {
-                    Some(p) => RunOutcome::ReviewRequired(p.clone()),
-                    None => RunOutcome::Interrupted(Vec::new()),
-                });
-            }
-            rounds += 1;
-            if let std::ops::ControlFlow::Break(outcome) = chain.answer_waiting(decided).await? {
-                return Ok(outcome);
-            }
-        }
-        match chain.run(mode.clone()).await? {
-            // A decision may already be stored for these very calls.
-            RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)
-                if !chain.waiting_calls().is_empty() => {}
-            other => return Ok(other),
-        }
-    }
+    calls: &'c [llmchain::message::ToolCall],
+) -> StoreResult<Vec<(&'c llmchain::message::ToolCall, Review)>> {
+    let open = store
+        .list_reviews(&ReviewFilter {
+            conversation: Some(conversation_id.to_owned()),
+            status: Some(ReviewStatus::Pending),
+            ..Default::default()
+        })
+        .await?;
+    Ok(calls
+        .iter()
+        .filter_map(|call| {
+            let review = open.iter().find(|r| {
+                Some(r.call_id.as_str()) == call.call_id.as_deref()
+                    && r.round == call.review_round()
+            })?;
+            Some((call, review.clone()))
+        })
+        .collect())
 }
+
+/// How many times one run of a [`LeasedRun`](crate::LeasedRun) answers waiting calls from the inbox and
+/// goes on, at most, before it returns (a tool that keeps interrupting).
+pub const MAX_ANSWERED_ROUNDS: u32 = 64;
 
 /// Decides the pending review (its latest round) of call `call_id` of conversation
 /// `conversation_id`: a

@@ -7,7 +7,7 @@
 //! gives [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew).
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite migrations: (version, SQL).
 pub(crate) const SQLITE: &[(i64, &str)] = &[
@@ -16,6 +16,10 @@ pub(crate) const SQLITE: &[(i64, &str)] = &[
     (
         3,
         include_str!("../migrations/sqlite/0003_reviews_and_profiles.sql"),
+    ),
+    (
+        4,
+        include_str!("../migrations/sqlite/0004_superseded_messages.sql"),
     ),
 ];
 
@@ -26,6 +30,10 @@ pub(crate) const POSTGRES: &[(i64, &str)] = &[
     (
         3,
         include_str!("../migrations/postgres/0003_reviews_and_profiles.sql"),
+    ),
+    (
+        4,
+        include_str!("../migrations/postgres/0004_superseded_messages.sql"),
     ),
 ];
 

@@ -495,6 +495,27 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn list_conversations_tagged(
+        &self,
+        key: &str,
+        value: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        let path = crate::store::metadata_path(key)?;
+        let rows = sqlx::query(
+            "SELECT id, title, metadata, next_seq, created_at, updated_at FROM conversations \
+             WHERE json_extract(metadata, ?) = ? ORDER BY updated_at DESC, id LIMIT ?",
+        )
+        .bind(path)
+        .bind(value)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| read::summary(row.try_get("id")?, row))
+            .collect()
+    }
+
     async fn search_conversations(
         &self,
         text: &str,
@@ -572,7 +593,12 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn truncate_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
+    async fn superseded_messages(&self, id: &str) -> StoreResult<Vec<crate::model::Superseded>> {
+        let mut conn = self.pool.acquire().await?;
+        crate::truncate::superseded::<sqlx::Sqlite>(&mut conn, id).await
+    }
+
+    async fn supersede_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let conversation = match to {
             Writer::Conversation(id) => id.to_owned(),
@@ -755,6 +781,18 @@ impl Store for SqliteStore {
              WHERE status = 'running' AND lease_expires_at <= ?1",
         )
         .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn release_leases(&self, worker_id: &str) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE runs SET lease_expires_at = ?1, updated_at = ?1 \
+             WHERE status = 'running' AND lease_owner = ?2 AND lease_expires_at > ?1",
+        )
+        .bind(now_ms())
+        .bind(worker_id)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())

@@ -7,7 +7,7 @@ use std::time::Duration;
 use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunOptions,
     RunState, RunStatus, StoredConversation, Writer,
@@ -49,6 +49,16 @@ pub trait Store: Send + Sync {
         limit: i64,
     ) -> impl Future<Output = StoreResult<Vec<ConversationSummary>>> + Send;
 
+    /// The most recently updated conversations first, among those whose metadata holds
+    /// the string `value` under `key` (an application's mark: `llmchain serve` lists
+    /// only its own chats). `key` is 1-64 letters, digits or `_`.
+    fn list_conversations_tagged(
+        &self,
+        key: &str,
+        value: &str,
+        limit: i64,
+    ) -> impl Future<Output = StoreResult<Vec<ConversationSummary>>> + Send;
+
     /// Conversations whose title or stored messages contain `text` (ignoring ASCII case),
     /// most recently updated first. Messages are matched as stored (JSON: `text` is
     /// looked for as a JSON string would hold it), so a caller that shows a match reads
@@ -86,16 +96,25 @@ pub trait Store: Send + Sync {
         message: &Message,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Removes the messages of `to`'s conversation from sequence number `keep` on (an
-    /// answer to regenerate): the recorded statuses of their calls go, and their reviews
-    /// are voided (kept for the record; a later call that reuses an id is asked about
-    /// anew, never answered by an old decision). Fenced for a [`Writer::Lease`]. Returns
-    /// how many messages were removed.
-    fn truncate_messages(
+    /// Supersedes the messages of `to`'s conversation from sequence number `keep` on (an
+    /// answer to regenerate): they leave the conversation (what the model is sent) but
+    /// stay on record, each call with the status it had
+    /// ([`superseded_messages`](Self::superseded_messages)): a call that ran, or may have,
+    /// is never forgotten. Their reviews are voided (kept for the record; a later call
+    /// that reuses an id is asked about anew, never answered by an old decision). Fenced
+    /// for a [`Writer::Lease`]. Returns how many messages were superseded.
+    fn supersede_messages(
         &self,
         to: Writer<'_>,
         keep: i64,
     ) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// What regenerated answers replaced in a conversation, oldest first
+    /// ([`supersede_messages`](Self::supersede_messages)).
+    fn superseded_messages(
+        &self,
+        conversation_id: &str,
+    ) -> impl Future<Output = StoreResult<Vec<crate::model::Superseded>>> + Send;
 
     /// Records a tool call's execution status (updated in place). Under a lease the
     /// lease check shares the write's transaction: a worker whose lease was taken over
@@ -208,6 +227,13 @@ pub trait Store: Send + Sync {
     /// Puts `running` runs whose lease expired back to `pending` (now), or `discarded`
     /// when their attempts are used up; returns how many. Cheap when there are none.
     fn rescue_expired(&self) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// Ends now every lease `worker_id` holds, so that their runs can be claimed at once:
+    /// for a process restarted under a stable name (a chat server) that knows its
+    /// predecessor under that name is dead, whose leases would otherwise block its own
+    /// chats until they ran out. Their writes stay fenced: a write under an ended lease
+    /// fails with `LeaseLost`. Returns how many leases ended.
+    fn release_leases(&self, worker_id: &str) -> impl Future<Output = StoreResult<u64>> + Send;
 
     /// Takes the lease on a conversation's run for an interactive process (the CLI's
     /// `run` and `resume`): claims its open interactive run if it is pending, paused or
@@ -351,6 +377,22 @@ pub trait Store: Send + Sync {
     /// Deletes finished runs last changed before `before_ms` (milliseconds since the
     /// Unix epoch); returns how many.
     fn prune_runs(&self, before_ms: i64) -> impl Future<Output = StoreResult<u64>> + Send;
+}
+
+/// The JSON path of a metadata key (`$.key`), refused unless the key is 1-64 letters,
+/// digits or `_` (so it needs no quoting in either backend).
+pub(crate) fn metadata_path(key: &str) -> StoreResult<String> {
+    let plain = !key.is_empty()
+        && key.len() <= 64
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !plain {
+        return Err(StoreError::Corrupt {
+            conversation: String::new(),
+            location: format!("metadata key {key:?}"),
+            message: "a metadata key to list by is 1-64 letters, digits or '_'".into(),
+        });
+    }
+    Ok(format!("$.{key}"))
 }
 
 /// `LIKE` patterns (escape character `\`) matching `text` anywhere: as itself (a

@@ -6,12 +6,14 @@
 //! died, and a loop that never dies on a transient error (the database restarting or
 //! refusing connections): it logs, backs off and goes on.
 //!
-//! At-most-once, by construction: every write of a run is fenced by its lease
-//! ([`StoreSink::with_lease`]); a tool body starts only after its `executing` status was
-//! stored under that lease; a worker whose lease is lost stops (its chain is cancelled
-//! by the [`Heartbeat`]) and writes nothing more. The heartbeat starts at the claim, so
-//! loading the conversation and building the chain (starting MCP servers) keep the
-//! lease too.
+//! Each claimed run is driven by a [`crate::LeasedRun`], the one owner of
+//! a run under a lease that `llmchain run` and `llmchain serve` use too: every write is
+//! fenced by the lease, a tool body starts only after its `executing` status was stored
+//! under it, the heartbeat starts at the claim (loading the conversation and building
+//! the chain, MCP servers starting, keep the lease too), a worker whose lease is lost
+//! stops and writes nothing more, and how the run ended is recorded by the one mapping
+//! of outcomes to statuses. The worker gives it only the claim and the chain, and counts
+//! what happened.
 //!
 //! What a run may execute has one authority, the worker's own configuration: a run
 //! names a profile ([`Run::profile`]); a worker serving some profiles
@@ -31,14 +33,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use llmchain::chain::{ChainError, ChainState, LLMChain, Mode, RunOutcome};
+use llmchain::chain::{ChainState, LLMChain, Mode};
 use llmchain::tool::CancellationToken;
 use tokio::sync::Semaphore;
 
-use crate::heartbeat::Heartbeat;
-use crate::model::{Lease, Run, RunStatus};
-use crate::review::new_reviews;
-use crate::sink::{StoreSink, keep_extra, load_chain_state, run_state};
+use crate::error::StoreError;
+use crate::leased_run::{Drive, LeasedRun, RunEnd};
+use crate::model::{Run, RunStatus};
 use crate::store::Store;
 
 /// The error a [`ChainFactory`] may return.
@@ -72,21 +73,44 @@ where
     }
 }
 
-/// Counters of a worker's life (also emitted as tracing events).
+/// Counters of a worker's life (also emitted as tracing events): one per way a run's
+/// attempt ends, so a summary tells a paused run from a finished one.
 #[derive(Debug, Default)]
 pub struct WorkerStats {
-    /// Runs claimed.
-    pub claimed: AtomicU64,
-    /// Runs that ended `done` (or `paused` for a human).
-    pub completed: AtomicU64,
+    claimed: AtomicU64,
+    done: AtomicU64,
+    paused: AtomicU64,
+    yielded: AtomicU64,
+    cancelled: AtomicU64,
+    retried: AtomicU64,
+    discarded: AtomicU64,
+    lease_lost: AtomicU64,
+    store_errors: AtomicU64,
+}
+
+/// A snapshot of [`WorkerStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct WorkerCounts {
+    /// Runs claimed (attempts started).
+    pub claimed: u64,
+    /// Attempts that finished their run (`done`).
+    pub done: u64,
+    /// Attempts that paused their run for people (`paused`, or `pending` when every
+    /// review was already decided).
+    pub paused: u64,
+    /// Attempts that stopped with more to do, needing no one (back to `pending`).
+    pub yielded: u64,
+    /// Attempts cancelled by the worker's own cancellation.
+    pub cancelled: u64,
     /// Failed attempts put back to `pending` with back-off.
-    pub retried: AtomicU64,
+    pub retried: u64,
     /// Runs discarded (attempts used up, or a failure that cannot pass).
-    pub discarded: AtomicU64,
+    pub discarded: u64,
     /// Runs whose lease was lost (or that were cancelled) while this worker had them.
-    pub lease_lost: AtomicU64,
-    /// Transient store errors the loop backed off from.
-    pub store_errors: AtomicU64,
+    pub lease_lost: u64,
+    /// Store errors the loop backed off from, and ends that could not be recorded.
+    pub store_errors: u64,
 }
 
 impl WorkerStats {
@@ -94,17 +118,20 @@ impl WorkerStats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A snapshot: (claimed, completed, retried, discarded, lease_lost, store_errors).
-    pub fn snapshot(&self) -> [u64; 6] {
-        [
-            &self.claimed,
-            &self.completed,
-            &self.retried,
-            &self.discarded,
-            &self.lease_lost,
-            &self.store_errors,
-        ]
-        .map(|c| c.load(Ordering::Relaxed))
+    /// The counters now.
+    pub fn snapshot(&self) -> WorkerCounts {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WorkerCounts {
+            claimed: n(&self.claimed),
+            done: n(&self.done),
+            paused: n(&self.paused),
+            yielded: n(&self.yielded),
+            cancelled: n(&self.cancelled),
+            retried: n(&self.retried),
+            discarded: n(&self.discarded),
+            lease_lost: n(&self.lease_lost),
+            store_errors: n(&self.store_errors),
+        }
     }
 }
 
@@ -123,6 +150,16 @@ pub enum WorkerEvent {
     },
     /// The run finished (`done`).
     Done {
+        /// The run.
+        run: String,
+    },
+    /// The run stopped with more to do and needing no one: back to `pending`.
+    Yielded {
+        /// The run.
+        run: String,
+    },
+    /// The run was cancelled (`cancelled`).
+    Cancelled {
         /// The run.
         run: String,
     },
@@ -357,18 +394,6 @@ struct RunJob<S> {
     on_event: Option<EventHandler>,
 }
 
-/// What ended a run, for the store.
-enum Ending {
-    Status(RunStatus, Option<ChainState>),
-    /// Calls wait for people: the run pauses with their reviews.
-    Review(ChainState, Vec<crate::review::NewReview>),
-    Failed {
-        error: String,
-        retryable: bool,
-    },
-    Lost(String),
-}
-
 impl<S: Store + 'static> RunJob<S> {
     fn emit(&self, event: WorkerEvent) {
         if let Some(f) = &self.on_event {
@@ -377,204 +402,95 @@ impl<S: Store + 'static> RunJob<S> {
     }
 
     async fn run(&self, run: Run) {
-        let Some(lease) = run.lease() else {
-            return;
-        };
+        let id = run.id.clone();
         // The lease is renewed from the claim on: loading the conversation and building
         // the chain (MCP servers starting) may take longer than a lease.
-        let stop = CancellationToken::new();
-        let heartbeat = Heartbeat::spawn(
-            self.store.clone(),
-            lease.clone(),
-            self.lease_len,
-            stop.clone(),
-        );
-        let ending = self.attempt(&run, &lease, &stop).await;
-        let stopped = heartbeat.stopped();
-        drop(heartbeat);
-        let ending = match stopped {
-            Some(why) => Ending::Lost(format!("{why:?}")),
-            None => ending,
-        };
-        let id = run.id.clone();
-        let result = match ending {
-            Ending::Lost(why) => {
-                WorkerStats::bump(&self.stats.lease_lost);
-                tracing::warn!(run = %run.id, reason = %why, "run lost its lease; nothing more written");
-                self.emit(WorkerEvent::Lost {
-                    run: id,
-                    reason: why,
-                });
+        let mut held = match LeasedRun::claimed(self.store.clone(), run, self.lease_len) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(run = %id, error = %e, "a claimed run without a lease");
                 return;
             }
-            Ending::Review(state, reviews) => {
-                let mut saved = run_state(&state, &run.state.mode);
-                keep_extra(&mut saved, &run.state.extra);
-                WorkerStats::bump(&self.stats.completed);
-                let r = self.store.pause_run(&lease, &saved, &reviews).await;
-                if r.is_ok() {
-                    self.emit(WorkerEvent::Paused {
-                        run: id,
-                        reviews: reviews.len(),
-                    });
-                }
-                r
-            }
-            Ending::Status(status, state) => {
-                let mut saved = state
-                    .map(|s| run_state(&s, &run.state.mode))
-                    .unwrap_or_else(|| run.state.clone());
-                keep_extra(&mut saved, &run.state.extra);
-                saved.status = status;
-                WorkerStats::bump(&self.stats.completed);
-                let r = self
-                    .store
-                    .complete_run(&lease, &saved)
-                    .await
-                    .map(|_| status);
-                if r.is_ok() {
-                    self.emit(match status {
-                        RunStatus::Paused => WorkerEvent::Paused {
-                            run: id,
-                            reviews: 0,
-                        },
-                        _ => WorkerEvent::Done { run: id },
-                    });
-                }
-                r
-            }
-            Ending::Failed { error, retryable } => {
-                let r = self.store.fail_run(&lease, &error, retryable).await;
-                match &r {
-                    Ok(RunStatus::Pending) => {
-                        WorkerStats::bump(&self.stats.retried);
-                        self.emit(WorkerEvent::Retried {
-                            run: id,
-                            error: error.clone(),
-                        });
-                    }
-                    Ok(_) => {
-                        WorkerStats::bump(&self.stats.discarded);
-                        self.emit(WorkerEvent::Discarded {
-                            run: id,
-                            error: error.clone(),
-                        });
-                    }
-                    Err(_) => {}
-                }
-                tracing::info!(run = %run.id, error = %error, retryable, outcome = ?r.as_ref().ok(), "run attempt failed");
-                r
+        };
+        let ended = match self.start(&mut held).await {
+            Ok((chain, mode)) => held.drive(chain, mode, Drive::new()).await,
+            Err(Some((error, retryable))) => held.fail(error, retryable).await,
+            Err(None) => {
+                let reason = "the lease was lost while the run was starting".to_owned();
+                self.ended(&id, RunEnd::Lost { reason }, None);
+                return;
             }
         };
-        if let Err(e) = result {
-            if e.must_stop() {
-                WorkerStats::bump(&self.stats.lease_lost);
-                self.emit(WorkerEvent::Lost {
-                    run: run.id.clone(),
-                    reason: e.to_string(),
-                });
+        self.ended(&id, ended.end, ended.unrecorded);
+    }
+
+    /// Loads the run's conversation and builds its chain: `Err(None)` when the lease
+    /// was lost meanwhile, else why it failed and whether trying again may help.
+    async fn start(
+        &self,
+        held: &mut LeasedRun<S>,
+    ) -> Result<(LLMChain, Mode), Option<(String, bool)>> {
+        let lost = held.lost_token();
+        let loaded = tokio::select! {
+            _ = lost.cancelled() => return Err(None),
+            s = held.chain_state() => s,
+        };
+        let state = match loaded {
+            Ok(s) => s,
+            Err(StoreError::ConversationNotFound(c)) => {
+                return Err(Some((format!("conversation {c} does not exist"), false)));
             }
-            // The lease runs out and the run is rescued; its recorded state resumes it.
-            tracing::warn!(run = %run.id, error = %e, "could not record the end of the run");
+            Err(e) => {
+                return Err(Some((
+                    format!("cannot load the conversation: {e}"),
+                    e.is_transient(),
+                )));
+            }
+        };
+        let run = held.run().clone();
+        match held.unless_lost(self.factory.build(&run, state)).await {
+            None => Err(None),
+            Some(Ok(built)) => Ok(built),
+            Some(Err(e)) => Err(Some((
+                format!("cannot build the chain: {e}"),
+                e.downcast_ref::<Permanent>().is_none(),
+            ))),
         }
     }
 
-    async fn attempt(&self, run: &Run, lease: &Lease, stop: &CancellationToken) -> Ending {
-        let lost = || Ending::Lost("the lease was lost while the run was starting".into());
-        let loaded = tokio::select! {
-            _ = stop.cancelled() => return lost(),
-            s = load_chain_state(self.store.as_ref(), &run.conversation_id, Some(&run.state)) => s,
-        };
-        let state = match loaded {
-            Ok(Some(s)) => s,
-            Ok(None) => {
-                return Ending::Failed {
-                    error: format!("conversation {} does not exist", run.conversation_id),
-                    retryable: false,
-                };
-            }
-            Err(e) => {
-                return Ending::Failed {
-                    retryable: e.is_transient(),
-                    error: format!("cannot load the conversation: {e}"),
-                };
-            }
-        };
-        let built = tokio::select! {
-            _ = stop.cancelled() => return lost(),
-            b = self.factory.build(run, state) => b,
-        };
-        let (chain, mode) = match built {
-            Ok(c) => c,
-            Err(e) => {
-                return Ending::Failed {
-                    retryable: e.downcast_ref::<Permanent>().is_none(),
-                    error: format!("cannot build the chain: {e}"),
-                };
-            }
-        };
-        let sink = StoreSink::new(self.store.clone(), run.conversation_id.clone())
-            .with_lease(lease.clone(), mode.name())
-            .keeping(&run.state.extra);
-        let mut chain = chain.with_sink(Arc::new(sink.clone()));
-        // A lost lease (the heartbeat) stops the chain.
-        let chain_token = chain.cancellation_token();
-        let forward = {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                stop.cancelled().await;
-                chain_token.cancel();
-            })
-        };
-        // The calls the chain waits on (a run paused and queued again, or a batch that
-        // needs a person now) are answered by the decisions stored in the review inbox
-        // for them, whichever run they were made under; the run goes on until it is
-        // done or waits for a decision not made yet.
-        let outcome = crate::review::run_answering(
-            self.store.as_ref(),
-            &run.conversation_id,
-            &mut chain,
-            mode,
-        )
-        .await;
-        forward.abort();
-        if stop.is_cancelled() {
-            return lost();
+    /// Counts and announces how a run ended.
+    fn ended(&self, id: &str, end: RunEnd, unrecorded: Option<String>) {
+        if let Some(e) = unrecorded {
+            // The lease runs out and the run is rescued from what was stored.
+            WorkerStats::bump(&self.stats.store_errors);
+            tracing::warn!(run = %id, error = %e, "could not record the end of the run");
+            return;
         }
-        if outcome.is_err() {
-            // A failed run keeps the chain's last state (a run that ends otherwise saves
-            // it as it ends).
-            if let Err(e) = sink.flush().await {
-                tracing::info!(run = %run.id, error = %e, "the failed run's last state was not saved");
+        let run = id.to_owned();
+        let (counter, event) = match end {
+            RunEnd::Done => (&self.stats.done, WorkerEvent::Done { run }),
+            RunEnd::Paused { reviews, .. } => (
+                &self.stats.paused,
+                WorkerEvent::Paused {
+                    run,
+                    reviews: reviews.len(),
+                },
+            ),
+            RunEnd::Yielded => (&self.stats.yielded, WorkerEvent::Yielded { run }),
+            RunEnd::Cancelled => (&self.stats.cancelled, WorkerEvent::Cancelled { run }),
+            RunEnd::Failed {
+                error,
+                status: RunStatus::Pending,
+            } => (&self.stats.retried, WorkerEvent::Retried { run, error }),
+            RunEnd::Failed { error, .. } => {
+                (&self.stats.discarded, WorkerEvent::Discarded { run, error })
             }
-        }
-        match outcome {
-            Ok(RunOutcome::Done | RunOutcome::ToolUsed(_)) => {
-                Ending::Status(RunStatus::Done, Some(chain.state().clone()))
+            RunEnd::Lost { reason } => {
+                tracing::warn!(run = %id, reason = %reason, "run lost its lease; nothing more written");
+                (&self.stats.lease_lost, WorkerEvent::Lost { run, reason })
             }
-            // Calls wait for a person (a review, or a tool's own interrupt): their
-            // reviews are opened in the inbox.
-            Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
-                Ending::Review(chain.state().clone(), new_reviews(&chain))
-            }
-            Ok(RunOutcome::Paused) => {
-                Ending::Status(RunStatus::Pending, Some(chain.state().clone()))
-            }
-            // An outcome added later: kept for a person to look at, not lost.
-            Ok(other) => Ending::Failed {
-                retryable: false,
-                error: format!("the run ended in a way this worker does not know: {other:?}"),
-            },
-            Err(ChainError::Persist(e)) if e.must_stop() => Ending::Lost(e.to_string()),
-            Err(e) => Ending::Failed {
-                retryable: matches!(
-                    e,
-                    ChainError::Model(_)
-                        | ChainError::AllFallbacksFailed(_)
-                        | ChainError::Persist(_)
-                ),
-                error: e.to_string(),
-            },
-        }
+        };
+        WorkerStats::bump(counter);
+        self.emit(event);
     }
 }

@@ -25,7 +25,7 @@ use llmchain_store::sink::{StoreSink, load_chain_state};
 use llmchain_store::worker::BoxError;
 use llmchain_store::{
     Change, NewConversation, Opening, PostgresStore, Run, RunOptions, RunState, RunStatus,
-    SqliteStore, Store, StoreError, Worker, Writer,
+    SqliteStore, Store, StoreError, StoredConversation, Worker, Writer,
 };
 use tokio::sync::Notify;
 
@@ -391,9 +391,9 @@ async fn r4_failing_runs_are_discarded<S: Store + 'static>(store: Arc<S>) {
         "{:?}",
         flaky.last_error
     );
-    let [claimed, completed, retried, discarded, lost, _] = worker.stats().snapshot();
+    let c = worker.stats().snapshot();
     assert_eq!(
-        (claimed, completed, retried, discarded, lost),
+        (c.claimed, c.done, c.retried, c.discarded, c.lease_lost),
         (3, 0, 1, 2, 0)
     );
     // Retried by hand: fresh attempts.
@@ -481,7 +481,7 @@ async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) 
     store.complete_run(&held, &done).await.unwrap();
     // An opening that refuses the turn undoes the whole: nothing appended, no run
     // claimed (the next claim finds the chat free).
-    let refuse: Opening = Box::new(|_: &[Message]| {
+    let refuse: Opening = Box::new(|_: &StoredConversation| {
         Err(StoreError::ConversationFull {
             conversation: "chat-1".into(),
             max: 1,
@@ -498,8 +498,8 @@ async fn r5_claim_and_read_opens_a_turn_once<S: Store + 'static>(store: Arc<S>) 
     let seen = Arc::new(Mutex::new(0));
     let opening: Opening = Box::new({
         let seen = seen.clone();
-        move |messages: &[Message]| {
-            *seen.lock().unwrap() = messages.len();
+        move |stored: &StoredConversation| {
+            *seen.lock().unwrap() = stored.conversation.messages.len();
             Ok(vec![Message::user("again")])
         }
     });
@@ -643,13 +643,13 @@ async fn cancelling_a_claimed_run_stops_its_worker<S: Store + 'static>(store: Ar
         let shutdown = shutdown.clone();
         tokio::spawn(async move { worker.run(shutdown).await })
     };
-    while stats.snapshot()[0] == 0 {
+    while stats.snapshot().claimed == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     store.cancel_run(&run.id).await.unwrap();
     // The heartbeat (every 100 ms) sees it and cancels the chain mid-model-call.
     tokio::time::timeout(Duration::from_secs(10), async {
-        while stats.snapshot()[4] == 0 {
+        while stats.snapshot().lease_lost == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -692,7 +692,7 @@ async fn notify_wakes_an_idle_worker_on_postgres() {
     let id = conversation(store.as_ref()).await;
     let run = store.create_run(&id, &RunState::default()).await.unwrap();
     let woke = tokio::time::timeout(Duration::from_secs(15), async {
-        while stats.snapshot()[1] == 0 {
+        while stats.snapshot().done == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })

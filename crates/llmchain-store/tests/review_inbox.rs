@@ -436,8 +436,8 @@ async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
         .poll_interval(Duration::from_millis(20));
     let stats = worker.stats();
     worker.drain().await;
-    let [claimed, completed, _, _, lost, _] = stats.snapshot();
-    assert_eq!((claimed, completed, lost), (1, 1, 0));
+    let c = stats.snapshot();
+    assert_eq!((c.claimed, c.done, c.lease_lost), (1, 1, 0));
     assert_eq!(ledger.lock().unwrap().len(), 1);
     assert_eq!(
         store.get_run(&run.id).await.unwrap().unwrap().state.status,
@@ -676,7 +676,7 @@ async fn truncating_voids_the_reviews_of_dropped_calls<S: Store + 'static>(
     worker(&store, &ledger, &requests).drain().await;
     assert_eq!(ledger.lock().unwrap().len(), 1);
     let removed = other
-        .truncate_messages(llmchain_store::Writer::Conversation(&id), 1)
+        .supersede_messages(llmchain_store::Writer::Conversation(&id), 1)
         .await
         .unwrap();
     assert_eq!(removed, 3, "the call, its result and the answer go");

@@ -57,8 +57,9 @@
 //!     .config(ServeConfig::default())
 //!     .router();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//! // TCP_NODELAY: each chunk leaves at once.
-//! axum::serve(llmchain_web::nodelay_listener(listener), app).await?;
+//! // TCP_NODELAY, header and idle timeouts, a cap on connections; until `stop`.
+//! let stop = std::future::pending::<()>();
+//! llmchain_web::serve(listener, app, ServeConfig::default().limits(), stop).await?;
 //! # Ok(()) }
 //! ```
 
@@ -84,12 +85,16 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 mod catch_up;
+mod guard;
 pub mod hub;
+mod listen;
 pub mod protocol;
 mod turn;
 pub mod ui;
 
+use guard::{Guard, guard};
 use hub::{Hub, Next};
+pub use listen::{Limits, serve};
 use turn::TurnEnv;
 use ui::Intent;
 
@@ -107,12 +112,38 @@ pub struct ServeConfig {
     pub max_answers: usize,
     /// Streaming responses at once, readers of answers (default 4096).
     pub max_readers: usize,
-    /// Origins allowed to call the API from a browser (CORS); empty: none.
+    /// Origins allowed to call the API from a browser (CORS); empty: none. A request
+    /// that changes something (a `POST`) from a page of any other origin than the
+    /// server's own is refused.
     pub cors_origins: Vec<String>,
-    /// The profile the chains run under (recorded with their runs).
+    /// The host names a request may name (`Host:`) besides the loopback ones
+    /// (`localhost`, `127.0.0.1`, `[::1]`), which are always allowed; `"*"` allows any.
+    /// Any other is refused, so a page of a name resolved to this server (DNS
+    /// rebinding) cannot use it.
+    pub allowed_hosts: Vec<String>,
+    /// The profile the chains run under (recorded with their runs); the server lists,
+    /// reads and decides only the chats of its profile.
     pub profile: Option<String>,
-    /// This server's name in run leases (unique among live processes).
+    /// This server's name in run leases: unique among live processes, and stable
+    /// across restarts when [`ChatServer::release_own_leases`] is used (`llmchain
+    /// serve` names itself by host and port).
     pub name: String,
+    /// Connections served at once (default 4096); one more waits in the kernel's
+    /// backlog until one closes.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, and stay idle
+    /// between requests, before it is closed (default 10 s).
+    pub header_timeout: Duration,
+}
+
+impl ServeConfig {
+    /// The connection bounds of this configuration, for [`serve`].
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -124,8 +155,11 @@ impl Default for ServeConfig {
             max_answers: 1024,
             max_readers: 4096,
             cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             profile: None,
             name: format!("serve-{}", std::process::id()),
+            max_connections: 4096,
+            header_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -176,6 +210,11 @@ impl<S: Store + 'static> ChatServer<S> {
         ChatServer::with_config(env.store.clone(), env.factory.clone(), config)
     }
 
+    /// The connection bounds of its configuration, for [`serve`].
+    pub fn limits(&self) -> Limits {
+        self.app.config.limits()
+    }
+
     /// A token that stops the answers being generated (each is saved, its run
     /// `cancelled`) when cancelled: for a graceful shutdown.
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -195,6 +234,7 @@ impl<S: Store + 'static> ChatServer<S> {
             ))
             // The page holds no data: it asks for the token before it calls the API.
             .route("/", get(page))
+            .route("/favicon.ico", get(favicon))
             .layer(DefaultBodyLimit::max(self.app.config.max_body_bytes))
             .with_state(self.app.clone());
         if !self.app.config.cors_origins.is_empty() {
@@ -212,7 +252,29 @@ impl<S: Store + 'static> ChatServer<S> {
                     .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION]),
             );
         }
-        router
+        // Outermost: a foreign host or a page elsewhere is refused before anything else.
+        router.layer(axum::middleware::from_fn_with_state(
+            Arc::new(Guard::new(&self.app.config)),
+            guard,
+        ))
+    }
+
+    /// Ends the run leases this server's name holds, left by a predecessor under the
+    /// same name that stopped without ending them (killed): its chats go on at once
+    /// instead of waiting for those leases to run out. Call it once, before serving, and
+    /// only with a name no other live process uses ([`ServeConfig::name`]). Returns how
+    /// many leases ended.
+    pub async fn release_own_leases(&self) -> Result<u64, StoreError> {
+        let released = self
+            .app
+            .env
+            .store
+            .release_leases(&self.app.config.name)
+            .await?;
+        if released > 0 {
+            tracing::info!(server = %self.app.config.name, runs = released, "ended the leases a stopped predecessor held");
+        }
+        Ok(released)
     }
 
     /// Goes on, every `every`, with chats this server paused whose reviews were all
@@ -244,9 +306,11 @@ async fn resume_decided<S: Store + 'static>(app: &Arc<App<S>>) -> Result<(), Sto
             limit: 200,
         })
         .await?;
+    // This server's chats only: another profile's belong to its own server.
+    let own = json!({"profile": app.env.profile});
     for run in paused
         .into_iter()
-        .filter(|r| r.state.extra.contains_key("serve"))
+        .filter(|r| r.state.extra.get("serve") == Some(&own))
     {
         let reviews = store
             .list_reviews(&ReviewFilter {
@@ -305,10 +369,13 @@ fn authorized<S>(app: &App<S>, headers: &HeaderMap) -> Result<(), Refusal> {
     let Some(token) = &app.config.token else {
         return Ok(());
     };
+    // The scheme's name is case-insensitive (RFC 7235 section 2.1).
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
         .unwrap_or("");
     let same = given.len() == token.len()
         && given
@@ -419,12 +486,19 @@ async fn page() -> Response {
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (
                 header::CONTENT_SECURITY_POLICY,
-                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 img-src 'self' data:; frame-ancestors 'none'",
             ),
         ],
         include_str!("page.html"),
     )
         .into_response()
+}
+
+/// No icon: an empty answer, so a browser's request for one is not a 404 in its
+/// console.
+async fn favicon() -> Response {
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn chat<S: Store + 'static>(State(app): State<Arc<App<S>>>, body: Bytes) -> Response {
@@ -491,6 +565,23 @@ async fn chat<S: Store + 'static>(State(app): State<Arc<App<S>>>, body: Bytes) -
 /// again).
 async fn decide<S: Store>(app: &App<S>, chat: &str, a: &ui::ApprovalAnswer) -> Result<(), Refusal> {
     let store = &app.env.store;
+    // Decided only for this server's own chats: a CLI conversation's or a worker run's
+    // reviews belong to `llmchain reviews`.
+    match store.get_conversation(chat).await {
+        Ok(Some(c)) if app.env.owns(&c.summary.metadata) => {}
+        Ok(_) => {
+            return Err(Refusal::new(
+                StatusCode::NOT_FOUND,
+                format!("there is no chat {chat:?}"),
+            ));
+        }
+        Err(e) => {
+            return Err(Refusal::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                e.to_string(),
+            ));
+        }
+    }
     let review = match store.get_review(&a.id).await {
         Ok(Some(r)) if r.conversation_id == chat => r,
         Ok(_) => {
@@ -565,7 +656,13 @@ async fn resume<S: Store + 'static>(
 }
 
 async fn list<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
-    match app.env.store.list_conversations(200).await {
+    // This server's chats only (never CLI conversations or another profile's chats).
+    let listed = app
+        .env
+        .store
+        .list_conversations_tagged(turn::OWNER_KEY, app.env.owner(), 200)
+        .await;
+    match listed {
         Ok(list) => axum::Json(json!({
             "chats": list.iter().map(|c| json!({
                 "id": c.id,
@@ -582,8 +679,8 @@ async fn list<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
 async fn messages<S: Store>(State(app): State<Arc<App<S>>>, Path(id): Path<String>) -> Response {
     let store = &app.env.store;
     let stored = match store.get_conversation(&id).await {
-        Ok(Some(s)) => s,
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("there is no chat {id:?}")),
+        Ok(Some(s)) if app.env.owns(&s.summary.metadata) => s,
+        Ok(_) => return error(StatusCode::NOT_FOUND, format!("there is no chat {id:?}")),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let reviews = match store
@@ -608,20 +705,6 @@ async fn messages<S: Store>(State(app): State<Arc<App<S>>>, Path(id): Path<Strin
         "messages": ui::ui_messages(&stored.conversation, &reviews),
     }))
     .into_response()
-}
-
-/// `listener` with `TCP_NODELAY` on every connection it accepts: serve the router on
-/// this. A stream of small chunks otherwise waits on Nagle's algorithm and the client's
-/// delayed ACK (up to 40 ms a chunk on Linux; measured in `bench/serve`).
-pub fn nodelay_listener(
-    listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
-    use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    })
 }
 
 /// Whether `addr` is a loopback address (no token needed there).

@@ -2,30 +2,40 @@
 //! stop it) under the conversation's run lease, its chunks pushed into the chat's
 //! [`Hub`].
 //!
+//! The run is the store's [`LeasedRun`], the one owner every front end shares (the
+//! worker, `llmchain run`): it claims the chat (creating it, appending the user's
+//! message, in one transaction), recovers calls a killed server left `executing`,
+//! answers what the review inbox decided and records how the turn ended. This module
+//! gives it what only a chat has: the claim of a chat this server owns, the user's
+//! message, the chunks (the chain's callbacks), the answers held for the sink's next
+//! write, and what the client is sent at the end.
+//!
 //! The chain is the operator's ([`ChainFactory`]: provider, tools, review policy); the
 //! conversation is the store's. A call the policy asks about pauses the run with its
 //! reviews stored (the review inbox), and the answer ends with a `tool-approval-request`
 //! per call, whose approval id is the review's id. The next request (or `llmchain
 //! reviews` from anywhere) decides them; the next turn applies exactly the stored
-//! decisions ([`run_answering`]).
+//! decisions. A new message instead of an answer rejects the calls still waiting (the
+//! person moved on), recorded in the inbox like any decision.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use llmchain::chain::{ChainCallbacks, ChainError, LLMChain, RunOutcome};
+use llmchain::chain::{ChainCallbacks, HumanDecision};
 use llmchain::message::{
     ExecutionStatus, Message, MessageStatus, Role, TokenUsage, ToolCall, ToolResult,
 };
 use llmchain::provider::StreamEvent;
 use llmchain::tool::CancellationToken;
-use llmchain_store::review::{new_reviews, run_answering};
-use llmchain_store::sink::{StoreSink, chain_state, keep_extra, run_state};
+use llmchain_store::leased_run::DecideFuture;
+use llmchain_store::review::pending_for;
 use llmchain_store::{
-    ChainFactory, Heartbeat, NewConversation, Opening, ReviewFilter, ReviewStatus, RunState,
-    RunStatus, Store, StoreError, Writer,
+    ChainFactory, Claim, Drive, LeasedRun, NewConversation, Opening, ReviewFilter, Run, RunEnd,
+    RunState, Store, StoreError, StoredConversation, Undecided, Writer,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::catch_up;
 use crate::hub::Hub;
@@ -38,6 +48,10 @@ const LEASE: Duration = Duration::from_secs(30);
 /// The most a chat's conversation may hold before a new message is refused.
 pub(crate) const MAX_MESSAGES: usize = 10_000;
 
+/// The conversation metadata key that says which server profile a chat belongs to: a
+/// server lists, reads and decides only its own chats.
+pub(crate) const OWNER_KEY: &str = "llmchain_serve";
+
 /// What a turn needs of the server.
 pub(crate) struct TurnEnv<S> {
     pub store: Arc<S>,
@@ -45,6 +59,18 @@ pub(crate) struct TurnEnv<S> {
     pub worker: String,
     pub profile: Option<String>,
     pub shutdown: CancellationToken,
+}
+
+impl<S> TurnEnv<S> {
+    /// The owner mark of this server's chats (its profile's name).
+    pub(crate) fn owner(&self) -> &str {
+        self.profile.as_deref().unwrap_or("")
+    }
+
+    /// Whether the conversation whose metadata is `metadata` is one of this server's.
+    pub(crate) fn owns(&self, metadata: &Map<String, Value>) -> bool {
+        metadata.get(OWNER_KEY).and_then(Value::as_str) == Some(self.owner())
+    }
 }
 
 /// Runs one answer of chat `chat` for `intent`, pushing its chunks into `hub`, and ends
@@ -77,12 +103,12 @@ async fn turn<S: Store + 'static>(
 ) -> Result<(), String> {
     let store = &env.store;
     let err = |e: StoreError| e.to_string();
-    // This process holds the chat's run: no other process runs it meanwhile. A message
-    // to a chat that does not exist yet creates it; the chat is read under the lease, in
-    // the same transaction.
+    // A message to a chat that does not exist yet creates it, marked as this server's.
     let create = match &intent {
         Intent::Message { .. } => {
-            let new = NewConversation::default();
+            let mut new = NewConversation::default();
+            new.metadata
+                .insert(OWNER_KEY.into(), Value::String(env.owner().to_owned()));
             Some(match title {
                 Some(t) => new.with_title(t),
                 None => new,
@@ -97,14 +123,23 @@ async fn turn<S: Store + 'static>(
         extra,
         ..Default::default()
     };
-    // A new user message is appended in the same transaction, unless the chat already
-    // ends with it (the client sent it again) or is full.
-    let opening = match &intent {
-        Intent::Message { text, client_id } => Some(user_message(chat, text, client_id.as_deref())),
+    // A new user message is appended in the claim's transaction, unless the chat
+    // already ends with it (the client sent it again), is full, or its last answer has
+    // calls without results (then it goes after them: see `Drive::message`). A chat
+    // that is not this server's is refused whatever the intent, before anything changes.
+    let deferred = Arc::new(AtomicBool::new(false));
+    let new_message = match &intent {
+        Intent::Message { text, client_id } => Some(user_message(text, client_id.as_deref())),
         _ => None,
     };
-    let (run, stored) = store
-        .claim_and_read(chat, create, &env.worker, LEASE, &state, opening)
+    let opening = opening(env.owner(), chat, new_message.clone(), deferred.clone());
+    let claim = Claim::Chat {
+        id: chat.to_owned(),
+        create: create.map(Box::new),
+        state,
+        opening: Some(opening),
+    };
+    let mut held = LeasedRun::claim(store.clone(), claim, &env.worker, LEASE)
         .await
         .map_err(|e| match e {
             StoreError::ConversationNotFound(_) => format!("there is no chat {chat:?}"),
@@ -113,19 +148,10 @@ async fn turn<S: Store + 'static>(
             }
             other => other.to_string(),
         })?;
-    let lease = run
-        .lease()
-        .ok_or_else(|| "the chat's run has no lease".to_owned())?;
-    let stop = env.shutdown.child_token();
-    let heartbeat = Heartbeat::spawn(store.clone(), lease.clone(), LEASE, stop.clone());
-    let finish = |status: RunStatus, chain: Option<&LLMChain>| {
-        let mut saved = chain
-            .map(|c| run_state(c.state(), &run.state.mode))
-            .unwrap_or_else(|| run.state.clone());
-        keep_extra(&mut saved, &run.state.extra);
-        saved.status = status;
-        saved
-    };
+    let stored = held
+        .conversation()
+        .cloned()
+        .ok_or_else(|| "the chat was not read with its claim".to_owned())?;
 
     // What the request asks, applied under the lease.
     let messages = &stored.conversation.messages;
@@ -143,11 +169,14 @@ async fn turn<S: Store + 'static>(
         Intent::Approvals { answers } => answers.iter().map(|a| a.id.clone()).collect(),
         _ => HashSet::new(),
     };
-    // What the intent changes, applied to `stored` too once the catch-up below has read
-    // it as it was: the chain starts from it without reading the chat again.
-    let mut truncated = None;
     let message_id = match intent {
-        // The user's message is stored (see `opening`): the answer follows it.
+        // The user's message is stored (see `opening`), or goes after the last answer's
+        // results: the answer follows it.
+        Intent::Message { .. } if deferred.load(Ordering::Relaxed) => {
+            // After the tool message that answers the waiting calls (one batch) and the
+            // user's message.
+            id_of(messages.len() + 2)
+        }
         Intent::Message { .. } => id_of(messages.len()),
         Intent::Regenerate { from } => {
             let start = answer_start(messages.len(), messages);
@@ -155,11 +184,15 @@ async fn turn<S: Store + 'static>(
                 .and_then(|f| usize::try_from(f).ok())
                 .filter(|&f| f >= start && f <= messages.len())
                 .unwrap_or(start);
+            // The answer leaves the chat but stays on record (superseded), with every
+            // call that ran or may have run.
             store
-                .truncate_messages(Writer::Lease(&lease), from as i64)
+                .supersede_messages(Writer::Lease(held.lease()), from as i64)
                 .await
                 .map_err(err)?;
-            truncated = Some(from);
+            if let Some(read) = held.conversation_mut() {
+                read.conversation.messages.truncate(from);
+            }
             id_of(from)
         }
         Intent::Approvals { .. } | Intent::Continue => {
@@ -172,7 +205,7 @@ async fn turn<S: Store + 'static>(
     writer.push(Chunk::data(
         "run",
         Some("run".into()),
-        json!({"runId": run.id, "conversationId": chat}),
+        json!({"runId": held.run().id, "conversationId": chat}),
     ));
     if !answered.is_empty() {
         let reviews = store
@@ -190,75 +223,48 @@ async fn turn<S: Store + 'static>(
         }
     }
 
-    let mut conversation = stored.conversation;
-    if let Some(keep) = truncated {
-        conversation.messages.truncate(keep);
-    }
-    let state = chain_state(conversation, Some(&run.state));
-    writer.know_calls(&state.conversation.messages);
-    let (chain, mode) = env
-        .factory
-        .build(&run, state)
-        .await
-        .map_err(|e| format!("cannot build the chain: {e}"))?;
-    // The model's answers wait for the sink's next write (their calls' `executing`, the
-    // run's completion): the run is ended through the sink below.
-    let sink = StoreSink::new(store.clone(), chat.to_owned())
-        .with_lease(lease.clone(), mode.name())
-        .keeping(&run.state.extra)
-        .holding_answers();
-    let mut chain = chain
-        .with_sink(Arc::new(sink.clone()))
-        .with_callbacks(writer.clone());
-    let token = chain.cancellation_token();
-    let forward = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            stop.cancelled().await;
-            token.cancel();
-        })
+    let state = match held.chain_state().await {
+        Ok(s) => s,
+        Err(e) => {
+            let text = e.to_string();
+            held.fail(text.clone(), false).await;
+            return Err(text);
+        }
     };
-    let outcome = run_answering(store.as_ref(), chat, &mut chain, mode).await;
-    forward.abort();
-    let lost = heartbeat.stopped();
-    drop(heartbeat);
-    if let Some(why) = lost {
-        // Nothing more is written: the lease is someone else's.
-        sink.drop_held();
-        return Err(format!(
-            "the chat's run was taken over or cancelled ({why:?})"
-        ));
+    writer.know_calls(&state.conversation.messages);
+    let run = held.run().clone();
+    let built = match held.unless_lost(env.factory.build(&run, state)).await {
+        Some(Ok(built)) => built,
+        Some(Err(e)) => {
+            let text = format!("cannot build the chain: {e}");
+            held.fail(text.clone(), false).await;
+            return Err(text);
+        }
+        None => return Err("the chat's run was taken over or cancelled".into()),
+    };
+    let (chain, mode) = built;
+    let chain = chain.with_callbacks(writer.clone());
+    // The model's answers wait for the sink's next write (their calls' `executing`, the
+    // run's completion).
+    let mut drive = Drive::new()
+        .holding_answers()
+        .cancel_on(env.shutdown.child_token());
+    if let Some(message) = new_message.filter(|_| deferred.load(Ordering::Relaxed)) {
+        // The person wrote instead of answering: calls still waiting are rejected.
+        drive = drive.message(message).undecided(MovedOn {
+            store: store.clone(),
+        });
     }
+    let ended = held.drive(chain, mode, drive).await;
     writer.close_parts();
-    match outcome {
-        Ok(RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)) => {
-            // What waits is written before the run pauses (nothing, as a rule: the
-            // state that pauses it was written with it).
-            sink.flush().await.map_err(|e| e.to_string())?;
-            let reviews = new_reviews(&chain);
-            let saved = finish(RunStatus::Paused, Some(&chain));
-            store
-                .pause_run(&lease, &saved, &reviews)
-                .await
-                .map_err(err)?;
-            let open = store
-                .list_reviews(&ReviewFilter {
-                    conversation: Some(chat.to_owned()),
-                    status: Some(ReviewStatus::Pending),
-                    ..Default::default()
-                })
-                .await
-                .map_err(err)?;
-            for r in reviews {
-                if let Some(review) = open
-                    .iter()
-                    .find(|o| o.call_id == r.call_id && o.round == r.round)
-                {
-                    writer.push(Chunk::ToolApprovalRequest {
-                        approval_id: review.id.clone(),
-                        tool_call_id: r.call_id,
-                    });
-                }
+    let chain = ended.chain;
+    match ended.end {
+        RunEnd::Paused { reviews, .. } => {
+            for review in reviews {
+                writer.push(Chunk::ToolApprovalRequest {
+                    approval_id: review.id,
+                    tool_call_id: review.call_id,
+                });
             }
             writer.end_step();
             writer.push_usage();
@@ -266,49 +272,68 @@ async fn turn<S: Store + 'static>(
                 finish_reason: Some("tool-calls"),
             });
         }
-        Ok(_) => {
-            let saved = finish(RunStatus::Done, Some(&chain));
-            sink.complete(&saved).await.map_err(|e| e.to_string())?;
+        RunEnd::Done | RunEnd::Yielded => {
             writer.end_step();
             writer.push_usage();
             writer.push(Chunk::Finish {
-                finish_reason: Some(finish_reason(chain.last_message())),
+                finish_reason: Some(finish_reason(chain.as_ref().and_then(|c| c.last_message()))),
             });
         }
-        Err(ChainError::Cancelled) => {
-            let saved = finish(RunStatus::Cancelled, Some(&chain));
-            if let Err(e) = sink.complete(&saved).await {
-                tracing::info!(chat = %chat, error = %e, "the stopped turn's last writes were not saved");
-            }
-            return Err("the server is stopping; the chat is saved".into());
+        RunEnd::Cancelled => return Err("the server is stopping; the chat is saved".into()),
+        RunEnd::Failed { error, .. } => return Err(error),
+        RunEnd::Lost { reason } => {
+            return Err(format!(
+                "the chat's run was taken over or cancelled ({reason})"
+            ));
         }
-        Err(e) => {
-            let message = e.to_string();
-            if let Err(e) = sink.flush().await {
-                tracing::info!(chat = %chat, error = %e, "the failed turn's last writes were not saved");
-            }
-            let _ = store
-                .update_run(&lease, &finish(RunStatus::Running, Some(&chain)))
-                .await;
-            let _ = store.fail_run(&lease, &message, false).await;
-            return Err(message);
-        }
+        other => return Err(format!("the turn ended as {other:?}")),
+    }
+    if let Some(e) = ended.unrecorded {
+        return Err(format!("the answer could not be recorded: {e}"));
     }
     Ok(())
 }
 
-/// The opening of a turn that sends the user's `text`: the message to append, none when
-/// the chat already ends with it (a client's resend carries the same `client_id`), or
-/// `ConversationFull` when the chat holds [`MAX_MESSAGES`].
-fn user_message(chat: &str, text: &str, client_id: Option<&str>) -> Opening {
-    let chat = chat.to_owned();
+/// The user's message as stored: its text, and the client's id for it (a resend is
+/// told apart by it).
+fn user_message(text: &str, client_id: Option<&str>) -> Message {
     let mut message = Message::user(text);
     if let Some(id) = client_id {
         message
             .metadata
             .insert("ui_id".into(), Value::String(id.into()));
     }
-    Box::new(move |messages: &[Message]| {
+    message
+}
+
+/// The opening of a turn of chat `chat` (see [`Opening`]): refuses a chat that is not
+/// `owner`'s, this server's (as if there were none); for a turn that sends `message`, appends it,
+/// none when the chat already ends with it (a client's resend carries the same
+/// `client_id`), `ConversationFull` when the chat holds [`MAX_MESSAGES`], and nothing
+/// when the last answer has calls without results (`deferred` is set: the message goes
+/// after their results).
+fn opening(
+    owner: &str,
+    chat: &str,
+    message: Option<Message>,
+    deferred: Arc<AtomicBool>,
+) -> Opening {
+    let chat = chat.to_owned();
+    let owner = owner.to_owned();
+    Box::new(move |stored: &StoredConversation| {
+        if stored
+            .summary
+            .metadata
+            .get(OWNER_KEY)
+            .and_then(Value::as_str)
+            != Some(owner.as_str())
+        {
+            return Err(StoreError::ConversationNotFound(chat.clone()));
+        }
+        let Some(message) = &message else {
+            return Ok(Vec::new());
+        };
+        let messages = &stored.conversation.messages;
         let resent = messages.last().is_some_and(|m| {
             m.role == Role::User
                 && message.metadata.contains_key("ui_id")
@@ -323,8 +348,45 @@ fn user_message(chat: &str, text: &str, client_id: Option<&str>) -> Opening {
                 max: MAX_MESSAGES,
             });
         }
+        if llmchain::conversation::unanswered_calls(messages).is_some() {
+            deferred.store(true, Ordering::Relaxed);
+            return Ok(Vec::new());
+        }
         Ok(vec![message.clone()])
     })
+}
+
+/// A chat's calls still waiting for an answer when the person sends a new message
+/// instead: rejected, in the inbox, by the new message (they did not run; the model is
+/// told so), so the message can follow their results.
+struct MovedOn<S> {
+    store: Arc<S>,
+}
+
+impl<S: Store + 'static> Undecided for MovedOn<S> {
+    fn decide<'a>(&'a self, run: &'a Run, calls: &'a [ToolCall]) -> DecideFuture<'a> {
+        Box::pin(async move {
+            let pending = pending_for(self.store.as_ref(), &run.conversation_id, calls).await?;
+            for (_, review) in pending {
+                let decision = HumanDecision::Reject {
+                    reason: Some(format!(
+                        "Not run: the user sent a new message instead of approving this call to '{}'.",
+                        review.tool
+                    )),
+                };
+                match self
+                    .store
+                    .decide_review(&review.id, &decision, "llmchain serve (a new message)")
+                    .await
+                {
+                    // Decided meanwhile (the CLI, another tab): that decision stands.
+                    Ok(_) | Err(StoreError::ReviewNotPending { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// The `finishReason` of an answer that ended with `last`.
@@ -587,31 +649,90 @@ impl ChainCallbacks for ChunkWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use llmchain_store::ConversationSummary;
+
+    fn chat(owner: Option<&str>, messages: Vec<Message>) -> StoredConversation {
+        let mut metadata = Map::new();
+        if let Some(o) = owner {
+            metadata.insert(OWNER_KEY.into(), Value::String(o.into()));
+        }
+        let mut conversation = llmchain::conversation::Conversation::new();
+        conversation.messages = messages;
+        StoredConversation {
+            summary: ConversationSummary {
+                id: "c".into(),
+                title: None,
+                metadata,
+                message_count: conversation.messages.len() as i64,
+                created_at: 0,
+                updated_at: 0,
+            },
+            conversation,
+        }
+    }
 
     #[test]
     fn a_user_message_is_appended_once_and_not_to_a_full_chat() {
-        let open = user_message("c", "hi", Some("u1"));
-        let first = open(&[]).unwrap();
+        let later = Arc::new(AtomicBool::new(false));
+        let open = opening(
+            "p",
+            "c",
+            Some(user_message("hi", Some("u1"))),
+            later.clone(),
+        );
+        let first = open(&chat(Some("p"), vec![])).unwrap();
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].text().as_deref(), Some("hi"));
         assert_eq!(first[0].metadata["ui_id"], "u1");
         // The client sent it again: the chat already ends with it.
-        assert!(open(&first).unwrap().is_empty());
+        assert!(open(&chat(Some("p"), first.clone())).unwrap().is_empty());
         // Another message with the same text is a new one.
-        assert_eq!(
-            user_message("c", "hi", Some("u2"))(&first).unwrap().len(),
-            1
+        let other = opening(
+            "p",
+            "c",
+            Some(user_message("hi", Some("u2"))),
+            later.clone(),
         );
+        assert_eq!(other(&chat(Some("p"), first.clone())).unwrap().len(), 1);
         // Without a client id, nothing tells a resend apart: it is appended.
-        let anonymous = user_message("c", "hi", None);
-        assert_eq!(anonymous(&anonymous(&[]).unwrap()).unwrap().len(), 1);
+        let anonymous = opening("p", "c", Some(user_message("hi", None)), later.clone());
+        let once = anonymous(&chat(Some("p"), vec![])).unwrap();
+        assert_eq!(anonymous(&chat(Some("p"), once)).unwrap().len(), 1);
         let full = vec![Message::assistant("x"); MAX_MESSAGES];
         assert!(matches!(
-            open(&full),
+            open(&chat(Some("p"), full)),
             Err(StoreError::ConversationFull {
                 max: MAX_MESSAGES,
                 ..
             })
         ));
+        assert!(!later.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_chat_of_another_owner_is_not_there_and_a_message_waits_for_results() {
+        let later = Arc::new(AtomicBool::new(false));
+        let open = opening("p", "c", Some(user_message("hi", None)), later.clone());
+        // A CLI conversation (no owner) and another profile's chat are not this server's.
+        for owner in [None, Some("q")] {
+            assert!(matches!(
+                open(&chat(owner, vec![])),
+                Err(StoreError::ConversationNotFound(_))
+            ));
+        }
+        let no_message = opening("p", "c", None, later.clone());
+        assert!(matches!(
+            no_message(&chat(Some("q"), vec![])),
+            Err(StoreError::ConversationNotFound(_))
+        ));
+        assert!(no_message(&chat(Some("p"), vec![])).unwrap().is_empty());
+        // The last answer's call has no result: the message goes after it, later.
+        let call = ToolCall::function("k1", "charge", json!({})).unwrap();
+        let waiting = vec![
+            Message::user("pay"),
+            Message::assistant_with_calls("", vec![call]),
+        ];
+        assert!(open(&chat(Some("p"), waiting)).unwrap().is_empty());
+        assert!(later.load(Ordering::Relaxed));
     }
 }

@@ -352,13 +352,10 @@ async fn resume(
     approve: ApprovalPolicy,
     out: &mut String,
 ) -> Result<bool, CliError> {
-    use llmchain::chain::{LLMChain, RunOutcome, ScriptedModel, Steps};
+    use llmchain::chain::{LLMChain, Mode, ScriptedModel};
     use llmchain::provider::Format;
     use llmchain::tool::Tool;
-    use llmchain_store::RunStatus;
-    use llmchain_store::sink::load_chain_state;
-
-    use crate::held_run::HeldRun;
+    use llmchain_store::{Drive, RunEnd};
 
     let store = Arc::new(store);
     if store
@@ -371,18 +368,30 @@ async fn resume(
     }
     // Hold the conversation's run before reading it: a second `resume` (or `run`, or a
     // worker) is refused rather than running the same calls.
-    let stop = llmchain::tool::CancellationToken::new();
-    let held = HeldRun::take(store.clone(), id, "resume", stop.clone()).await?;
-    let state = load_chain_state(store.as_ref(), id, Some(&held.run().state))
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| CliError::Usage(format!("no conversation with id {id:?}")))?;
+    let mode = Mode::Custom(Arc::new(ToolsOnly));
+    let mut held =
+        crate::interactive_run::claim(store.clone(), id, "resume", Default::default()).await?;
+    let state = match held.chain_state().await {
+        Ok(s) => s,
+        Err(e) => {
+            let e = store_error(e);
+            held.fail(e.to_string(), false).await;
+            return Err(e);
+        }
+    };
     let before = state.conversation.messages.len();
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
     let builtins = crate::tools::builtins(cwd);
     let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
-    let mcp_tools = connect_mcp_tools(servers, &reserved).await?;
+    let mcp_tools = match connect_mcp_tools(servers, &reserved).await {
+        Ok(t) => t,
+        Err(e) => {
+            held.fail(e.to_string(), false).await;
+            return Err(e);
+        }
+    };
+    let run_id = held.run().id.clone();
     let reviewer = approval_handler(
         approve,
         builtins.iter().map(ToolMeta::of_tool).chain(
@@ -393,53 +402,27 @@ async fn resume(
     );
     // Only tools run here; this model is never called (it has no turns).
     let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
-        .with_sink(Arc::new(held.sink()))
-        .with_review_handler(reviewer.clone().for_run(&held.run().id));
+        .with_review_handler(reviewer.clone().for_run(&run_id));
     for t in builtins
         .into_iter()
         .chain(mcp_tools.iter().map(|t| t.tool.clone()))
     {
         chain = chain.with_tool(t);
     }
-    // A lost lease (heartbeat) stops the chain.
-    let chain_token = chain.cancellation_token();
-    tokio::spawn(async move {
-        stop.cancelled().await;
-        chain_token.cancel();
-    });
     // Calls paused for review: the decisions stored in the review inbox answer them
     // (asked here, one at a time, for those still undecided when there is a terminal).
-    let run_id = held.run().id.clone();
-    let executed = if chain.waiting_calls().is_empty() {
-        Steps::execute_tools(&mut chain).await
-    } else {
-        let asking = reviewer.asking().for_run(&run_id);
-        match crate::cmd::run::stored_decisions(&store, id, &asking, &chain).await {
-            Ok(decisions) => chain.answer_waiting(decisions).await,
-            Err(e) => {
-                held.finish(RunStatus::Paused, Some(chain.state())).await;
-                return Err(e);
-            }
-        }
-    };
-    match executed {
-        Err(e) => {
-            let lost = held.lost();
-            let text = lost.unwrap_or_else(|| format!("resume failed: {e}"));
-            held.fail(&text, Some(chain.state())).await;
-            return Err(CliError::Runtime(text));
-        }
-        // Calls wait for a person (a review, or a tool that stopped to ask): they wait
-        // in the inbox.
-        Ok(outcome)
-            if matches!(
-                outcome,
-                std::ops::ControlFlow::Break(
-                    RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)
-                )
-            ) || !chain.interrupted_calls().is_empty() =>
-        {
-            let ids = held.pause(&chain).await?;
+    let drive = Drive::new().undecided(crate::interactive_run::AskAtTerminal {
+        review: reviewer.asking(),
+        store: store.clone(),
+    });
+    let ended = held.drive(chain, mode, drive).await;
+    if let Some(e) = &ended.unrecorded {
+        eprintln!("llmchain: warning: could not record the end of run {run_id}: {e}");
+    }
+    let chain = match (ended.end, ended.chain) {
+        (RunEnd::Done, Some(chain)) => chain,
+        (RunEnd::Paused { reviews, .. }, _) => {
+            let ids: Vec<&str> = reviews.iter().map(|r| r.id.as_str()).collect();
             out.push_str(&format!(
                 "run {run_id} paused: {} call(s) wait for review ({}); decide with `llmchain reviews approve|deny|edit ID`, then resume again\n",
                 ids.len(),
@@ -447,8 +430,17 @@ async fn resume(
             ));
             return Ok(false);
         }
-        Ok(_) => held.finish(RunStatus::Done, Some(chain.state())).await,
-    }
+        (RunEnd::Lost { reason }, _) => {
+            return Err(CliError::Runtime(format!(
+                "this process lost the run of conversation {id} ({reason}): another process took \
+                 it over, or it was cancelled; nothing more was written"
+            )));
+        }
+        (RunEnd::Failed { error, .. }, _) => {
+            return Err(CliError::Runtime(format!("resume failed: {error}")));
+        }
+        (other, _) => return Err(CliError::Runtime(format!("resume ended as {other:?}"))),
+    };
     for m in &chain.messages()[before..] {
         for r in &m.tool_results {
             let status = chain
@@ -492,6 +484,24 @@ async fn resume(
         }
     ));
     Ok(ask)
+}
+
+/// `resume`'s mode: the pending calls run (after review) and the run stops there; the
+/// model is not asked.
+struct ToolsOnly;
+
+impl llmchain::chain::CustomMode for ToolsOnly {
+    fn run<'a>(
+        &'a self,
+        chain: &'a mut llmchain::chain::LLMChain,
+    ) -> llmchain::chain::ModeFuture<'a> {
+        use llmchain::chain::{RunOutcome, Steps};
+        Box::pin(async move {
+            llmchain::chain::step!(Steps::execute_tools(chain).await);
+            llmchain::chain::step!(Ok(Steps::check_tool_interrupts(chain)));
+            Ok(RunOutcome::Done)
+        })
+    }
 }
 
 fn runtime(e: impl std::fmt::Display) -> CliError {

@@ -12,25 +12,20 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use llmchain::chain::{
-    Callbacks, ChainError, HumanDecision, Mode, ModelError, ReviewDecision, RunOutcome,
-};
+use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision};
 use llmchain::http::ProviderSpec;
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::StreamEvent;
-use llmchain_store::review::decisions_for;
-use llmchain_store::sink::load_chain_state;
 use llmchain_store::{
-    AnyStore, NewConversation, ReviewFilter, ReviewStatus, RunOptions, RunState, RunStatus, Store,
+    AnyStore, Drive, NewConversation, RunEnd, RunOptions, RunState, Store, StoreError,
 };
 
 use crate::cmd::conversations::{open_store, resolve_id, store_error};
 use crate::cmd::mcp::ServerArgs;
 use crate::config::{Config, DEFAULT_PROFILE};
 use crate::error::{CliError, CliResult};
-use crate::held_run::HeldRun;
+use crate::interactive_run::AskAtTerminal;
 use crate::job::{
     Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, one_line, parse_options,
     parse_provider, policy_name,
@@ -38,10 +33,6 @@ use crate::job::{
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
 use crate::stdout::{out, outln};
-
-/// How long a cancelled run may take to wind down (e.g. a review question blocked on
-/// the terminal) before the process stops anyway.
-const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// Arguments of `llmchain run`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -622,33 +613,25 @@ async fn agent(
     };
     // This process holds the run: no other process can run the conversation meanwhile.
     // The job is recorded with it (without credentials), for `--continue` to compare.
-    let stop = llmchain::tool::CancellationToken::new();
     let mut extra = serde_json::Map::new();
     extra.insert(JOB_KEY.into(), job.record());
-    let held = HeldRun::take_with(
-        store.clone(),
-        &conversation_id,
-        Mode::while_needs_response().name(),
-        stop.clone(),
-        extra,
-    )
-    .await?;
+    let mode = Mode::while_needs_response();
+    let mut held =
+        crate::interactive_run::claim(store.clone(), &conversation_id, mode.name(), extra).await?;
     let run_id = held.run().id.clone();
-    let state =
-        match load_chain_state(store.as_ref(), &conversation_id, Some(&held.run().state)).await {
-            Ok(Some(s)) => s,
-            Ok(None) => {
-                held.fail("the conversation is gone", None).await;
-                return Err(CliError::Usage(format!(
-                    "no conversation with id {conversation_id:?}"
-                )));
-            }
-            Err(e) => {
-                let e = store_error(e);
-                held.fail(&e.to_string(), None).await;
-                return Err(e);
-            }
-        };
+    let state = match held.chain_state().await {
+        Ok(s) => s,
+        Err(e) => {
+            let gone = matches!(e, StoreError::ConversationNotFound(_));
+            let e = store_error(e);
+            held.fail(e.to_string(), false).await;
+            return Err(if gone {
+                CliError::Usage(format!("no conversation with id {conversation_id:?}"))
+            } else {
+                e
+            });
+        }
+    };
     let before = state.conversation.messages.len();
     // Asks, one at a time, about calls left undecided in the review inbox.
     let asking = parts
@@ -666,13 +649,6 @@ async fn agent(
             run: run_id.clone(),
         },
     );
-    // A lost lease (heartbeat) stops the chain.
-    let chain_token = chain.cancellation_token();
-    tokio::spawn(async move {
-        stop.cancelled().await;
-        chain_token.cancel();
-    });
-
     let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
@@ -681,39 +657,56 @@ async fn agent(
     if let Some(s) = args.system.clone() {
         chain = chain.with_system(s);
     }
-    let mut chain = chain.with_sink(Arc::new(ProgressSink::new(
-        Arc::new(held.sink()),
-        progress.clone(),
-    )));
+    let waits_for_model = chain.needs_response() || chain.has_unanswered_calls();
 
-    // Calls paused for a person before (a review, a tool's interrupt): the stored
-    // decisions answer them (asking here, one at a time, for any still undecided when
-    // there is a terminal).
-    if !chain.waiting_calls().is_empty() {
-        let decisions = match stored_decisions(&store, &conversation_id, &asking, &chain).await {
-            Ok(d) => d,
-            Err(e) => {
-                held.finish(RunStatus::Paused, Some(chain.state())).await;
-                return Err(e);
+    // Ctrl-C cancels the run; a second one stops at once.
+    let cancel = llmchain::tool::CancellationToken::new();
+    let on_signal = cancel.clone();
+    let signals = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
             }
-        };
-        if let Err(e) = chain.answer_waiting(decisions).await {
-            held.fail(&e.to_string(), Some(chain.state())).await;
-            return Err(CliError::Runtime(explain(&e, spec)));
         }
+    });
+    let sink_progress = progress.clone();
+    let mut drive = Drive::new()
+        .undecided(AskAtTerminal {
+            review: asking,
+            store: store.clone(),
+        })
+        .cancel_on(cancel)
+        .wrap_sink(move |inner| Arc::new(ProgressSink::new(inner, sink_progress)))
+        .explain(move |e| explain(e, spec));
+    if let Some(prompt) = prompt.clone() {
+        let mut message = Message::user(prompt);
+        message.content.extend(attached);
+        drive = drive.message(message);
     }
-
-    match prompt {
-        Some(prompt) => {
-            let mut message = Message::user(prompt);
-            message.content.extend(attached);
-            if let Err(e) = chain.add_message(message).await {
-                held.fail(&e.to_string(), Some(chain.state())).await;
-                return Err(CliError::Runtime(e.to_string()));
-            }
-        }
-        None if !chain.needs_response() => {
-            held.finish(RunStatus::Done, None).await;
+    progress.waiting("waiting for the model…");
+    // Runs until done, or until calls wait for a person with no decision stored for
+    // them yet (one may be: made while an earlier process held the conversation).
+    let ended = held.drive(chain, mode, drive).await;
+    signals.abort();
+    progress.clear();
+    if mid_line.swap(false, Ordering::Relaxed) {
+        outln!();
+    }
+    let db_flag = match &args.db {
+        Some(_) => format!(" --db {location}"),
+        None => String::new(),
+    };
+    if let Some(e) = &ended.unrecorded {
+        eprintln!("llmchain: warning: could not record the end of run {run_id}: {e}");
+    }
+    let Some(chain) = ended.chain else {
+        return Err(CliError::Runtime(format!(
+            "run {run_id} ended before it started"
+        )));
+    };
+    match ended.end {
+        RunEnd::Done if prompt.is_none() && !waits_for_model => {
             let cut = chain
                 .last_message()
                 .is_some_and(|m| m.status != llmchain::message::MessageStatus::Complete);
@@ -727,50 +720,14 @@ async fn agent(
                 )
             }));
         }
-        None => {}
-    }
-
-    // Ctrl-C cancels the run through the chain's token; a second one stops at once.
-    let cancel = chain.cancellation_token();
-    let on_signal = cancel.clone();
-    let signals = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_signal.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
+        RunEnd::Done => {}
+        RunEnd::Lost { reason } => {
+            return Err(CliError::Runtime(format!(
+                "this process lost the run of conversation {conversation_id} ({reason}): another \
+                 process took it over, or it was cancelled; nothing more was written"
+            )));
         }
-    });
-    progress.waiting("waiting for the model…");
-    // Runs until done, or until calls wait for a person with no decision stored for
-    // them yet (one may be: made while an earlier process held the conversation).
-    let run_until_waiting = llmchain_store::review::run_answering(
-        store.as_ref(),
-        &conversation_id,
-        &mut chain,
-        Mode::while_needs_response(),
-    );
-    let result = tokio::select! {
-        r = run_until_waiting => r,
-        () = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_GRACE).await } => {
-            Err(ChainError::Cancelled)
-        }
-    };
-    signals.abort();
-    progress.clear();
-    if mid_line.swap(false, Ordering::Relaxed) {
-        outln!();
-    }
-    let db_flag = match &args.db {
-        Some(_) => format!(" --db {location}"),
-        None => String::new(),
-    };
-    if let Some(lost) = held.lost() {
-        return Err(CliError::Runtime(lost));
-    }
-    let outcome = match result {
-        Err(ChainError::Cancelled) => {
-            held.finish(RunStatus::Cancelled, Some(chain.state())).await;
+        RunEnd::Cancelled => {
             return Err(CliError::Interrupted(format!(
                 "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
                 resume_command(&db_flag, &conversation_id, &job.servers(), job.policy()?)
@@ -784,31 +741,29 @@ async fn agent(
                         .unwrap_or_default()
             )));
         }
-        Err(e) => {
-            let text = explain(&e, spec);
-            held.fail(&text, Some(chain.state())).await;
-            return Err(CliError::Runtime(text));
-        }
-        Ok(outcome) => outcome,
-    };
-    match outcome {
-        RunOutcome::Done | RunOutcome::ToolUsed(_) => {}
-        RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_) => {
-            let ids = held.pause(&chain).await?;
+        RunEnd::Failed { error, .. } => return Err(CliError::Runtime(error)),
+        RunEnd::Paused { reviews, .. } => {
+            let ids: Vec<&str> = reviews.iter().map(|r| r.id.as_str()).collect();
+            let not_sent = if ended.left_out.is_some() {
+                " Your prompt was not sent: it goes after their results."
+            } else {
+                ""
+            };
             return Err(CliError::Runtime(format!(
                 "run {run_id} is paused: {} call(s) wait for review ({}). Decide with \
                  `llmchain reviews{db_flag} approve|deny|edit ID`, then go on with \
-                 `llmchain conversations{db_flag} resume {conversation_id}`",
+                 `llmchain conversations{db_flag} resume {conversation_id}`.{not_sent}",
                 ids.len(),
                 ids.join(", ")
             )));
         }
-        other => {
-            held.finish(RunStatus::Paused, Some(chain.state())).await;
-            return Err(CliError::Runtime(format!("the run ended early: {other:?}")));
+        RunEnd::Yielded => {
+            return Err(CliError::Runtime(format!(
+                "the run stopped before its end; go on with `llmchain run{db_flag} --conversation {conversation_id}`"
+            )));
         }
+        other => return Err(CliError::Runtime(format!("the run ended as {other:?}"))),
     }
-    held.finish(RunStatus::Done, Some(chain.state())).await;
     // This invocation's model calls and usage, not the whole conversation's.
     let new = &chain.messages()[before.min(chain.messages().len())..];
     let calls = new.iter().filter(|m| m.role == Role::Assistant).count();
@@ -849,76 +804,6 @@ async fn agent(
         );
     }
     Ok(())
-}
-
-/// The decisions for the calls `chain` waits on (a pending review, or a tool's
-/// interrupts): those stored in the review inbox, and for
-/// the ones still undecided, asked here one at a time when there is a terminal (each
-/// answer recorded in the inbox first, so the store stays the authority). Without a
-/// terminal, undecided calls are an error saying how to decide them.
-pub(crate) async fn stored_decisions(
-    store: &Arc<AnyStore>,
-    conversation_id: &str,
-    review: &crate::review::TerminalReview,
-    chain: &llmchain::chain::LLMChain,
-) -> Result<Vec<(String, HumanDecision)>, CliError> {
-    let waiting = chain.waiting_calls();
-    let (mut decided, undecided) = decisions_for(store.as_ref(), conversation_id, &waiting)
-        .await
-        .map_err(store_error)?;
-    if undecided.is_empty() {
-        return Ok(decided);
-    }
-    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
-        && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let open = store
-        .list_reviews(&ReviewFilter {
-            conversation: Some(conversation_id.to_owned()),
-            status: Some(ReviewStatus::Pending),
-            ..Default::default()
-        })
-        .await
-        .map_err(store_error)?;
-    if !interactive {
-        let ids: Vec<String> = open.iter().map(|r| r.id.clone()).collect();
-        return Err(CliError::Runtime(format!(
-            "conversation {conversation_id} waits for review of {} call(s) ({}): decide with \
-             `llmchain reviews approve|deny|edit ID`, or run this in a terminal to be asked",
-            undecided.len(),
-            ids.join(", ")
-        )));
-    }
-    for call_id in undecided {
-        let Some(call) = waiting
-            .iter()
-            .find(|c| c.call_id.as_deref() == Some(call_id.as_str()))
-        else {
-            continue;
-        };
-        let answer = llmchain::chain::ReviewHandler::review(review, call).await;
-        let decision = match answer {
-            ReviewDecision::Approve | ReviewDecision::Interrupt => HumanDecision::Approve,
-            ReviewDecision::Edit { arguments } => HumanDecision::Edit { arguments },
-            ReviewDecision::Deny { reason } => HumanDecision::Deny {
-                reason: Some(reason),
-            },
-            ReviewDecision::Reject { reason } => HumanDecision::Reject {
-                reason: Some(reason),
-            },
-        };
-        let round = call.review_round();
-        if let Some(r) = open
-            .iter()
-            .find(|r| r.call_id == call_id && r.round == round)
-        {
-            store
-                .decide_review(&r.id, &decision, &crate::cmd::reviews::who())
-                .await
-                .map_err(store_error)?;
-        }
-        decided.push((call_id, decision));
-    }
-    Ok(decided)
 }
 
 /// The usage as `run --json` prints it: the token figures, and `model_calls`.

@@ -49,6 +49,14 @@ pub(crate) struct ServeArgs {
     /// repeatable. Off unless given.
     #[arg(long = "cors", value_name = "ORIGIN")]
     pub cors: Vec<String>,
+    /// A host name requests may name besides the loopback ones (localhost, 127.0.0.1,
+    /// [::1]); repeatable; `*` for any. Requests for another host are refused (a page of
+    /// a name resolved to this machine cannot use the server).
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// Connections served at once [default: 4096, or fewer to fit the open-file limit].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// Answers generated at once.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_answers: usize,
@@ -115,34 +123,88 @@ async fn serve(args: ServeArgs) -> CliResult {
             Ok::<_, BoxError>((built.chain, Mode::while_needs_response()))
         }
     };
-    let server = ChatServer::new(Arc::new(store), factory).config(ServeConfig {
-        token,
-        cors_origins: args.cors.clone(),
-        profile: Some(profile.clone()),
-        max_answers: args.max_answers,
-        ..ServeConfig::default()
-    });
-    let shutdown = server.shutdown_token();
-    let _resumer = server.spawn_resumer(Duration::from_secs(2));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::Runtime(format!("cannot listen on {}: {e}", args.listen)))?;
     let local = listener
         .local_addr()
         .map_err(|e| CliError::Runtime(e.to_string()))?;
+    let mut allowed_hosts = args.allow_host.clone();
+    // The address it listens on, when it is one, is its own name too.
+    if !local.ip().is_unspecified() {
+        allowed_hosts.push(match local.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        });
+    }
+    let server = ChatServer::new(Arc::new(store), factory).config(ServeConfig {
+        token,
+        cors_origins: args.cors.clone(),
+        allowed_hosts,
+        profile: Some(profile.clone()),
+        max_answers: args.max_answers,
+        max_connections: connection_cap(args.max_connections),
+        // Stable across restarts, unique among live processes (one listener per
+        // address): a restarted server takes over its own chats at once.
+        name: format!("serve@{}:{}", host_name(), local.port()),
+        ..ServeConfig::default()
+    });
+    server
+        .release_own_leases()
+        .await
+        .map_err(crate::cmd::conversations::store_error)?;
+    let shutdown = server.shutdown_token();
+    let _resumer = server.spawn_resumer(Duration::from_secs(2));
     eprintln!(
         "llmchain serve: http://{local}/ (profile {profile}, {} on {location}); Ctrl-C to stop",
         job.provider
     );
     let stop = shutdown.clone();
-    axum::serve(llmchain_web::nodelay_listener(listener), server.router())
-        .with_graceful_shutdown(async move {
-            crate::stop::signal().await;
-            eprintln!("llmchain serve: stopping; the answers in flight are saved");
-            stop.cancel();
-        })
-        .await
-        .map_err(|e| CliError::Runtime(format!("the server failed: {e}")))?;
+    let limits = server.limits();
+    llmchain_web::serve(listener, server.router(), limits, async move {
+        crate::stop::signal().await;
+        eprintln!("llmchain serve: stopping; the answers in flight are saved");
+        stop.cancel();
+    })
+    .await
+    .map_err(|e| CliError::Runtime(format!("the server failed: {e}")))?;
     shutdown.cancel();
     Ok(())
+}
+
+/// This machine's name (for the server's stable name in run leases).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The connections to serve at once: `asked`, or 4096; either way within the open-file
+/// limit (raised to its hard limit first), leaving room for the database, MCP servers
+/// and the model's connections.
+fn connection_cap(asked: Option<usize>) -> usize {
+    let wanted = asked.unwrap_or(4096).max(1);
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let limit = getrlimit(Resource::Nofile);
+        if limit.current < limit.maximum {
+            let raised = Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            };
+            // Not allowed here: the cap fits the limit as it is.
+            let _ = setrlimit(Resource::Nofile, raised);
+        }
+        if let Some(files) = getrlimit(Resource::Nofile).current {
+            let room = usize::try_from(files)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(128);
+            return wanted.min(room.max(16));
+        }
+    }
+    wanted
 }

@@ -245,12 +245,29 @@ async fn work(args: WorkerArgs) -> CliResult {
         });
         worker.run(shutdown).await;
     }
-    let [claimed, completed, retried, discarded, lost, errors] = stats.snapshot();
-    eprintln!(
-        "llmchain worker {name}: {claimed} claimed, {completed} completed, {retried} retried, \
-         {discarded} discarded, {lost} lost their lease, {errors} store errors"
-    );
+    eprintln!("llmchain worker {name}: {}", summary(&stats.snapshot()));
     Ok(())
+}
+
+/// What a worker did, in one line: each way an attempt ended, named (a paused run is
+/// not a finished one), the ways nothing happened left out.
+fn summary(c: &llmchain_store::WorkerCounts) -> String {
+    let mut parts = vec![format!("{} claimed", c.claimed)];
+    for (n, what) in [
+        (c.done, "done"),
+        (c.paused, "paused for review"),
+        (c.yielded, "stopped to go on later"),
+        (c.cancelled, "cancelled"),
+        (c.retried, "to be retried"),
+        (c.discarded, "discarded"),
+        (c.lease_lost, "lost their lease"),
+        (c.store_errors, "store errors"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    parts.join(", ")
 }
 
 /// One line for a step of a run.
@@ -266,6 +283,8 @@ fn describe(e: &WorkerEvent) -> String {
             text(profile.as_deref().unwrap_or("-"))
         ),
         WorkerEvent::Done { run } => format!("run {run} done"),
+        WorkerEvent::Yielded { run } => format!("run {run} stopped; it goes on later"),
+        WorkerEvent::Cancelled { run } => format!("run {run} cancelled"),
         WorkerEvent::Paused { run, reviews: 0 } => {
             format!("run {run} paused (a tool interrupted it)")
         }

@@ -1,5 +1,6 @@
 //! [`ChainError`]: why a run stopped with an error.
 
+use super::mode::Disposition;
 use super::sink::SinkError;
 use crate::message::DeltaError;
 use crate::model::ModelError;
@@ -61,4 +62,25 @@ pub enum ChainError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+}
+
+impl ChainError {
+    /// What this error asks of whoever holds the run (see [`Disposition`]).
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            ChainError::Cancelled => Disposition::Cancelled,
+            ChainError::Persist(e) if e.must_stop() => Disposition::Stopped,
+            ChainError::Model(_) | ChainError::AllFallbacksFailed(_) | ChainError::Persist(_) => {
+                Disposition::Transient
+            }
+            ChainError::NoMessages
+            | ChainError::ExceededFailureCount { .. }
+            | ChainError::RepeatedFailingCall { .. }
+            | ChainError::ExceededMaxRuns { .. }
+            | ChainError::InvalidToolName(_)
+            | ChainError::ToolNotUsed(_)
+            | ChainError::Delta(_)
+            | ChainError::Resume(_) => Disposition::Permanent,
+        }
+    }
 }

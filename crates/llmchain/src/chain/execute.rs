@@ -122,6 +122,37 @@ impl LLMChain {
         })
     }
 
+    /// Whether `call` may have run already (an earlier process stored it `executing`,
+    /// or finished, without its result) and its tool is not idempotent: it is answered
+    /// "outcome unknown" and never run again, whoever resumes and whatever was decided.
+    fn outcome_unknown(&self, call: &ToolCall) -> bool {
+        let started = matches!(
+            call.typed_execution_status(),
+            Some(ExecutionStatus::Executing | ExecutionStatus::Completed | ExecutionStatus::Failed)
+        );
+        started
+            && !call
+                .name
+                .as_deref()
+                .and_then(|n| self.tool(n))
+                .is_some_and(|t| t.idempotent())
+    }
+
+    /// The review handler's decision about `call`, unless the run is cancelled first (a
+    /// person who never answers a question at the terminal does not keep a cancelled
+    /// run alive).
+    async fn reviewed(
+        &self,
+        handler: &dyn super::review::ReviewHandler,
+        call: &ToolCall,
+    ) -> Result<ReviewDecision, ChainError> {
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Err(ChainError::Cancelled),
+            d = handler.review(call) => Ok(d),
+        }
+    }
+
     /// The `execute_tools` step.
     pub(super) async fn execute_pending_tools(&mut self) -> Result<Step, ChainError> {
         let Some(position) = self.unanswered_calls_position() else {
@@ -170,8 +201,12 @@ impl LLMChain {
         for call in &calls {
             let decision = match &self.review {
                 None => ReviewDecision::Approve,
+                // Its outcome is unknown (it was running when an earlier process
+                // stopped): `run_batch` answers it so without running it, and no one is
+                // asked about a call that will not run.
+                Some(_) if self.outcome_unknown(call) => ReviewDecision::Approve,
                 Some(h) => {
-                    let d = h.review(call).await;
+                    let d = self.reviewed(h.as_ref(), call).await?;
                     self.fire(|cb| cb.on_tool_call_review(call, &d));
                     d
                 }
@@ -228,8 +263,11 @@ impl LLMChain {
             let decision = if let Some(d) = given.remove(&id) {
                 human.insert(id.clone());
                 Some(d.into_review(&name))
+            } else if self.outcome_unknown(call) {
+                // Answered "outcome unknown" by `run_batch`, not run: nothing to ask.
+                Some(ReviewDecision::Approve)
             } else if let Some(handler) = &self.review {
-                let d = handler.review(call).await;
+                let d = self.reviewed(handler.as_ref(), call).await?;
                 self.fire(|cb| cb.on_tool_call_review(call, &d));
                 (d != ReviewDecision::Interrupt).then_some(d)
             } else {
@@ -350,15 +388,6 @@ impl LLMChain {
                 .find(|d| !id.is_empty() && d.call_id == id)
                 .and_then(|d| d.decision.clone())
                 .unwrap_or(ReviewDecision::Approve);
-            let idempotent = self.tool(&name).is_some_and(|t| t.idempotent());
-            let previously_started = matches!(
-                call.typed_execution_status(),
-                Some(
-                    ExecutionStatus::Executing
-                        | ExecutionStatus::Completed
-                        | ExecutionStatus::Failed
-                )
-            );
             let plan = if let Some(why) = &over_cap {
                 Plan::Answer(
                     ToolResult::refusal(&id, why.clone()).with_name(&name),
@@ -367,7 +396,7 @@ impl LLMChain {
             } else if !call.is_complete() {
                 // The executor answers incomplete calls with a refusal.
                 Plan::Run(call.clone())
-            } else if previously_started && !idempotent {
+            } else if self.outcome_unknown(call) {
                 Plan::Answer(
                     ToolResult::error(
                         &id,

@@ -401,38 +401,23 @@ impl LLMChain {
         identified
     }
 
-    /// Position of the newest assistant message some of whose calls have no result yet.
-    ///
-    /// Normally its results are missing altogether (it is the last message); after a
-    /// crash recovery it may be followed by a tool message answering only some calls.
+    /// Position of the newest assistant message some of whose calls have no result yet
+    /// ([`unanswered_calls`](crate::conversation::unanswered_calls)).
     pub(super) fn unanswered_calls_position(&self) -> Option<usize> {
-        let msgs = &self.state.conversation.messages;
-        let pos = msgs.iter().rposition(|m| m.role != Role::Tool)?;
-        let m = &msgs[pos];
-        if m.role != Role::Assistant
-            || m.status != MessageStatus::Complete
-            || m.tool_calls.is_empty()
-        {
-            return None;
-        }
-        (!self.unanswered_calls(pos).is_empty()).then_some(pos)
+        crate::conversation::unanswered_calls(&self.state.conversation.messages).map(|(p, _)| p)
+    }
+
+    /// Whether the newest answer has calls that no tool message answers yet: the chain
+    /// runs them (or asks about them) before the model is asked again, and nothing else
+    /// may be added to the conversation before them.
+    pub fn has_unanswered_calls(&self) -> bool {
+        self.unanswered_calls_position().is_some()
     }
 
     /// Indices of the calls of the assistant message at `position` that no later tool
     /// message answers.
     pub(super) fn unanswered_calls(&self, position: usize) -> Vec<usize> {
-        let msgs = &self.state.conversation.messages;
-        let answered: std::collections::HashSet<&str> = msgs[position + 1..]
-            .iter()
-            .flat_map(|m| m.tool_results.iter().map(|r| r.tool_call_id.as_str()))
-            .collect();
-        msgs[position]
-            .tool_calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.call_id.as_deref().is_some_and(|id| answered.contains(id)))
-            .map(|(i, _)| i)
-            .collect()
+        crate::conversation::unanswered_in(&self.state.conversation.messages, position)
     }
 
     fn compute_needs_response(&self) -> bool {

@@ -53,7 +53,9 @@ pub use llm_chain::{
     DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN, DEFAULT_MAX_CALLS_PER_TURN,
     DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,
 };
-pub use mode::{CustomMode, DEFAULT_MAX_RUNS, Mode, ModeFuture, RunOutcome, ShouldContinue};
+pub use mode::{
+    CustomMode, DEFAULT_MAX_RUNS, Disposition, Mode, ModeFuture, RunOutcome, ShouldContinue,
+};
 // The model trait lives below the chain (and the HTTP clients) in `crate::model`; it is
 // re-exported here because every chain user needs it.
 pub use crate::model::{

@@ -28,6 +28,47 @@ pub enum RunOutcome {
     Paused,
 }
 
+impl RunOutcome {
+    /// What this outcome asks of whoever holds the run (the one mapping, checked by the
+    /// compiler here: an outcome added later must say which it is).
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            RunOutcome::Done | RunOutcome::ToolUsed(_) => Disposition::Done,
+            RunOutcome::Interrupted(_) | RunOutcome::ReviewRequired(_) => {
+                Disposition::WaitsForPeople
+            }
+            RunOutcome::Paused => Disposition::Yielded,
+        }
+    }
+}
+
+/// What the end of a run asks of whoever holds it (a store's run, a job queue): every
+/// [`RunOutcome`] and every [`ChainError`](super::ChainError) is one of these
+/// ([`RunOutcome::disposition`], [`ChainError::disposition`](super::ChainError::disposition)).
+///
+/// Deliberately **not** `#[non_exhaustive]`, unlike the outcomes and errors themselves:
+/// those may grow, and each new one is classified where it is defined, so a holder of
+/// runs (`llmchain-store`'s `LeasedRun`) matches this closed set with no wildcard arm
+/// and never guesses what an outcome it does not know means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Disposition {
+    /// Finished: nothing is pending.
+    Done,
+    /// Calls wait for people: a review, or a tool's own interrupt.
+    WaitsForPeople,
+    /// Stopped with more to do, needing no one (`check_pause`): run it again to go on.
+    Yielded,
+    /// Cancelled by its caller (Ctrl-C, a server shutting down).
+    Cancelled,
+    /// Must stop writing: its lease was lost, or the run was cancelled from elsewhere.
+    Stopped,
+    /// Failed in a way that may pass when run again: the model or its fallbacks, the
+    /// network, the store.
+    Transient,
+    /// Failed in a way running again will not fix.
+    Permanent,
+}
+
 /// `step` mode's continuation test.
 pub type ShouldContinue = Arc<dyn Fn(&LLMChain) -> bool + Send + Sync>;
 

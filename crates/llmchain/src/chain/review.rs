@@ -71,18 +71,19 @@ pub enum HumanDecision {
 impl HumanDecision {
     /// The review decision it stands for; `name` is the tool's, for the default texts.
     pub(crate) fn into_review(self, name: &str) -> ReviewDecision {
-        let text = |reason: Option<String>| {
-            reason
-                .unwrap_or_else(|| format!("Tool call '{name}' was rejected by a human reviewer."))
+        // A denial and a rejection differ (an answer, or an error the model may correct),
+        // and so do their default words.
+        let text = |reason: Option<String>, verb: &str| {
+            reason.unwrap_or_else(|| format!("Tool call '{name}' was {verb} by a human reviewer."))
         };
         match self {
             HumanDecision::Approve => ReviewDecision::Approve,
             HumanDecision::Edit { arguments } => ReviewDecision::Edit { arguments },
             HumanDecision::Deny { reason } => ReviewDecision::Deny {
-                reason: text(reason),
+                reason: text(reason, "denied"),
             },
             HumanDecision::Reject { reason } => ReviewDecision::Reject {
-                reason: text(reason),
+                reason: text(reason, "rejected"),
             },
         }
     }
@@ -179,6 +180,12 @@ mod tests {
         assert_eq!(
             HumanDecision::Deny { reason: None }.into_review("rm"),
             ReviewDecision::Deny {
+                reason: "Tool call 'rm' was denied by a human reviewer.".into()
+            }
+        );
+        assert_eq!(
+            HumanDecision::Reject { reason: None }.into_review("rm"),
+            ReviewDecision::Reject {
                 reason: "Tool call 'rm' was rejected by a human reviewer.".into()
             }
         );

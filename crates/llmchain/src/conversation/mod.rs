@@ -9,10 +9,13 @@ use crate::message::Message;
 
 mod call_ids;
 mod consistency;
+mod unanswered;
 
 pub use call_ids::unique_call_id;
 pub use consistency::{Inconsistency, Severity};
 pub(crate) use consistency::{answered_ids, sendable};
+pub use unanswered::unanswered_calls;
+pub(crate) use unanswered::unanswered_in;
 
 /// The storage format version this crate writes and reads.
 pub const FORMAT_VERSION: u32 = 1;

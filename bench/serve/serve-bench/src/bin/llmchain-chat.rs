@@ -202,7 +202,9 @@ fn main() {
             .await
             .unwrap();
         println!("listening http://{}", listener.local_addr().unwrap());
-        axum::serve(llmchain_web::nodelay_listener(listener), server.router())
+        // As `llmchain serve` serves it: bounded connections, header and idle timeouts.
+        let limits = server.limits();
+        llmchain_web::serve(listener, server.router(), limits, std::future::pending())
             .await
             .unwrap();
     });

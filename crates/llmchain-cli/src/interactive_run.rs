@@ -1,0 +1,101 @@
+//! What an interactive command (`run`, `chat`, `conversations resume`) gives the one
+//! owner of a run ([`llmchain_store::LeasedRun`]): its claim, and what it does about
+//! calls that wait in the review inbox undecided (asks at the terminal).
+//!
+//! The command claims the conversation's run before it reads the conversation
+//! ([`Claim::Conversation`]): a second process gets "is being run by …" and stops before
+//! doing anything. The `LeasedRun` fences every write by the lease, renews it, answers
+//! what the inbox decided, recovers calls left `executing` and records how the run
+//! ended; the command shows it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmchain::chain::{HumanDecision, ReviewDecision};
+use llmchain::message::ToolCall;
+use llmchain_store::leased_run::DecideFuture;
+use llmchain_store::review::pending_for;
+use llmchain_store::{AnyStore, Claim, LeasedRun, Run, RunState, Store, StoreError, Undecided};
+
+use crate::error::CliError;
+use crate::review::TerminalReview;
+
+/// How long an interactive lease lasts between heartbeats (renewed every third).
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Claims `conversation`'s run for this process (creating one with `mode` and `extra`,
+/// the job, if it has none), or says who holds it.
+pub(crate) async fn claim(
+    store: Arc<AnyStore>,
+    conversation: &str,
+    mode: &str,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<LeasedRun<AnyStore>, CliError> {
+    let holder = format!("cli-{}-{}", std::process::id(), instance_suffix());
+    let state = RunState {
+        mode: mode.to_owned(),
+        extra,
+        ..Default::default()
+    };
+    let claim = Claim::Conversation {
+        id: conversation.to_owned(),
+        state,
+    };
+    LeasedRun::claim(store, claim, &holder, LEASE)
+        .await
+        .map_err(|e| match e {
+            StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
+                CliError::Runtime(e.to_string())
+            }
+            other => crate::cmd::conversations::store_error(other),
+        })
+}
+
+/// A few random hex digits, so two processes with one pid (containers) differ.
+fn instance_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{nanos:08x}")
+}
+
+/// Calls that wait in the review inbox undecided are asked about here, one at a time,
+/// when there is a terminal; each answer is recorded in the inbox (the store stays the
+/// authority) and the run goes on with it. Without a terminal nothing is decided: the
+/// run pauses with them, and the command says how to decide them.
+pub(crate) struct AskAtTerminal {
+    pub(crate) review: TerminalReview,
+    pub(crate) store: Arc<AnyStore>,
+}
+
+impl Undecided for AskAtTerminal {
+    fn decide<'a>(&'a self, run: &'a Run, calls: &'a [ToolCall]) -> DecideFuture<'a> {
+        Box::pin(async move {
+            let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
+                && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            if !interactive {
+                return Ok(());
+            }
+            let pending = pending_for(self.store.as_ref(), &run.conversation_id, calls).await?;
+            let review = self.review.clone().for_run(&run.id);
+            for (call, r) in pending {
+                let answer = llmchain::chain::ReviewHandler::review(&review, call).await;
+                let decision = match answer {
+                    ReviewDecision::Approve | ReviewDecision::Interrupt => HumanDecision::Approve,
+                    ReviewDecision::Edit { arguments } => HumanDecision::Edit { arguments },
+                    ReviewDecision::Deny { reason } => HumanDecision::Deny {
+                        reason: Some(reason),
+                    },
+                    ReviewDecision::Reject { reason } => HumanDecision::Reject {
+                        reason: Some(reason),
+                    },
+                };
+                self.store
+                    .decide_review(&r.id, &decision, &crate::cmd::reviews::who())
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+}

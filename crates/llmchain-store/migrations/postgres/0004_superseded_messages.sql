@@ -1,0 +1,12 @@
+-- llmchain-store schema version 4 (PostgreSQL): what a regenerated answer replaced stays
+-- on record. Regenerating moves the answer's messages here (with the status each call
+-- had) instead of deleting them: a call that ran, or may have, is never forgotten.
+CREATE TABLE superseded_messages (
+    id              BIGSERIAL PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    -- The position the message had in the conversation.
+    seq             BIGINT NOT NULL,
+    body            TEXT NOT NULL,
+    superseded_at   BIGINT NOT NULL
+);
+CREATE INDEX superseded_conversation ON superseded_messages (conversation_id, id);
