@@ -549,3 +549,101 @@ async fn a_held_answer_whose_write_failed_goes_with_the_next_write() {
     assert_eq!(statuses.get("c2"), Some(&ExecutionStatus::Executing));
     assert_eq!(statuses.get("c1"), None);
 }
+
+/// The rows of a version-3 database: a chat `llmchain serve` ran (its run records the
+/// server's profile), a CLI conversation, and a chat of a server without a profile.
+const V3_ROWS: &str = "INSERT INTO conversations VALUES ('chat', NULL, '{\"x\":1}', '{}', 0, 1, 1); \
+     INSERT INTO conversations VALUES ('cli', NULL, '{}', '{}', 0, 1, 1); \
+     INSERT INTO conversations VALUES ('anon', NULL, '{}', '{}', 0, 1, 1); \
+     INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, kind) \
+       VALUES ('r1', 'chat', 'done', '{\"mode\":\"m\",\"serve\":{\"profile\":\"web\"}}', 1, 1, 'interactive'); \
+     INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, kind) \
+       VALUES ('r2', 'cli', 'done', '{\"mode\":\"m\",\"job\":{}}', 1, 1, 'interactive'); \
+     INSERT INTO runs (id, conversation_id, status, state, created_at, updated_at, kind) \
+       VALUES ('r3', 'anon', 'done', '{\"mode\":\"m\",\"serve\":{\"profile\":null}}', 1, 1, 'interactive');";
+
+/// After the upgrade to version 4, the chats a server ran carry its profile's mark (so
+/// it still lists them), and the CLI conversation carries none.
+async fn v4_marks_served_chats(store: &impl Store) {
+    let mark = |id: &'static str| async move {
+        store
+            .get_conversation(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .summary
+            .metadata
+            .get("llmchain_serve")
+            .cloned()
+    };
+    assert_eq!(mark("chat").await, Some(serde_json::json!("web")));
+    assert_eq!(mark("anon").await, Some(serde_json::json!("")));
+    assert_eq!(mark("cli").await, None);
+    let listed = store
+        .list_conversations_tagged("llmchain_serve", "web", 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, "chat");
+    assert_eq!(listed[0].metadata["x"], 1, "the rest of the metadata stays");
+    assert!(
+        store
+            .list_conversations_tagged("bad key'", "web", 10)
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn sqlite_version_3_upgrades_marking_served_chats() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v3.db");
+    {
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        for sql in [
+            include_str!("../migrations/sqlite/0001_init.sql"),
+            include_str!("../migrations/sqlite/0002_run_queue.sql"),
+            include_str!("../migrations/sqlite/0003_reviews_and_profiles.sql"),
+            "CREATE TABLE llmchain_schema (version BIGINT NOT NULL); \
+             INSERT INTO llmchain_schema VALUES (3);",
+            V3_ROWS,
+        ] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        conn.close().await.unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    v4_marks_served_chats(&store).await;
+}
+
+#[tokio::test]
+async fn postgres_version_3_upgrades_marking_served_chats() {
+    let Some(url) = common::postgres_url("postgres_version_3_upgrades_marking_served_chats") else {
+        return;
+    };
+    let (opts, _) = common::pg_schema(&url, "v3").await;
+    {
+        use sqlx::ConnectOptions;
+        let mut conn = opts.connect().await.unwrap();
+        for sql in [
+            include_str!("../migrations/postgres/0001_init.sql"),
+            include_str!("../migrations/postgres/0002_run_queue.sql"),
+            include_str!("../migrations/postgres/0003_reviews_and_profiles.sql"),
+            "CREATE TABLE llmchain_schema (version BIGINT NOT NULL); \
+             INSERT INTO llmchain_schema VALUES (3);",
+            V3_ROWS,
+        ] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+    }
+    let store = PostgresStore::connect_options(opts, 2).await.unwrap();
+    v4_marks_served_chats(&store).await;
+}

@@ -10,3 +10,16 @@ CREATE TABLE superseded_messages (
     superseded_at   BIGINT NOT NULL
 );
 CREATE INDEX superseded_conversation ON superseded_messages (conversation_id, id);
+
+-- Chats of `llmchain serve` are marked with the profile they belong to (a server lists,
+-- reads and decides only its own); those served before the mark existed are found by
+-- their runs, which recorded the server's profile.
+UPDATE conversations c SET metadata = (
+    c.metadata::jsonb || jsonb_build_object('llmchain_serve',
+        coalesce((SELECT r.state::jsonb -> 'serve' ->> 'profile' FROM runs r
+                  WHERE r.conversation_id = c.id
+                    AND jsonb_typeof(r.state::jsonb -> 'serve') = 'object'
+                  ORDER BY r.created_at DESC LIMIT 1), ''))
+)::text
+WHERE EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = c.id
+                AND jsonb_typeof(r.state::jsonb -> 'serve') = 'object');

@@ -10,3 +10,16 @@ CREATE TABLE superseded_messages (
     superseded_at   INTEGER NOT NULL
 );
 CREATE INDEX superseded_conversation ON superseded_messages (conversation_id, id);
+
+-- Chats of `llmchain serve` are marked with the profile they belong to (a server lists,
+-- reads and decides only its own); those served before the mark existed are found by
+-- their runs, which recorded the server's profile.
+UPDATE conversations SET metadata = json_set(
+    CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END,
+    '$.llmchain_serve',
+    coalesce((SELECT json_extract(r.state, '$.serve.profile') FROM runs r
+              WHERE r.conversation_id = conversations.id
+                AND json_type(r.state, '$.serve') = 'object'
+              ORDER BY r.created_at DESC LIMIT 1), ''))
+WHERE EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = conversations.id
+                AND json_valid(r.state) AND json_type(r.state, '$.serve') = 'object');
