@@ -91,11 +91,21 @@ fn part(given: &str, cwd: &Path) -> Result<ContentPart, CliError> {
     Ok(part.with_option("filename", name))
 }
 
-/// The file's bytes, bounded.
+/// The file's bytes, bounded. Anything but a regular file (a FIFO, a device, a
+/// directory) is refused before a byte is read: it is opened without blocking (a FIFO
+/// with no writer would otherwise block the open forever) and looked at first.
 fn read(path: &Path, given: &str) -> Result<Vec<u8>, CliError> {
     use std::io::Read as _;
     let shown = crate::shown::inline(given, 200);
-    let file = std::fs::File::open(path)
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    }
+    let file = options
+        .open(path)
         .map_err(|e| CliError::Usage(format!("-a {shown}: cannot read it: {e}")))?;
     let meta = file
         .metadata()
@@ -172,6 +182,34 @@ fn text_media_by_name(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO with no writer is refused at once, not read (or opened) forever.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.txt");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo is not available");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read(&fifo, "pipe.txt").map_err(|e| e.to_string()));
+        });
+        let result = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("-a on a FIFO returns instead of blocking");
+        let error = result.unwrap_err();
+        assert!(error.contains("not a file"), "{error}");
+        assert!(
+            read(dir.path(), "dir")
+                .unwrap_err()
+                .to_string()
+                .contains("not a file")
+        );
+    }
 
     #[test]
     fn the_first_bytes_win_over_the_name() {

@@ -136,7 +136,7 @@ fn main() -> ExitCode {
                     error::CliError::Runtime(_) => ("runtime", 1),
                     error::CliError::Interrupted(_) => ("interrupted", 130),
                 };
-                print_json_error(kind, &e.to_string(), code);
+                print_json_error(kind, &llmchain::secrets::mask(&e.to_string()), code);
             }
             e.exit_code()
         }

@@ -1,6 +1,7 @@
 //! Text from a model, a tool, a provider or an MCP server, made safe to show in a
 //! terminal: control characters (escape sequences that could retitle the window, clear
-//! the screen or draw a fake "approved") are shown escaped, as `\u{1b}`, never sent.
+//! the screen or draw a fake "approved") are shown escaped, as `\u{1b}`, never sent;
+//! and every secret the process holds is masked ([`llmchain::secrets`]).
 //!
 //! Written here rather than taken from a crate: it is a few lines over `char`, and the
 //! crates that strip ANSI sequences remove them silently, where a user should see that
@@ -9,6 +10,7 @@
 /// One line: every control character escaped, line breaks included; at most `max`
 /// characters, then `…`.
 pub(crate) fn inline(text: &str, max: usize) -> String {
+    let text = llmchain::secrets::mask(text);
     let mut out = String::with_capacity(text.len().min(max + 8));
     for (n, c) in text.chars().enumerate() {
         if n == max {
@@ -22,11 +24,12 @@ pub(crate) fn inline(text: &str, max: usize) -> String {
 
 /// Several lines: line breaks and tabs kept, every other control character escaped.
 pub(crate) fn block(text: &str) -> String {
+    let text = llmchain::secrets::mask(text);
     if !text
         .chars()
         .any(|c| c.is_control() && c != '\n' && c != '\t')
     {
-        return text.to_owned();
+        return text.into_owned();
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {

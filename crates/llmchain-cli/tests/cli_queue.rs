@@ -111,7 +111,7 @@ fn enqueue_then_a_worker_runs_it_under_its_profile() {
                 "{listed}"
             );
             assert!(
-                listed.contains("attempt 0/3") && listed.contains("profile notes"),
+                listed.contains("attempts used 0/3") && listed.contains("profile notes"),
                 "{listed}"
             );
             assert!(
@@ -694,6 +694,14 @@ fn queued_runs_wait_for_the_review_inbox() {
         let again = llmchain(&["reviews", "--db", db, "approve", &by_call("c5")], dir);
         assert_eq!(again.status.code(), Some(2), "{}", text(&again));
         assert!(text(&again).contains("not pending"), "{}", text(&again));
+        // Arguments that break the tool's schema are refused, naming what is wrong, and
+        // nothing is decided.
+        for bad in [r#"{"path":"q6.txt"}"#, r#"{"path":"q6.txt","content":6}"#] {
+            let refused = llmchain(&["reviews", "--db", db, "edit", &by_call("c6"), bad], dir);
+            assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+            assert!(text(&refused).contains("do not fit"), "{}", text(&refused));
+            assert!(text(&refused).contains("content"), "{}", text(&refused));
+        }
         let edit = llmchain(
             &[
                 "reviews",

@@ -1091,3 +1091,49 @@ fn attachments_go_on_the_wire_or_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("-a missing.txt: cannot read it"));
 }
+
+/// A provider that echoes the request line with the key the base URL carries (as
+/// OpenAI answers a wrong path): the key appears nowhere, not on stderr, not in `--json`,
+/// not in the run's last error that `runs list` and `runs show` print.
+#[test]
+fn a_secret_echoed_by_the_provider_is_masked_everywhere() {
+    use common::{Reply, serve_replies, text};
+    const KEY: &str = "sk-echoed-url-key-4b7d19c2";
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _seen) = serve_replies(vec![Reply::Status(
+        404,
+        r#"{"error":{"message":"Invalid URL (POST /v1/chat/completions?api-key=sk-echoed-url-key-4b7d19c2)","type":"invalid_request_error"}}"#,
+    )]);
+    let db = format!("sqlite://{}", dir.path().join("c.db").display());
+    let url = format!("{base}?api-key={KEY}");
+    let out = llmchain(
+        &[
+            "run",
+            "--db",
+            &db,
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--json",
+            "hi",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("Invalid URL"), "{}", text(&out));
+    assert!(!text(&out).contains(KEY), "{}", text(&out));
+    for args in [
+        vec!["runs", "--db", &db, "list"],
+        vec!["runs", "--db", &db, "list", "--json"],
+    ] {
+        let shown = llmchain(&args, dir.path());
+        assert!(shown.status.success(), "{}", text(&shown));
+        assert!(
+            text(&shown).contains("Invalid URL"),
+            "{args:?}: {}",
+            text(&shown)
+        );
+        assert!(!text(&shown).contains(KEY), "{args:?}: {}", text(&shown));
+    }
+}

@@ -15,6 +15,14 @@
 //!   its own, and closing or dropping the transport kills that group, so what the
 //!   server started (`npx` starting node, a shell script's children, a forked helper)
 //!   does not outlive it.
+//! - **And every descendant that left the group** (Linux): a helper that called
+//!   `setsid()` (a daemon) is in a session and group of its own, and a double-forked one
+//!   is no longer even a descendant (init adopted it). Each server starts with a
+//!   variable naming its instance (`LLMCHAIN_MCP_INSTANCE`), which everything it starts
+//!   inherits; closing the server ends every process whose environment carries it
+//!   (`/proc/PID/environ`). What remains: a descendant that clears its environment
+//!   before exec, and, when llmchain itself is killed (SIGKILL), the servers and their
+//!   descendants, which nothing is left to end (servers exit when their stdin closes).
 
 use std::io;
 use std::pin::Pin;
@@ -161,22 +169,63 @@ pub(crate) struct ChildTransport {
     group: ProcessGroup,
 }
 
-/// The process group a server leads (Unix): killed whole when the transport closes or
-/// is dropped.
+/// The variable that marks every process a server starts with its instance.
+const INSTANCE_VAR: &str = "LLMCHAIN_MCP_INSTANCE";
+
+/// The processes a server started (Unix): its process group, and on Linux every process
+/// whose environment carries the server's instance mark; killed when the transport
+/// closes or is dropped.
 #[derive(Debug)]
-struct ProcessGroup(Option<u32>);
+struct ProcessGroup {
+    leader: Option<u32>,
+    /// `LLMCHAIN_MCP_INSTANCE=<random>`, as it appears in `/proc/PID/environ`.
+    mark: String,
+}
 
 impl ProcessGroup {
     fn kill(&mut self) {
         #[cfg(unix)]
-        if let Some(pid) = self.0.take()
+        if let Some(pid) = self.leader.take()
             && let Some(pid) = rustix::process::Pid::from_raw(pid as i32)
         {
             // ESRCH (no such group: every member already gone) is fine.
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            #[cfg(target_os = "linux")]
+            kill_marked(&self.mark);
         }
         #[cfg(not(unix))]
-        self.0.take();
+        self.leader.take();
+    }
+}
+
+/// Kills every process of this user whose environment holds `mark` (one entry of it,
+/// exactly): the descendants of a server that left its process group.
+#[cfg(target_os = "linux")]
+fn kill_marked(mark: &str) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Another user's process, or one gone meanwhile: not readable, not ours.
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|&b| b == 0).any(|v| v == mark.as_bytes())
+            && let Some(pid) = rustix::process::Pid::from_raw(pid as i32)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
     }
 }
 
@@ -213,8 +262,13 @@ impl ChildTransport {
         // to llmchain, which ends the server, not to the server directly.
         #[cfg(unix)]
         cmd.process_group(0);
+        let instance = format!("{:016x}{:08x}", rand_u64(), std::process::id());
+        cmd.env(INSTANCE_VAR, &instance);
         let mut child = cmd.spawn()?;
-        let group = ProcessGroup(child.id());
+        let group = ProcessGroup {
+            leader: child.id(),
+            mark: format!("{INSTANCE_VAR}={instance}"),
+        };
         let missing = |what| io::Error::other(format!("the server's {what} is not a pipe"));
         let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
@@ -268,6 +322,19 @@ impl Transport<RoleClient> for ChildTransport {
         }
         Ok(())
     }
+}
+
+/// A random number for an instance mark: the std hasher's per-process random keys,
+/// mixed with the clock.
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(nanos);
+    h.finish()
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@
 
 #![deny(missing_docs)]
 
+mod backpressure;
 mod child;
 mod client;
 mod error;

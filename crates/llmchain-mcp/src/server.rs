@@ -214,6 +214,10 @@ where
     T: rmcp::transport::IntoTransport<RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    // Answers waiting to be written are bounded like the calls that make them: twice
+    // the calls in flight (room for the "busy" answers of a flood).
+    let slots = server.max_in_flight.saturating_mul(2);
+    let transport = crate::backpressure::Backpressure::new(transport.into_transport(), slots);
     let running = server
         .serve(transport)
         .await
@@ -284,6 +288,85 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    /// A client that sends calls and never reads the answers is no longer read from once
+    /// the answers waiting to be written reach their bound: the server holds a bounded
+    /// number of answers, not one per call sent. Once the client reads, every call is
+    /// answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_does_not_read_is_not_read_from() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let made = Arc::new(AtomicUsize::new(0));
+        let m = made.clone();
+        let counted = Tool::builder("count")
+            .schema(json!({"type": "object"}))
+            .handler(move |_, _| {
+                m.fetch_add(1, Ordering::SeqCst);
+                async { ToolOutput::text("x".repeat(200)) }
+            })
+            .build()
+            .unwrap();
+        let server = ToolServer::new([counted]).with_max_in_flight(8);
+        // Small pipes, as a real one fills: 4 KiB each way.
+        let (client, server_end) = tokio::io::duplex(4 << 10);
+        tokio::spawn(serve(server, server_end));
+        let (read_half, mut write_half) = tokio::io::split(client);
+        let line = |v: serde_json::Value| format!("{v}\n");
+        write_half
+            .write_all(
+                line(
+                    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "flood", "version": "0"}}}),
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(read_half).lines();
+        let hello = lines.next_line().await.unwrap().unwrap();
+        assert!(hello.contains("\"result\""), "{hello}");
+        write_half
+            .write_all(
+                line(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes(),
+            )
+            .await
+            .unwrap();
+        const CALLS: usize = 5_000;
+        let writer = tokio::spawn(async move {
+            for i in 1..=CALLS {
+                let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": "count", "arguments": {}}});
+                write_half.write_all(line(call).as_bytes()).await.unwrap();
+            }
+            write_half
+        });
+        // The client reads nothing for a while: the server stops reading its calls.
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        assert!(
+            !writer.is_finished(),
+            "every call was read although no answer was"
+        );
+        let made_while_unread = made.load(Ordering::SeqCst);
+        assert!(
+            made_while_unread <= 64,
+            "{made_while_unread} answers made while the client read none"
+        );
+        // Once it reads, every call is answered.
+        let mut answered = 0;
+        while answered < CALLS {
+            let l = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("the answers keep coming")
+                .unwrap()
+                .unwrap();
+            if l.contains("\"id\"") {
+                answered += 1;
+            }
+        }
+        writer.await.unwrap();
     }
 
     #[test]

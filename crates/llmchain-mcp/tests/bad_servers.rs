@@ -364,3 +364,68 @@ async fn a_servers_forked_helpers_end_with_it() {
     assert!(gone, "the forked helper {pid} outlived its server");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A server whose helpers leave its process group: one calls `setsid()` (a session of
+/// its own), another double-forks and is adopted by init. Both end when the client is
+/// done with the server: each carries the server's instance mark in its environment.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_helpers_that_leave_its_group_end_with_it() {
+    let Some(py) = python() else { return };
+    let dir = tempfile_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/bad_server.py");
+    // The helpers, started by the server's shell before it execs the server.
+    let helpers = format!(
+        "{py} -c 'import os,time; os.setsid(); open(\"{sid}\",\"w\").write(str(os.getpid())); time.sleep(300)' & \
+         {py} -c 'import os,time\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\nopen(\"{daemon}\",\"w\").write(str(os.getpid())); time.sleep(300)' & ",
+        sid = dir.join("sid.pid").display(),
+        daemon = dir.join("daemon.pid").display(),
+    );
+    let spec = ServerSpec::stdio(
+        "sh",
+        vec!["-c".into(), format!("{helpers} exec {py} {script} ok")],
+    );
+    let t = work_tool(spec, opts()).await;
+    assert_eq!(call(&t, "c1").await.content_text(), "worked");
+    let read_pid = |path: std::path::PathBuf| async move {
+        for _ in 0..200 {
+            if let Some(pid) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the helper never wrote {}", path.display());
+    };
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
+    };
+    let (sid, daemon) = (
+        read_pid(dir.join("sid.pid")).await,
+        read_pid(dir.join("daemon.pid")).await,
+    );
+    assert!(
+        alive(sid) && alive(daemon),
+        "the helpers run while the server does"
+    );
+    drop(t);
+    let mut gone = false;
+    for _ in 0..100 {
+        if !alive(sid) && !alive(daemon) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        gone,
+        "a helper outlived its server (setsid {sid}: {}, double fork {daemon}: {})",
+        alive(sid),
+        alive(daemon)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -84,13 +84,14 @@ where
     for r in reviews {
         sqlx::query(
             "INSERT INTO reviews (id, conversation_id, run_id, call_id, round, tool, arguments, \
-                question, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9) \
+                question, status, created_at, parameters_schema) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10) \
              ON CONFLICT (conversation_id, call_id, round) WHERE status <> 'voided' DO UPDATE SET \
                 run_id = excluded.run_id, \
                 tool = CASE WHEN reviews.status = 'cancelled' THEN excluded.tool ELSE reviews.tool END, \
                 arguments = CASE WHEN reviews.status = 'cancelled' THEN excluded.arguments ELSE reviews.arguments END, \
                 question = CASE WHEN reviews.status = 'cancelled' THEN excluded.question ELSE reviews.question END, \
+                parameters_schema = CASE WHEN reviews.status = 'cancelled' THEN excluded.parameters_schema ELSE reviews.parameters_schema END, \
                 status = CASE WHEN reviews.status = 'cancelled' THEN 'pending' ELSE reviews.status END, \
                 decided_at = CASE WHEN reviews.status = 'cancelled' THEN NULL ELSE reviews.decided_at END",
         )
@@ -103,6 +104,7 @@ where
         .bind(ser("review arguments", &r.arguments)?)
         .bind(r.question.clone())
         .bind(now)
+        .bind(r.schema.as_ref().map(|s| ser("review schema", s)).transpose()?)
         .execute(&mut *conn)
         .await?;
     }

@@ -383,6 +383,7 @@ impl<S: Store + 'static> LeasedRun<S> {
     /// loaded, its chain not built): retried later when `retryable` and it is a queued
     /// run with attempts left.
     pub async fn fail(self, error: String, retryable: bool) -> Ended {
+        let error = llmchain::secrets::masked(error);
         let failed = self.store.fail_run(&self.lease, &error, retryable).await;
         let run = self.run.clone();
         let (end, unrecorded) = match failed {
@@ -555,6 +556,8 @@ impl<S: Store + 'static> LeasedRun<S> {
                     (Err(e), None) => e.to_string(),
                     (Ok(o), _) => format!("the run ended as {o:?}"),
                 };
+                // Kept as the run's last error and shown: no secret of the process in it.
+                let text = llmchain::secrets::masked(text);
                 // A failed run keeps the chain's last state and what its sink held.
                 if let Err(e) = sink.flush().await {
                     tracing::info!(run = %run.id, error = %e, "the failed run's last writes were not saved");

@@ -114,6 +114,9 @@ pub struct Review {
     pub created_at: i64,
     /// When it was decided, milliseconds since the Unix epoch.
     pub decided_at: Option<i64>,
+    /// The tool's parameters schema when its call paused (`None` for a tool the run did
+    /// not have, or a review opened before version 4): an edit is checked against it.
+    pub schema: Option<Value>,
 }
 
 /// A review to open when a run pauses.
@@ -129,6 +132,8 @@ pub struct NewReview {
     pub arguments: Value,
     /// What the tool asked (its interrupt's text), if a tool's interrupt opens it.
     pub question: Option<String>,
+    /// The tool's parameters schema (an edit of the call is checked against it).
+    pub schema: Option<Value>,
 }
 
 /// Which reviews [`Store::list_reviews`] lists.
@@ -181,7 +186,7 @@ pub struct Decided {
 macro_rules! review_columns {
     () => {
         "id, conversation_id, run_id, call_id, round, tool, arguments, question, status, decision, \
-         decided_by, created_at, decided_at"
+         decided_by, created_at, decided_at, parameters_schema"
     };
 }
 pub(crate) use review_columns;
@@ -201,6 +206,7 @@ pub(crate) type ReviewRow = (
     Option<String>,
     i64,
     Option<i64>,
+    Option<String>,
 );
 
 pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
@@ -218,6 +224,7 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
         decided_by,
         created_at,
         decided_at,
+        schema,
     ) = row;
     let corrupt = |message: String| StoreError::Corrupt {
         conversation: conversation_id.clone(),
@@ -229,6 +236,10 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
         .ok_or_else(|| corrupt(format!("unknown review status {status:?}")))?;
     let decision = decision
         .map(|d| serde_json::from_str(&d))
+        .transpose()
+        .map_err(|e| corrupt(e.to_string()))?;
+    let schema = schema
+        .map(|s| serde_json::from_str(&s))
         .transpose()
         .map_err(|e| corrupt(e.to_string()))?;
     Ok(Review {
@@ -245,6 +256,7 @@ pub(crate) fn review(row: ReviewRow) -> StoreResult<Review> {
         decided_by,
         created_at,
         decided_at,
+        schema,
     })
 }
 
@@ -273,6 +285,11 @@ pub fn new_reviews(chain: &llmchain::chain::LLMChain) -> Vec<NewReview> {
                 question: questions.get(call_id.as_str()).cloned(),
                 call_id,
                 round: c.review_round(),
+                schema: c
+                    .name
+                    .as_deref()
+                    .and_then(|n| chain.tools().iter().find(|t| t.name() == n))
+                    .map(|t| t.parameters_schema().clone()),
                 tool: c.name.clone().unwrap_or_default(),
                 arguments: match c.original_arguments() {
                     Some(original) => original.clone(),

@@ -381,6 +381,7 @@ async fn concurrent_decisions_requeue_once<S: Store + 'static>(store: Arc<S>, ot
             tool: "write_file".into(),
             arguments: json!({}),
             question: None,
+            schema: Some(json!({"type": "object"})),
         })
         .collect();
     let status = store

@@ -87,7 +87,7 @@ pub(crate) async fn run<S: Store + 'static>(
         tracing::info!(chat = %chat, error = %text, "chat turn failed");
         writer.close_parts();
         writer.push(Chunk::Error {
-            error_text: llmchain::redact::urls_in(&text),
+            error_text: llmchain::secrets::masked(llmchain::redact::urls_in(&text)),
         });
     }
     hub.push(bytes::Bytes::from_static(DONE));

@@ -361,6 +361,7 @@ mod tests {
             decided_by: None,
             created_at: 0,
             decided_at: None,
+            schema: None,
         };
         let ui = ui_messages(&c, &[review]);
         assert_eq!(ui.len(), 4);

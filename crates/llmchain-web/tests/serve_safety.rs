@@ -218,6 +218,7 @@ async fn the_server_shows_and_decides_only_its_own_chats() {
                 tool: "charge".into(),
                 arguments: json!({"amount": 5}),
                 question: None,
+                schema: None,
             }],
         )
         .await

@@ -112,6 +112,7 @@ pub mod message;
 pub mod model;
 pub mod provider;
 pub mod redact;
+pub mod secrets;
 pub mod storage_format;
 #[cfg(feature = "runtime")]
 pub mod tool;

@@ -209,3 +209,42 @@ async fn credentials_in_the_base_url_are_never_shown() {
         "/v1/chat/completions?api-version=2024-10-01"
     );
 }
+
+/// Secrets that are not the configured key reach no error either: a bearer token fetched
+/// at run time (an Entra token) and a key in the base URL's query, each echoed back by
+/// the provider, are masked by the process's one masker.
+#[tokio::test]
+async fn tokens_fetched_at_run_time_and_url_secrets_echoed_back_are_masked() {
+    use std::sync::Arc;
+    const TOKEN: &str = "entra-runtime-token-5f2c9a71";
+    const URL_KEY: &str = "url-query-key-8d41b6e3";
+    let echo = format!(
+        r#"{{"error":{{"message":"Invalid URL (POST /v2/chat/completions?api-key={URL_KEY}); token {TOKEN} refused"}}}}"#
+    );
+    let server = Server::start(vec![Reply::json(
+        404,
+        &serde_json::from_str::<serde_json::Value>(&echo).unwrap(),
+    )])
+    .await;
+    let tokens = llmchain::http::BearerTokens::from_fn(|| async {
+        Ok(llmchain::http::Token {
+            secret: llmchain::http::ApiKey::new(TOKEN),
+            expires_in: None,
+        })
+    });
+    let model = HttpModel::new(
+        HttpModelConfig::new(Format::OpenAiChat, "m")
+            .base_url(format!("{}/v2?api-key={URL_KEY}", server.base))
+            .auth(Arc::new(tokens))
+            .retry(retry(1)),
+    )
+    .unwrap();
+    let e = collect_stream(model.stream(&ask("hi")), |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Invalid URL"), "{e}");
+    assert!(!e.contains(TOKEN), "the run-time token leaked: {e}");
+    assert!(!e.contains(URL_KEY), "the URL's key leaked: {e}");
+    assert!(e.contains("api-key=***"), "{e}");
+}

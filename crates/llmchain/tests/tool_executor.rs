@@ -257,6 +257,22 @@ async fn unknown_tools_are_refused_with_a_suggestion() {
         "Tool call made to zzz but tool not found. Available tools: get_weather, search."
     );
 
+    // A name with control characters (the model's choice) is escaped wherever it is
+    // echoed, never printed raw.
+    let mut calls = vec![call("c3", "rm\n\u{1b}[2Jx", json!({}))];
+    let r = ex.execute(&mut calls).await;
+    let text = r[0].content_text();
+    assert!(
+        text.starts_with("Tool call made to \"rm\\n\\u{1b}[2Jx\" but tool not found."),
+        "{text}"
+    );
+    assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+    let shown = r[0].display_text.clone().unwrap_or_default();
+    assert!(
+        !shown.contains('\n') && !shown.contains('\u{1b}'),
+        "{shown}"
+    );
+
     let empty = ToolExecutor::new([]).unwrap();
     let mut calls = vec![call("c1", "x", json!({}))];
     assert_eq!(

@@ -116,6 +116,14 @@ pub(crate) fn who() -> String {
     format!("{user}@{host}")
 }
 
+/// Whether `run` is a chat of `llmchain serve` (its state names the server's profile).
+async fn served_by(store: &AnyStore, run: Option<&str>) -> bool {
+    let Some(run) = run else {
+        return false;
+    };
+    matches!(store.get_run(run).await, Ok(Some(r)) if r.state.extra.contains_key("serve"))
+}
+
 fn not_found(e: StoreError) -> CliError {
     match e {
         StoreError::ReviewNotFound(_) | StoreError::ReviewNotPending { .. } => {
@@ -308,6 +316,17 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
     };
     if let Some((id, decision)) = decision {
         let review = resolve(&store, &id).await?;
+        // An edit must fit the tool's parameters as recorded when the call paused: the
+        // reviewer is told now, not the model after the call was refused.
+        if let (HumanDecision::Edit { arguments }, Some(schema)) = (&decision, &review.schema)
+            && let Err(why) = llmchain::tool::check_arguments(schema, arguments)
+        {
+            return Err(CliError::Usage(format!(
+                "these arguments do not fit {}'s parameters; nothing was decided:\n{}",
+                crate::shown::inline(&review.tool, 100),
+                crate::shown::block(&why)
+            )));
+        }
         let decided = store
             .decide_review(&review.id, &decision, &by)
             .await
@@ -330,6 +349,9 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
             out.push_str(&format!(
                 "; run {run} is queued again: a worker resumes it (`llmchain runs{db_flag} show {run}`)\n"
             ));
+        } else if served_by(&store, r.run_id.as_deref()).await {
+            // `llmchain serve` goes on with its own chats once their reviews are decided.
+            out.push_str("; the chat's server (llmchain serve) goes on with it\n");
         } else {
             out.push_str(&format!(
                 "; go on with `llmchain conversations{db_flag} resume {}`\n",

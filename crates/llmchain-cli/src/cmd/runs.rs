@@ -272,7 +272,7 @@ fn redact_job(mut job: Value) -> Value {
 
 fn line(run: &Run, prompt: Option<&str>) -> String {
     format!(
-        "{}  {:<9}  {:<11}  {}  attempt {}/{}  {}{}{}\n",
+        "{}  {:<9}  {:<11}  {}  attempts used {}/{}  {}{}{}\n",
         run.id,
         run.state.status.as_str(),
         run.kind.as_str(),
@@ -318,10 +318,18 @@ fn show(v: &Value) -> String {
     ] {
         s.push_str(&format!("{label}: {}\n", text(field(key))));
     }
+    // A pause for review gives its attempt back (it is not a failure): a run a worker
+    // just paused says 0 used, whatever attempt the worker's log named.
+    let paused = field("status") == Value::String("paused".into());
     s.push_str(&format!(
-        "attempt: {}/{}\n",
+        "attempts used: {} of {}{}\n",
         text(field("attempt")),
-        text(field("max_attempts"))
+        text(field("max_attempts")),
+        if paused {
+            " (a pause for review does not use one)"
+        } else {
+            ""
+        }
     ));
     for (label, key) in [
         ("created", "created_at"),

@@ -23,3 +23,7 @@ UPDATE conversations c SET metadata = (
 )::text
 WHERE EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = c.id
                 AND jsonb_typeof(r.state::jsonb -> 'serve') = 'object');
+
+-- The tool's parameters schema as it was when its call paused: an edited call's
+-- arguments are checked against it before the decision is recorded.
+ALTER TABLE reviews ADD COLUMN parameters_schema TEXT;

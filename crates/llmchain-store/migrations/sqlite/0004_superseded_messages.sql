@@ -23,3 +23,7 @@ UPDATE conversations SET metadata = json_set(
               ORDER BY r.created_at DESC LIMIT 1), ''))
 WHERE EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = conversations.id
                 AND json_valid(r.state) AND json_type(r.state, '$.serve') = 'object');
+
+-- The tool's parameters schema as it was when its call paused: an edited call's
+-- arguments are checked against it before the decision is recorded.
+ALTER TABLE reviews ADD COLUMN parameters_schema TEXT;

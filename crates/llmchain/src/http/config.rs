@@ -20,9 +20,13 @@ use crate::provider::Format;
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// Wraps a key.
+    /// Wraps a key, and registers it with the process's masker
+    /// ([`secrets`](crate::secrets)): wherever it is echoed, it is masked before it is
+    /// stored, printed or logged.
     pub fn new(key: impl Into<String>) -> Self {
-        ApiKey(key.into())
+        let key = key.into();
+        crate::secrets::register(&key);
+        ApiKey(key)
     }
 
     /// The key itself: only for building the auth header.
@@ -471,6 +475,8 @@ impl HttpModelConfig {
     /// or an ending the routes add themselves.
     pub fn resolved_base_url(&self) -> Result<String, ModelError> {
         let given = self.base_url.trim();
+        // A password or key in the URL is a secret of the process's too.
+        crate::secrets::register_url(given);
         let mut url = if given.is_empty() {
             self.default_base_url()?
         } else {

@@ -126,12 +126,15 @@ pub(super) fn http_error(
     }
 }
 
-/// Replaces every occurrence of `secret` in `text` with `[redacted]`.
+/// Replaces every occurrence of `secret` in `text` with `[redacted]`, and every other
+/// secret the process holds (tokens fetched at run time, other keys, URL secrets) with
+/// the masker's `***` ([`crate::secrets`]).
 pub(super) fn redact(text: String, secret: Option<&str>) -> String {
-    match secret {
+    let text = match secret {
         Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[redacted]"),
         _ => text,
-    }
+    };
+    crate::secrets::masked(text)
 }
 
 /// The headers reported to callbacks: rate limits, request ids, processing times and

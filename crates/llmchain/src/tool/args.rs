@@ -150,6 +150,27 @@ pub(crate) fn check_required(
     ))
 }
 
+/// The checks a tool makes of its arguments before its body runs (the required keys,
+/// with a "did you mean"; then the JSON Schema), for a schema alone: what a person
+/// editing a call's arguments is told before the call runs with them. A schema that
+/// does not compile is an error too.
+///
+/// ```
+/// use serde_json::json;
+/// let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+/// assert!(llmchain::tool::check_arguments(&schema, json!({"n": 3}).as_object().unwrap()).is_ok());
+/// let e = llmchain::tool::check_arguments(&schema, json!({"m": 3}).as_object().unwrap()).unwrap_err();
+/// assert!(e.contains("Missing required parameters"), "{e}");
+/// let e = llmchain::tool::check_arguments(&schema, json!({"n": "x"}).as_object().unwrap()).unwrap_err();
+/// assert!(e.contains("/n"), "{e}");
+/// ```
+pub fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), String> {
+    check_required(args, &required_names(schema), &accepted_names(schema))?;
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| format!("The tool's parameters schema is not valid: {e}"))?;
+    check_schema(&validator, &Value::Object(args.clone()))
+}
+
 /// Validates `args` against a compiled schema, listing every violation by JSON
 /// pointer (`(root)` for the arguments object itself).
 pub(crate) fn check_schema(validator: &jsonschema::Validator, args: &Value) -> Result<(), String> {

@@ -406,7 +406,8 @@ impl ToolExecutor {
     }
 
     fn unknown_tool_text(&self, name: &str) -> String {
-        let mut s = format!("Tool call made to {name} but tool not found.");
+        let shown = super::name::shown_name(name);
+        let mut s = format!("Tool call made to {shown} but tool not found.");
         if let Some(best) = suggest(name, self.tools.iter().map(Tool::name)) {
             s.push_str(&format!(" Did you mean \"{best}\"?"));
         }
@@ -422,6 +423,7 @@ impl ToolExecutor {
 
 /// The error text that replaces a result over the size cap.
 pub(crate) fn oversized_result_text(name: &str, size: usize, limit: usize) -> String {
+    let name = super::name::shown_name(name);
     format!(
         "Tool {name} returned {size} bytes of content, more than the limit of {limit} bytes; \
          the output was discarded. Call the tool again in a way that returns less \

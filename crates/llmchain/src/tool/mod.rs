@@ -83,7 +83,7 @@ mod name;
 mod output;
 mod panic;
 
-pub use args::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS};
+pub use args::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, check_arguments};
 pub use context::{CustomContext, ToolContext};
 pub use definition::{BoxToolFuture, Tool, ToolBuilder, ToolHandler, schema_for};
 pub use error::ToolError;
@@ -91,7 +91,7 @@ pub use executor::{
     DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RESULT_BYTES, ExecutionObserver, ObserverFuture,
     ToolExecutor,
 };
-pub use name::{MAX_NAME_LEN, humanize_tool_name, validate_name};
+pub use name::{MAX_NAME_LEN, humanize_tool_name, shown_name, validate_name};
 pub use output::ToolOutput;
 /// The cancellation token of [`ToolContext`] and [`ToolExecutor::execute_with_cancel`].
 pub use tokio_util::sync::CancellationToken;

@@ -45,6 +45,29 @@ pub fn validate_name(name: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// A tool name as a text shows it: as it is when it holds no control or bidirectional
+/// formatting character, else quoted and escaped (`\n`, `\u{1b}`…); cut to 100
+/// characters either way. A name the model chose is untrusted: a newline or an escape
+/// sequence in it must not reach a terminal, a log line or the model's next prompt raw.
+///
+/// ```
+/// use llmchain::tool::shown_name;
+/// assert_eq!(shown_name("get_weather"), "get_weather");
+/// assert_eq!(shown_name("rm\n\u{1b}[2J"), "\"rm\\n\\u{1b}[2J\"");
+/// ```
+pub fn shown_name(name: &str) -> String {
+    let cut: String = name.chars().take(100).collect();
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    if cut.chars().any(unsafe_char) {
+        format!("{cut:?}")
+    } else {
+        cut
+    }
+}
+
 /// The default display text of a tool: its name as words, first letter capitalized.
 ///
 /// The reference replaces `_` with a space and calls `String.capitalize`, which also
@@ -59,6 +82,9 @@ pub fn validate_name(name: &str) -> Result<(), ToolError> {
 /// assert_eq!(humanize_tool_name("parseHTTPResponse"), "Parse HTTP response");
 /// ```
 pub fn humanize_tool_name(name: &str) -> String {
+    if shown_name(name) != name {
+        return shown_name(name);
+    }
     let words = split_words(name);
     let mut out = String::with_capacity(name.len() + 4);
     for (i, word) in words.iter().enumerate() {
