@@ -24,31 +24,82 @@ use crate::review::TerminalReview;
 const LEASE: Duration = Duration::from_secs(30);
 
 /// Claims `conversation`'s run for this process (creating one with `mode` and `extra`,
-/// the job, if it has none), or says who holds it.
+/// the job, if it has none), or says who holds it. A holder that was a process of this
+/// machine that no longer exists (killed) holds nothing: its lease is ended and the run
+/// claimed at once, instead of after the lease ran out.
 pub(crate) async fn claim(
     store: Arc<AnyStore>,
     conversation: &str,
     mode: &str,
     extra: serde_json::Map<String, serde_json::Value>,
 ) -> Result<LeasedRun<AnyStore>, CliError> {
-    let holder = format!("cli-{}-{}", std::process::id(), instance_suffix());
+    let holder = format!(
+        "cli@{}:{}:{}",
+        crate::cmd::reviews::host_name(),
+        std::process::id(),
+        instance_suffix()
+    );
     let state = RunState {
         mode: mode.to_owned(),
         extra,
         ..Default::default()
     };
-    let claim = Claim::Conversation {
+    let claim = |state: RunState| Claim::Conversation {
         id: conversation.to_owned(),
         state,
     };
-    LeasedRun::claim(store, claim, &holder, LEASE)
-        .await
-        .map_err(|e| match e {
-            StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
-                CliError::Runtime(e.to_string())
-            }
-            other => crate::cmd::conversations::store_error(other),
-        })
+    let first = LeasedRun::claim(store.clone(), claim(state.clone()), &holder, LEASE).await;
+    let claimed = match first {
+        Err(StoreError::RunBusy { owner, .. }) if is_dead_holder(&owner) => {
+            store
+                .release_leases(&owner)
+                .await
+                .map_err(crate::cmd::conversations::store_error)?;
+            LeasedRun::claim(store, claim(state), &holder, LEASE).await
+        }
+        other => other,
+    };
+    claimed.map_err(|e| match e {
+        StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
+            CliError::Runtime(e.to_string())
+        }
+        other => crate::cmd::conversations::store_error(other),
+    })
+}
+
+/// Whether `owner` names an interactive holder of this machine whose process is gone.
+fn is_dead_holder(owner: &str) -> bool {
+    let Some(rest) = owner.strip_prefix("cli@") else {
+        return false;
+    };
+    let mut parts = rest.rsplitn(3, ':');
+    let (_suffix, pid, host) = (parts.next(), parts.next(), parts.next());
+    let Some(pid) = pid.and_then(|p| p.parse::<i32>().ok()) else {
+        return false;
+    };
+    if host != Some(crate::cmd::reviews::host_name().as_str()) || pid == std::process::id() as i32 {
+        return false;
+    }
+    process_gone(pid)
+}
+
+/// Whether no process has `pid` (one that exists but is another user's is not gone).
+fn process_gone(pid: i32) -> bool {
+    #[cfg(unix)]
+    {
+        match rustix::process::Pid::from_raw(pid) {
+            Some(p) => matches!(
+                rustix::process::test_kill_process(p),
+                Err(rustix::io::Errno::SRCH)
+            ),
+            None => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        false
+    }
 }
 
 /// A few random hex digits, so two processes with one pid (containers) differ.

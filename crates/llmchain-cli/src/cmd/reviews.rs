@@ -107,13 +107,18 @@ pub(crate) fn who() -> String {
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
         .unwrap_or_else(|| "unknown".into());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    format!("{user}@{}", host_name())
+}
+
+/// This machine's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else
+/// `localhost`).
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{user}@{host}")
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// Whether `run` is a chat of `llmchain serve` (its state names the server's profile).

@@ -146,7 +146,11 @@ async fn serve(args: ServeArgs) -> CliResult {
         max_connections: connection_cap(args.max_connections),
         // Stable across restarts, unique among live processes (one listener per
         // address): a restarted server takes over its own chats at once.
-        name: format!("serve@{}:{}", host_name(), local.port()),
+        name: format!(
+            "serve@{}:{}",
+            crate::cmd::reviews::host_name(),
+            local.port()
+        ),
         ..ServeConfig::default()
     });
     server
@@ -170,16 +174,6 @@ async fn serve(args: ServeArgs) -> CliResult {
     .map_err(|e| CliError::Runtime(format!("the server failed: {e}")))?;
     shutdown.cancel();
     Ok(())
-}
-
-/// This machine's name (for the server's stable name in run leases).
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 /// The connections to serve at once: `asked`, or 4096; either way within the open-file

@@ -56,10 +56,20 @@ pub(crate) fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
                 let queue = queue.clone();
                 let s = s.clone();
                 async move {
-                    s.lock().unwrap().push((
-                        uri.to_string(),
-                        serde_json::from_slice(&body).unwrap_or_default(),
-                    ));
+                    let request: serde_json::Value =
+                        serde_json::from_slice(&body).unwrap_or_default();
+                    s.lock().unwrap().push((uri.to_string(), request.clone()));
+                    // As OpenAI does: a call without its result is refused.
+                    if let Some(why) = unpaired(&request) {
+                        return Response::builder()
+                            .status(StatusCode::BAD_REQUEST)
+                            .header("content-type", "application/json")
+                            .body(Body::from(
+                                serde_json::json!({"error": {"message": why, "type": "invalid_request_error"}})
+                                    .to_string(),
+                            ))
+                            .unwrap();
+                    }
                     let next = queue.lock().unwrap().pop_front();
                     let sse = Response::builder().header("content-type", "text/event-stream");
                     match next {
@@ -109,6 +119,51 @@ pub(crate) fn serve_replies(replies: Vec<Reply>) -> (String, Seen) {
     });
     let addr = rx.recv().unwrap();
     (format!("http://{addr}/v1"), seen)
+}
+
+/// Why a Chat Completions request would be refused for its tool calls and results (as
+/// OpenAI refuses it: "An assistant message with 'tool_calls' must be followed by tool
+/// messages responding to each 'tool_call_id'"), if it would.
+pub(crate) fn unpaired(request: &serde_json::Value) -> Option<String> {
+    let messages = request.get("messages")?.as_array()?;
+    let mut waiting: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(|r| r.as_str()).unwrap_or("");
+        if role == "tool" {
+            let id = m.get("tool_call_id").and_then(|r| r.as_str()).unwrap_or("");
+            match waiting.iter().position(|w| w == id) {
+                Some(p) => {
+                    waiting.remove(p);
+                }
+                None => {
+                    return Some(format!(
+                        "messages[{i}]: a tool message answers {id:?}, which no call before it has"
+                    ));
+                }
+            }
+            continue;
+        }
+        if !waiting.is_empty() {
+            return Some(format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages \
+                 responding to each 'tool_call_id'. The following tool_call_ids did not have \
+                 response messages: {}",
+                waiting.join(", ")
+            ));
+        }
+        if let Some(calls) = m.get("tool_calls").and_then(|c| c.as_array()) {
+            waiting = calls
+                .iter()
+                .filter_map(|c| c.get("id").and_then(|i| i.as_str()).map(str::to_owned))
+                .collect();
+        }
+    }
+    (!waiting.is_empty()).then(|| {
+        format!(
+            "the last assistant message's tool_call_ids did not have response messages: {}",
+            waiting.join(", ")
+        )
+    })
 }
 
 /// Runs `llmchain ARGS` in `dir` without a terminal and without provider or database

@@ -6,6 +6,9 @@ One tool, `write_file {path, content}`, annotated destructive: writes `content` 
 ROOT/path (a plain name, nothing outside ROOT) and appends one line per execution to
 ROOT/.calls, so a test can count how often it ran and with what. START_DELAY_SECS
 delays the answer to `initialize` (a server that is slow to start).
+
+Each execution is also logged to ROOT/.started as it begins; while ROOT/.hold exists it
+waits there (a call a test can kill its client in the middle of).
 """
 import json
 import os
@@ -51,6 +54,10 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": req["id"], "result": {"tools": [TOOL]}})
     elif method == "tools/call":
         args = req["params"].get("arguments") or {}
+        with open(os.path.join(ROOT, ".started"), "a") as f:
+            f.write(json.dumps(args) + "\n")
+        while os.path.exists(os.path.join(ROOT, ".hold")):
+            time.sleep(0.02)
         name = os.path.basename(str(args.get("path", "")))
         if not name or name.startswith("."):
             text, error = "bad path", True

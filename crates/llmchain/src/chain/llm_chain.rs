@@ -108,6 +108,17 @@ impl LLMChain {
     pub fn from_state(model: impl ChatModel + 'static, state: ChainState) -> Self {
         let mut chain = LLMChain::new(model);
         chain.state = state;
+        // A pending review is of the newest answer's unanswered calls. One saved before
+        // its calls were answered (a process stopped after the tool message was stored,
+        // before the state that said so was) waits for nothing.
+        let stale = chain.state.pending_review.as_ref().is_some_and(|p| {
+            crate::conversation::unanswered_calls(&chain.state.conversation.messages)
+                .map(|(position, _)| position)
+                != Some(p.message_position)
+        });
+        if stale {
+            chain.state.pending_review = None;
+        }
         chain.needs_response = chain.compute_needs_response();
         chain
     }
