@@ -12,6 +12,9 @@ LLMCHAIN_FAULT_FULL=1 cargo test --release -p llmchain --test fault_injection --
 step "processes killed mid-run: store level and chain level (200 SIGKILLs each)"
 cargo test --release -p llmchain-store --test crash --test chain_crash
 
+step "the chat server killed and restarted under load (64 chats, 20 kills)"
+LLMCHAIN_CHAOS_CHATS=64 LLMCHAIN_CHAOS_KILLS=20 cargo test --release -p llmchain-cli --test serve_chaos --test crash_matrix
+
 if [[ -n "${LLMCHAIN_TEST_POSTGRES_URL:-}" ]]; then
     step "4 PostgreSQL workers, one killed mid-way"
     cargo test --release -p llmchain-store --test pg_workers

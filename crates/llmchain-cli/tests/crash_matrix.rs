@@ -115,7 +115,7 @@ impl World {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let reached = match self.kill {
-                Kill::StreamingCall | Kill::StreamingText => self.seen.lock().unwrap().len() >= 1,
+                Kill::StreamingCall | Kill::StreamingText => !self.seen.lock().unwrap().is_empty(),
                 Kill::Executing => self.started() >= 1,
                 Kill::ResultBeforeText => self.seen.lock().unwrap().len() >= 2,
             };
