@@ -1,0 +1,83 @@
+//! A served chat's call decided from the command line: `llmchain reviews approve` says
+//! the chat's server goes on with it (it does: the page shows the answer), not to run
+//! `llmchain conversations resume`, which is for the CLI's own conversations.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::{Served, files_server_cmd, llmchain, serve, text, write_config};
+use llmchain::provider::Format;
+use llmchain::provider::render::{ResponseScript, render_stream};
+
+fn post(base: &str, body: &serde_json::Value) -> String {
+    let addr = base.trim_start_matches("http://");
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.to_string();
+    write!(
+        tcp,
+        "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = tcp.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn approving_a_served_chat_from_the_cli_says_the_server_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let Some(files) = files_server_cmd("serve_reviews", &root, 0) else {
+        return;
+    };
+    let call = ResponseScript::tool_call(
+        "call_1",
+        "write_file",
+        serde_json::json!({"path": "a.txt", "content": "A"}).to_string(),
+    );
+    let (base, _) = serve(vec![
+        render_stream(Format::OpenAiChat, &call).unwrap(),
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+    ]);
+    write_config(
+        dir,
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n\
+             approve = \"ask\"\n"
+        ),
+    );
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    let served = Served::start(dir, &["--db", &db]);
+    let asked = post(
+        &served.base,
+        &serde_json::json!({"id": "chat", "trigger": "submit-message", "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "write a.txt"}]}]}),
+    );
+    let approval = asked
+        .split("\"approvalId\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no approval request: {asked}"))
+        .to_owned();
+    let approved = llmchain(&["reviews", "--db", &db, "approve", &approval], dir);
+    assert!(approved.status.success(), "{}", text(&approved));
+    assert!(
+        text(&approved).contains("the chat's server (llmchain serve) goes on with it"),
+        "{}",
+        text(&approved)
+    );
+    assert!(!text(&approved).contains("resume"), "{}", text(&approved));
+    // And it does: the server's resumer runs the call and stores the answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(root.join("a.txt")).is_err() {
+        assert!(Instant::now() < deadline, "{}", served.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
