@@ -230,3 +230,48 @@ fn chats_survive_a_server_killed_and_restarted_under_load() {
         },
     );
 }
+
+/// Issue 36's fourth reproduction: at the common limit of 1,024 open files, 1,100
+/// connections that never send a byte used to stop the server answering anyone. Now the
+/// connections it serves are capped below its file limit and a silent one is closed
+/// after the header timeout: a request sent behind the flood is answered.
+#[test]
+fn a_flood_of_silent_connections_at_the_file_limit_does_not_stop_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    write_config(dir, "base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n");
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    let served = Served::start_limited(dir, &["--db", &db], Some(1024));
+    let addr = served.base.trim_start_matches("http://").to_owned();
+    let mut silent = Vec::new();
+    for _ in 0..1_100 {
+        match std::net::TcpStream::connect(&addr) {
+            Ok(s) => silent.push(s),
+            // This test's own file limit: the flood is as large as it can be.
+            Err(_) => break,
+        }
+    }
+    assert!(
+        silent.len() >= 900,
+        "only {} connections opened",
+        silent.len()
+    );
+    let started = Instant::now();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        tcp,
+        "GET /api/chats HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = tcp.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "not answered behind {} silent connections ({:?}): {answer:?}\n{}",
+        silent.len(),
+        started.elapsed(),
+        served.log()
+    );
+    drop(silent);
+}

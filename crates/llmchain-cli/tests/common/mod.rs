@@ -495,6 +495,8 @@ pub(crate) struct Served {
     port: u16,
     args: Vec<String>,
     dir: std::path::PathBuf,
+    /// The open-file limit it runs under, if one is set (`ulimit -n`).
+    files: Option<u32>,
 }
 
 impl Served {
@@ -503,25 +505,58 @@ impl Served {
     /// could be taken in between, and a bare TCP connect to a port nobody holds can
     /// connect to itself (TCP simultaneous open), which once made a test talk to nobody.
     pub(crate) fn start(dir: &std::path::Path, args: &[&str]) -> Served {
+        Self::start_limited(dir, args, None)
+    }
+
+    /// [`start`](Self::start) under an open-file limit (`ulimit -n FILES`, soft and hard).
+    pub(crate) fn start_limited(
+        dir: &std::path::Path,
+        args: &[&str],
+        files: Option<u32>,
+    ) -> Served {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let child = Self::spawn(dir, 0, &args);
+        let child = Self::spawn(dir, 0, &args, files);
         let mut served = Served {
             child,
             base: String::new(),
             port: 0,
             args,
             dir: dir.to_owned(),
+            files,
         };
         served.port = served.wait_ready(1);
         served.base = format!("http://127.0.0.1:{}", served.port);
         served
     }
 
-    fn spawn(dir: &std::path::Path, port: u16, args: &[String]) -> std::process::Child {
+    fn spawn(
+        dir: &std::path::Path,
+        port: u16,
+        args: &[String],
+        files: Option<u32>,
+    ) -> std::process::Child {
         let listen = format!("127.0.0.1:{port}");
         let mut all = vec!["serve", "--listen", &listen];
         all.extend(args.iter().map(String::as_str));
-        llmchain_command(&all, dir)
+        let mut command = llmchain_command(&all, dir);
+        if let Some(n) = files {
+            // The same command under `sh -c 'ulimit -n N; exec "$0" "$@"'`.
+            let mut limited = Command::new("sh");
+            limited
+                .arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(command.get_program())
+                .args(command.get_args())
+                .current_dir(dir);
+            for (k, v) in command.get_envs() {
+                match v {
+                    Some(v) => limited.env(k, v),
+                    None => limited.env_remove(k),
+                };
+            }
+            command = limited;
+        }
+        command
             .stdout(std::process::Stdio::null())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -570,7 +605,7 @@ impl Served {
             .lines()
             .filter(|l| l.starts_with("llmchain serve: http://"))
             .count();
-        self.child = Self::spawn(&self.dir, self.port, &self.args);
+        self.child = Self::spawn(&self.dir, self.port, &self.args, self.files);
         let port = self.wait_ready(starts + 1);
         assert_eq!(port, self.port);
     }
