@@ -9,12 +9,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Reply, Served, files_server_cmd, llmchain, llmchain_command, text, write_config};
+use common::{
+    Reply, Served, files_server_cmd, llmchain, llmchain_command, post_chat, text, user_message,
+    write_config,
+};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain_store::{AnyStore, Store};
@@ -288,34 +290,10 @@ fn worker_front_end(dir: &Path, db: &str, kill_at: Kill) {
     );
 }
 
-/// One HTTP/1.1 POST of JSON, the whole answer.
-fn post(base: &str, body: &serde_json::Value) -> String {
-    let addr = base.trim_start_matches("http://");
-    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let body = body.to_string();
-    write!(
-        tcp,
-        "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = tcp.read_to_string(&mut out);
-    out
-}
-
 /// The same POST on a thread of its own (its server is about to be killed).
 fn post_in_background(base: &str, body: serde_json::Value) {
     let base = base.to_owned();
-    std::thread::spawn(move || post(&base, &body));
-}
-
-fn user(chat: &str, id: &str, text: &str) -> serde_json::Value {
-    serde_json::json!({"id": chat, "trigger": "submit-message", "messages": [
-        {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
-    ]})
+    std::thread::spawn(move || post_chat(&base, &body));
 }
 
 /// `llmchain serve` (calls approved in the page), killed; started again under its name,
@@ -326,7 +304,7 @@ fn serve_front_end(dir: &Path, db: &str, kill_at: Kill) {
     };
     let mut served = Served::start(dir, &["--db", db]);
     if matches!(kill_at, Kill::Executing | Kill::ResultBeforeText) {
-        let asked = post(&served.base, &user("chat", "u1", "write a.txt"));
+        let asked = post_chat(&served.base, &user_message("chat", "u1", "write a.txt"));
         let approval = asked
             .split("\"approvalId\":\"")
             .nth(1)
@@ -341,13 +319,13 @@ fn serve_front_end(dir: &Path, db: &str, kill_at: Kill) {
                      "input": {}, "approval": {"id": approval, "approved": true}}]}]}),
         );
     } else {
-        post_in_background(&served.base, user("chat", "u1", "write a.txt"));
+        post_in_background(&served.base, user_message("chat", "u1", "write a.txt"));
     }
     world.wait_for_kill_point("serve");
     let _ = std::fs::remove_file(world.root.join(".hold"));
     served.restart();
     let started = Instant::now();
-    let answer = post(&served.base, &user("chat", "u2", "next"));
+    let answer = post_chat(&served.base, &user_message("chat", "u2", "next"));
     assert!(
         answer.starts_with("HTTP/1.1 200"),
         "serve {kill_at:?}: {answer}"

@@ -18,7 +18,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use axum::response::Response;
-use common::{Served, files_server_cmd, write_config};
+use common::{Served, files_server_cmd, post_chat, user_message, write_config};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 use llmchain_store::{AnyStore, Store};
@@ -102,27 +102,7 @@ fn model_server() -> String {
 /// One chat message posted to the server; the whole answer (empty when the connection
 /// failed: the server was being killed).
 fn post(base: &str, chat: &str, text: &str) -> String {
-    let addr = base.trim_start_matches("http://");
-    let Ok(mut tcp) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = tcp.set_read_timeout(Some(Duration::from_secs(30)));
-    let body = serde_json::json!({"id": chat, "trigger": "submit-message", "messages": [
-        {"id": format!("{chat}-{text}"), "role": "user", "parts": [{"type": "text", "text": text}]}
-    ]})
-    .to_string();
-    let sent = write!(
-        tcp,
-        "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if sent.is_err() {
-        return String::new();
-    }
-    let mut out = String::new();
-    let _ = tcp.read_to_string(&mut out);
-    out
+    post_chat(base, &user_message(chat, &format!("{chat}-{text}"), text))
 }
 
 #[test]

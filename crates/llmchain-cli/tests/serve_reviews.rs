@@ -4,29 +4,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::{Served, files_server_cmd, llmchain, serve, text, write_config};
+use common::{
+    Served, files_server_cmd, llmchain, post_chat, serve, text, user_message, write_config,
+};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
-
-fn post(base: &str, body: &serde_json::Value) -> String {
-    let addr = base.trim_start_matches("http://");
-    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let body = body.to_string();
-    write!(
-        tcp,
-        "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = tcp.read_to_string(&mut out);
-    out
-}
 
 #[test]
 fn approving_a_served_chat_from_the_cli_says_the_server_goes_on() {
@@ -55,11 +39,7 @@ fn approving_a_served_chat_from_the_cli_says_the_server_goes_on() {
     );
     let db = format!("sqlite://{}", dir.join("chats.db").display());
     let served = Served::start(dir, &["--db", &db]);
-    let asked = post(
-        &served.base,
-        &serde_json::json!({"id": "chat", "trigger": "submit-message", "messages": [
-            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "write a.txt"}]}]}),
-    );
+    let asked = post_chat(&served.base, &user_message("chat", "u1", "write a.txt"));
     let approval = asked
         .split("\"approvalId\":\"")
         .nth(1)

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
+use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
-use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::error::{StoreError, StoreResult, message_body, ser};
@@ -476,9 +476,7 @@ impl Store for PostgresStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| read::summary(row.try_get("id")?, row))
-            .collect()
+        read::summaries(&rows)
     }
 
     async fn list_conversations_tagged(
@@ -497,9 +495,7 @@ impl Store for PostgresStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| read::summary(row.try_get("id")?, row))
-            .collect()
+        read::summaries(&rows)
     }
 
     async fn search_conversations(
@@ -519,9 +515,7 @@ impl Store for PostgresStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| read::summary(row.try_get("id")?, row))
-            .collect()
+        read::summaries(&rows)
     }
 
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {

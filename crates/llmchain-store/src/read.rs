@@ -72,6 +72,20 @@ where
     })
 }
 
+/// The summaries of rows of `conversations` (with their `id`), in their order.
+pub(crate) fn summaries<R>(rows: &[R]) -> StoreResult<Vec<ConversationSummary>>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    rows.iter()
+        .map(|row| summary(row.try_get("id")?, row))
+        .collect()
+}
+
 /// Conversation `id` whole (its header, messages and call statuses), read on `conn`
 /// (in a transaction where the caller needs one snapshot); `None` when there is none.
 pub(crate) async fn conversation<DB>(

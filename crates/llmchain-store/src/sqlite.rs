@@ -36,11 +36,11 @@ use std::time::Duration;
 
 use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
+use sqlx::Connection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use sqlx::{Connection, Row};
 
 use crate::assemble;
 use crate::direct;
@@ -490,9 +490,7 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| read::summary(row.try_get("id")?, row))
-            .collect()
+        read::summaries(&rows)
     }
 
     async fn list_conversations_tagged(
@@ -511,9 +509,7 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| read::summary(row.try_get("id")?, row))
-            .collect()
+        read::summaries(&rows)
     }
 
     async fn search_conversations(
@@ -534,9 +530,7 @@ impl Store for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| read::summary(row.try_get("id")?, row))
-            .collect()
+        read::summaries(&rows)
     }
 
     async fn append_message(&self, id: &str, message: &Message) -> StoreResult<i64> {

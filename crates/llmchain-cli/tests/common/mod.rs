@@ -623,6 +623,38 @@ impl Drop for Served {
     }
 }
 
+/// One JSON `POST /api/chat` to a chat server over a raw HTTP/1.1 connection (the
+/// server may be killed under it): the whole answer, status line and headers included;
+/// empty when the connection could not be made or written.
+pub(crate) fn post_chat(base: &str, body: &serde_json::Value) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let Ok(mut tcp) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(60)));
+    let body = body.to_string();
+    let sent = write!(
+        tcp,
+        "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if sent.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = tcp.read_to_string(&mut out);
+    out
+}
+
+/// A chat request whose last message is the user's `text` (client id `id`).
+pub(crate) fn user_message(chat: &str, id: &str, text: &str) -> serde_json::Value {
+    serde_json::json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
 /// The cloud test servers' runner, shared with the `llmchain` crate's tests.
 #[path = "../../../llmchain/tests/servers/cloud_mock.rs"]
 pub(crate) mod cloud_mock;
