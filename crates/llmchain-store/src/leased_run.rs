@@ -217,18 +217,24 @@ pub enum RunEnd {
         /// Why.
         reason: String,
     },
+    /// The end could not be recorded (the store failed): the run stays `running` until
+    /// its lease runs out, and is then rescued from what was stored.
+    NotRecorded {
+        /// The store's error.
+        error: String,
+    },
 }
 
 impl RunEnd {
-    /// The run's status as this end left it (`None` when it was lost: someone else's
-    /// now).
+    /// The run's status as this end left it (`None` when it was lost, someone else's
+    /// now, or not recorded).
     pub fn status(&self) -> Option<RunStatus> {
         match self {
             RunEnd::Done => Some(RunStatus::Done),
             RunEnd::Paused { status, .. } | RunEnd::Failed { status, .. } => Some(*status),
             RunEnd::Yielded => Some(RunStatus::Pending),
             RunEnd::Cancelled => Some(RunStatus::Cancelled),
-            RunEnd::Lost { .. } => None,
+            RunEnd::Lost { .. } | RunEnd::NotRecorded { .. } => None,
         }
     }
 }
@@ -246,9 +252,6 @@ pub struct Ended {
     pub error: Option<ChainError>,
     /// [`Drive::message`], when it was not added (calls still wait for people).
     pub left_out: Option<Message>,
-    /// Why the end could not be recorded (the store failed): the lease runs out and the
-    /// run is rescued from what was stored.
-    pub unrecorded: Option<String>,
 }
 
 /// A run held under its lease; see the module's docs.
@@ -386,21 +389,9 @@ impl<S: Store + 'static> LeasedRun<S> {
         let error = llmchain::secrets::masked(error);
         let failed = self.store.fail_run(&self.lease, &error, retryable).await;
         let run = self.run.clone();
-        let (end, unrecorded) = match failed {
-            Ok(status) => (RunEnd::Failed { error, status }, None),
-            Err(e) if e.must_stop() => (
-                RunEnd::Lost {
-                    reason: e.to_string(),
-                },
-                None,
-            ),
-            Err(e) => (
-                RunEnd::Failed {
-                    error,
-                    status: RunStatus::Running,
-                },
-                Some(e.to_string()),
-            ),
+        let end = match failed {
+            Ok(status) => RunEnd::Failed { error, status },
+            Err(e) => Unrecorded::from(e).into(),
         };
         Ended {
             run,
@@ -408,7 +399,6 @@ impl<S: Store + 'static> LeasedRun<S> {
             chain: None,
             error: None,
             left_out: None,
-            unrecorded,
         }
     }
 
@@ -572,22 +562,15 @@ impl<S: Store + 'static> LeasedRun<S> {
                     .map_err(Unrecorded::from)
             }
         };
-        let (end, unrecorded) = match recorded {
-            Ok(end) => (end, None),
-            Err(Unrecorded::Lost(reason)) => {
-                // Nothing more can be written under the lease.
+        let end = match recorded {
+            Ok(end) => end,
+            Err(why) => {
+                // Nothing more is written: the lease is lost, or the store failed.
                 sink.drop_held();
-                (RunEnd::Lost { reason }, None)
-            }
-            Err(Unrecorded::Failed(e)) => {
-                tracing::warn!(run = %run.id, error = %e, "could not record the end of the run");
-                (
-                    RunEnd::Failed {
-                        error: e.clone(),
-                        status: RunStatus::Running,
-                    },
-                    Some(e),
-                )
+                if let Unrecorded::Failed(e) = &why {
+                    tracing::warn!(run = %run.id, error = %e, "could not record the end of the run");
+                }
+                why.into()
             }
         };
         Ended {
@@ -596,7 +579,6 @@ impl<S: Store + 'static> LeasedRun<S> {
             chain: Some(chain),
             error,
             left_out: None,
-            unrecorded,
         }
     }
 }
@@ -653,6 +635,15 @@ enum Unrecorded {
     Lost(String),
     /// The store failed.
     Failed(String),
+}
+
+impl From<Unrecorded> for RunEnd {
+    fn from(why: Unrecorded) -> Self {
+        match why {
+            Unrecorded::Lost(reason) => RunEnd::Lost { reason },
+            Unrecorded::Failed(error) => RunEnd::NotRecorded { error },
+        }
+    }
 }
 
 impl From<StoreError> for Unrecorded {

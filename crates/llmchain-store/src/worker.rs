@@ -417,11 +417,11 @@ impl<S: Store + 'static> RunJob<S> {
             Err(Some((error, retryable))) => held.fail(error, retryable).await,
             Err(None) => {
                 let reason = "the lease was lost while the run was starting".to_owned();
-                self.ended(&id, RunEnd::Lost { reason }, None);
+                self.ended(&id, RunEnd::Lost { reason });
                 return;
             }
         };
-        self.ended(&id, ended.end, ended.unrecorded);
+        self.ended(&id, ended.end);
     }
 
     /// Loads the run's conversation and builds its chain: `Err(None)` when the lease
@@ -459,13 +459,7 @@ impl<S: Store + 'static> RunJob<S> {
     }
 
     /// Counts and announces how a run ended.
-    fn ended(&self, id: &str, end: RunEnd, unrecorded: Option<String>) {
-        if let Some(e) = unrecorded {
-            // The lease runs out and the run is rescued from what was stored.
-            WorkerStats::bump(&self.stats.store_errors);
-            tracing::warn!(run = %id, error = %e, "could not record the end of the run");
-            return;
-        }
+    fn ended(&self, id: &str, end: RunEnd) {
         let run = id.to_owned();
         let (counter, event) = match end {
             RunEnd::Done => (&self.stats.done, WorkerEvent::Done { run }),
@@ -488,6 +482,12 @@ impl<S: Store + 'static> RunJob<S> {
             RunEnd::Lost { reason } => {
                 tracing::warn!(run = %id, reason = %reason, "run lost its lease; nothing more written");
                 (&self.stats.lease_lost, WorkerEvent::Lost { run, reason })
+            }
+            RunEnd::NotRecorded { error } => {
+                // The lease runs out and the run is rescued from what was stored.
+                WorkerStats::bump(&self.stats.store_errors);
+                tracing::warn!(run = %id, error = %error, "could not record the end of the run");
+                return;
             }
         };
         WorkerStats::bump(counter);

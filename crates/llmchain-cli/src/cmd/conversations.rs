@@ -416,9 +416,6 @@ async fn resume(
         store: store.clone(),
     });
     let ended = held.drive(chain, mode, drive).await;
-    if let Some(e) = &ended.unrecorded {
-        eprintln!("llmchain: warning: could not record the end of run {run_id}: {e}");
-    }
     let chain = match (ended.end, ended.chain) {
         (RunEnd::Done, Some(chain)) => chain,
         (RunEnd::Paused { reviews, .. }, _) => {
@@ -438,6 +435,11 @@ async fn resume(
         }
         (RunEnd::Failed { error, .. }, _) => {
             return Err(CliError::Runtime(format!("resume failed: {error}")));
+        }
+        (RunEnd::NotRecorded { error }, _) => {
+            return Err(CliError::Runtime(format!(
+                "the end of run {run_id} could not be recorded: {error}"
+            )));
         }
         (other, _) => return Err(CliError::Runtime(format!("resume ended as {other:?}"))),
     };

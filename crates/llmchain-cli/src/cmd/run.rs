@@ -697,9 +697,6 @@ async fn agent(
         Some(_) => format!(" --db {location}"),
         None => String::new(),
     };
-    if let Some(e) = &ended.unrecorded {
-        eprintln!("llmchain: warning: could not record the end of run {run_id}: {e}");
-    }
     let Some(chain) = ended.chain else {
         return Err(CliError::Runtime(format!(
             "run {run_id} ended before it started"
@@ -742,6 +739,11 @@ async fn agent(
             )));
         }
         RunEnd::Failed { error, .. } => return Err(CliError::Runtime(error)),
+        RunEnd::NotRecorded { error } => {
+            return Err(CliError::Runtime(format!(
+                "the end of run {run_id} could not be recorded: {error}"
+            )));
+        }
         RunEnd::Paused { reviews, .. } => {
             let ids: Vec<&str> = reviews.iter().map(|r| r.id.as_str()).collect();
             let not_sent = if ended.left_out.is_some() {
