@@ -530,3 +530,59 @@ async fn search_and_delete() {
     let gone = llmchain(&["conversations", "--db", &url, "show", &trip], None);
     assert!(!gone.status.success());
 }
+
+/// What a regeneration replaced stays on record, and `conversations export` shows it
+/// beside the conversation (under `superseded`, with each call's last status); the file
+/// still reads as a conversation file.
+#[test]
+fn export_keeps_the_answers_a_regeneration_superseded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let id = rt.block_on(async {
+        let store = SqliteStore::open(&path).await.unwrap();
+        let mut conversation = Conversation::new();
+        conversation.messages = vec![
+            Message::user("charge 5"),
+            Message::assistant_with_calls(
+                "",
+                vec![ToolCall::function("k1", "charge", json!({"amount": 5})).unwrap()],
+            ),
+            Message::tool(vec![ToolResult::text("k1", "charged")]),
+            Message::assistant("Charged."),
+        ];
+        let id = store
+            .create_conversation(NewConversation::from_conversation(conversation))
+            .await
+            .unwrap();
+        store
+            .set_tool_status(Writer::Conversation(&id), "k1", ExecutionStatus::Completed)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .supersede_messages(Writer::Conversation(&id), 1)
+                .await
+                .unwrap(),
+            3
+        );
+        id
+    });
+    let db = format!("sqlite://{}", path.display());
+    let out = common::llmchain(&["conversations", "--db", &db, "export", &id], dir.path());
+    assert!(out.status.success(), "{}", common::text(&out));
+    let exported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(exported["messages"].as_array().unwrap().len(), 1);
+    let kept = exported["superseded"].as_array().unwrap();
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept[0]["position"], 1);
+    assert_eq!(
+        kept[0]["message"]["tool_calls"][0]["metadata"]["execution_status"],
+        "completed"
+    );
+    let back: Conversation = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(back.messages.len(), 1);
+}

@@ -85,7 +85,9 @@ pub(crate) enum Action {
         #[arg(long, value_name = "URL")]
         base_url: Option<String>,
     },
-    /// Write a conversation as a storage-format conversation file (JSON).
+    /// Write a conversation as a storage-format conversation file (JSON). Answers that
+    /// were regenerated are kept beside it, under `superseded` (with every call that
+    /// ran); readers of the format ignore that key.
     Export {
         /// The conversation id.
         id: String,
@@ -322,7 +324,23 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
         Action::Export { id, output } => {
             let id = resolve_id(&store, &id).await?;
             let stored = load(&store, &id).await?;
-            let mut json = serde_json::to_string_pretty(&stored.conversation).map_err(runtime)?;
+            let mut value = serde_json::to_value(&stored.conversation).map_err(runtime)?;
+            // What ran stays on record: the answers a regeneration replaced.
+            let superseded = store.superseded_messages(&id).await.map_err(store_error)?;
+            if let (false, Some(object)) = (superseded.is_empty(), value.as_object_mut()) {
+                let kept: Vec<serde_json::Value> = superseded
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "position": s.position,
+                            "superseded_at": s.superseded_at,
+                            "message": s.message,
+                        })
+                    })
+                    .collect();
+                object.insert("superseded".into(), serde_json::Value::Array(kept));
+            }
+            let mut json = serde_json::to_string_pretty(&value).map_err(runtime)?;
             json.push('\n');
             match output {
                 Some(path) => std::fs::write(&path, json).map_err(|e| {
