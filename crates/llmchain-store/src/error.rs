@@ -241,7 +241,9 @@ pub(crate) fn message_body(message: &llmchain::message::Message) -> StoreResult<
 }
 
 fn body_within(message: &llmchain::message::Message, limit: usize) -> StoreResult<String> {
-    let body = ser("message", message)?;
+    // No secret of the process reaches the store, whoever echoed it (a tool's output, a
+    // model's text): masked as it is written ([`llmchain::secrets`]).
+    let body = llmchain::secrets::masked(ser("message", message)?);
     if body.len() > limit {
         return Err(StoreError::MessageTooLarge {
             bytes: body.len(),

@@ -647,3 +647,37 @@ async fn postgres_version_3_upgrades_marking_served_chats() {
     let store = PostgresStore::connect_options(opts, 2).await.unwrap();
     v4_marks_served_chats(&store).await;
 }
+
+/// A secret of the process (a key, a token fetched at run time) that a tool or a model
+/// echoes is masked before the message is stored, on both backends.
+async fn echoed_secrets_are_not_stored(store: &impl Store) {
+    const SECRET: &str = "sk-stored-echo-7c1e93ab55";
+    llmchain::secrets::register(SECRET);
+    let id = store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    let echoed = llmchain::message::Message::tool(vec![llmchain::message::ToolResult::text(
+        "c1",
+        format!("OPENAI_API_KEY={SECRET}"),
+    )]);
+    store.append_message(&id, &echoed).await.unwrap();
+    let stored = store.get_conversation(&id).await.unwrap().unwrap();
+    let text = stored.conversation.messages[0].tool_results[0].content_text();
+    assert_eq!(text, "OPENAI_API_KEY=***");
+}
+
+#[tokio::test]
+async fn sqlite_stores_no_echoed_secret() {
+    echoed_secrets_are_not_stored(&SqliteStore::in_memory().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_stores_no_echoed_secret() {
+    let Some(url) = common::postgres_url("postgres_stores_no_echoed_secret") else {
+        return;
+    };
+    let (opts, _) = common::pg_schema(&url, "mask").await;
+    let store = PostgresStore::connect_options(opts, 2).await.unwrap();
+    echoed_secrets_are_not_stored(&store).await;
+}
