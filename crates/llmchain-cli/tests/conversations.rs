@@ -15,11 +15,10 @@ fn llmchain(args: &[&str], env_db: Option<&str>) -> Output {
 }
 
 fn llmchain_env(args: &[&str], env_db: Option<&str>, env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llmchain"));
-    cmd.args(args)
-        .env_remove("LLMCHAIN_DATABASE_URL")
-        .env_remove("OPENAI_BASE_URL")
-        .env("LLMCHAIN_CONFIG", "/nonexistent/llmchain-test-config.toml");
+    // Hermetic: none of the user's settings, config or data (a home of its own).
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = common::llmchain_command(args, home.path());
+    cmd.env("LLMCHAIN_CONFIG", "/nonexistent/llmchain-test-config.toml");
     if let Some(url) = env_db {
         cmd.env("LLMCHAIN_DATABASE_URL", url);
     }

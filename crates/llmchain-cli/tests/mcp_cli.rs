@@ -165,8 +165,11 @@ fn approve_ask_in_a_real_terminal_edit_then_approve() {
     if !have_tmux("approve_ask_in_a_real_terminal") {
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
     let cmd = format!(
-        "env -u EDITOR {BIN} mcp call --no-builtin-tools --mcp '{}' calculator '{{\"expression\": \"2*3\"}}' --approve ask; echo EXIT=$?; sleep 30",
+        "cd {} && {} {BIN} mcp call --no-builtin-tools --mcp '{}' calculator '{{\"expression\": \"2*3\"}}' --approve ask; echo EXIT=$?; sleep 30",
+        dir.path().display(),
+        common::hermetic(dir.path()),
         serve_cmd()
     );
     let t = Session::start("llmchain-review", &cmd);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, Reply, Session, have_tmux, serve, serve_replies};
+use common::{BIN, Reply, Session, have_tmux, hermetic, serve, serve_replies};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 
@@ -17,9 +17,9 @@ fn sse(r: &ResponseScript) -> Vec<u8> {
 /// Ctrl-C reaches `llmchain` and the shell goes on to print the exit code.
 fn run_line(dir: &std::path::Path, base: &str, db: &str, args: &str) -> String {
     format!(
-        "trap true INT; cd {} && env -u EDITOR -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} run --base-url {base} --db {db} {args}; echo EXIT=$?; sleep 60",
+        "trap true INT; cd {} && {} {BIN} run --base-url {base} --db {db} {args}; echo EXIT=$?; sleep 60",
         dir.display(),
-        dir.display()
+        hermetic(dir)
     )
 }
 
@@ -370,9 +370,9 @@ fn a_worker_in_a_terminal_never_asks() {
         assert!(out.status.success(), "{}", common::text(&out));
     }
     let cmd = format!(
-        "cd {} && XDG_CONFIG_HOME={} {BIN} worker --db {db} --drain --poll-ms 20 --concurrency 3; echo EXIT=$?; sleep 60",
+        "cd {} && {} {BIN} worker --db {db} --drain --poll-ms 20 --concurrency 3; echo EXIT=$?; sleep 60",
         dir.path().display(),
-        dir.path().display()
+        hermetic(dir.path())
     );
     let t = Session::start("llmchain-worker-tty", &cmd);
     // Keystrokes typed while it works answer nothing.
@@ -414,9 +414,9 @@ fn chat_keeps_one_conversation_and_survives_ctrl_c() {
     ]);
     let chat_line = |extra: &str| {
         format!(
-            "trap true INT; cd {} && env -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} chat --base-url {base} --db {db} --model m {extra}; echo EXIT=$?; sleep 60",
+            "trap true INT; cd {} && {} {BIN} chat --base-url {base} --db {db} --model m {extra}; echo EXIT=$?; sleep 60",
             dir.path().display(),
-            dir.path().display()
+            hermetic(dir.path())
         )
     };
     let t = Session::start("llmchain-chat", &chat_line(""));
@@ -491,9 +491,9 @@ fn chat_asks_its_review_questions_and_goes_on() {
         Reply::Body(sse(&ResponseScript::text("It says hi."))),
     ]);
     let line = format!(
-        "trap true INT; cd {} && env -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} chat --base-url {base} --db {db} --model m --approve ask --no-builtin-tools --mcp '{files}'; echo EXIT=$?; sleep 60",
+        "trap true INT; cd {} && {} {BIN} chat --base-url {base} --db {db} --model m --approve ask --no-builtin-tools --mcp '{files}'; echo EXIT=$?; sleep 60",
         dir.path().display(),
-        dir.path().display()
+        hermetic(dir.path())
     );
     let t = Session::start("llmchain-chat-review", &line);
     t.wait_for("Ctrl-D to quit");
@@ -572,9 +572,9 @@ fn markdown_is_drawn_in_a_terminal_and_kept_in_a_pipe() {
         sse(&ResponseScript::text(answer)),
     ]);
     let cmd = format!(
-        "cd {} && env -u NO_COLOR -u LLMCHAIN_DATABASE_URL XDG_DATA_HOME={} {BIN} run --base-url {base} 'plan'; echo EXIT=$?; sleep 60",
+        "cd {} && {} {BIN} run --base-url {base} 'plan'; echo EXIT=$?; sleep 60",
         dir.path().display(),
-        dir.path().display()
+        hermetic(dir.path())
     );
     let t = Session::start("llmchain-run-markdown", &cmd);
     let screen = t.wait_for("EXIT=");

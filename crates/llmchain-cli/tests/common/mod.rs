@@ -166,6 +166,18 @@ pub(crate) fn unpaired(request: &serde_json::Value) -> Option<String> {
     })
 }
 
+/// `env …` that makes a command in a tmux pane hermetic: the user's config, data,
+/// database, editor and provider settings out of reach (the pane inherits the tmux
+/// server's environment, which is the user's), `dir` as its config and data home.
+pub(crate) fn hermetic(dir: &std::path::Path) -> String {
+    let d = dir.display();
+    format!(
+        "env -u EDITOR -u VISUAL -u NO_COLOR -u LLMCHAIN_DATABASE_URL -u LLMCHAIN_CONFIG -u LLMCHAIN_PROVIDER \
+         -u LLMCHAIN_MODEL -u LLMCHAIN_SERVE_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL \
+         -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL XDG_DATA_HOME={d} XDG_CONFIG_HOME={d}"
+    )
+}
+
 /// Runs `llmchain ARGS` in `dir` without a terminal and without provider or database
 /// settings from the environment.
 pub(crate) fn llmchain(args: &[&str], dir: &std::path::Path) -> Output {
@@ -199,6 +211,10 @@ pub(crate) fn llmchain_command(args: &[&str], dir: &std::path::Path) -> Command 
         .env_remove("LLMCHAIN_PROVIDER")
         .env_remove("LLMCHAIN_MODEL")
         .env_remove("LLMCHAIN_SERVE_TOKEN")
+        .env_remove("LLMCHAIN_CONFIG")
+        .env_remove("EDITOR")
+        .env_remove("VISUAL")
+        .env_remove("NO_COLOR")
         // The default database goes into the test's directory.
         .env("XDG_DATA_HOME", dir)
         .env("XDG_CONFIG_HOME", dir);
