@@ -416,7 +416,10 @@ impl<S: Store + 'static> LeasedRun<S> {
             Some(wrap) => wrap(writes),
             None => writes,
         };
-        let mut chain = chain.with_sink(writes);
+        // Every span of the run names its conversation (a backend's session).
+        let mut chain = chain
+            .with_sink(writes)
+            .with_conversation_id(self.run.conversation_id.clone());
         // The lease lost (the heartbeat) or the front end's cancellation stop the chain.
         let forward = {
             let token = chain.cancellation_token();

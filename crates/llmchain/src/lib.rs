@@ -114,6 +114,7 @@ pub mod provider;
 pub mod redact;
 pub mod secrets;
 pub mod storage_format;
+pub mod telemetry;
 #[cfg(feature = "runtime")]
 pub mod tool;
 

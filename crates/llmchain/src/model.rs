@@ -246,6 +246,24 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// The class of this failure as the telemetry's `error.type` names it (a short,
+    /// fixed set: `http`, `connect`, `timeout`…).
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            ModelError::Http { .. } => "http",
+            ModelError::Connect { .. } => "connect",
+            ModelError::Timeout { .. } => "timeout",
+            ModelError::Limit { .. } => "limit",
+            ModelError::StreamInterrupted { .. } => "stream_interrupted",
+            ModelError::Provider { .. } => "provider",
+            ModelError::Decode(_) => "decode",
+            ModelError::Encode(_) => "encode",
+            ModelError::Config(_) => "config",
+            ModelError::Credentials { .. } => "credentials",
+            ModelError::Cancelled => "cancelled",
+        }
+    }
+
     /// Worth retrying the same request with the same model.
     pub fn is_retryable(&self) -> bool {
         match self {

@@ -52,13 +52,25 @@ async fn run_model_and_tool_spans_use_genai_names() {
         .handler(|args, _| async move { serde_json::Value::Object(args).to_string() })
         .build()
         .unwrap();
-    let mut chain = LLMChain::new(Arc::new(model)).with_tool(echo);
+    let mut chain = LLMChain::new(Arc::new(model))
+        .with_tool(echo)
+        .with_conversation_id("conv-1")
+        .with_agent_name("helper");
     chain.add_message(Message::user("go")).await.unwrap();
     chain.run(Mode::while_needs_response()).await.unwrap();
 
     let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     for needle in [
         "invoke_agent",
+        // The names and kinds an OpenTelemetry layer gives the spans.
+        "otel.name=\"invoke_agent helper\"",
+        "otel.kind=\"internal\"",
+        "gen_ai.agent.name=\"helper\"",
+        "otel.kind=\"client\"",
+        "gen_ai.conversation.id=\"conv-1\"",
+        "gen_ai.request.stream=true",
+        "otel.name=\"execute_tool echo\"",
+        "gen_ai.tool.type=\"function\"",
         "gen_ai.operation.name=\"chat\"",
         "gen_ai.provider.name=\"anthropic\"",
         "gen_ai.usage.input_tokens=7",
@@ -69,4 +81,76 @@ async fn run_model_and_tool_spans_use_genai_names() {
     ] {
         assert!(log.contains(needle), "missing {needle} in:\n{log}");
     }
+}
+
+/// A failed tool, a denied call and a rejected one: each has its `execute_tool` span; the
+/// failures say ERROR with their `error.type`, the denial says how it was answered.
+#[tokio::test(flavor = "current_thread")]
+async fn failed_denied_and_rejected_calls_are_told_apart() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let calls = ResponseScript::tool_call("c1", "boom", "{}")
+        .with_call("c2", "rm", "{}")
+        .with_call("c3", "send", "{}");
+    let model = ScriptedModel::new(Format::OpenAiChat)
+        .respond(calls)
+        .unwrap()
+        .respond(ResponseScript::text("ok"))
+        .unwrap();
+    let tool = |name: &str, fails: bool| {
+        Tool::builder(name)
+            .schema(json!({"type": "object"}))
+            .handler(move |_, _| async move {
+                if fails {
+                    llmchain::tool::ToolOutput::error("it broke")
+                } else {
+                    llmchain::tool::ToolOutput::text("done")
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let mut chain = LLMChain::new(Arc::new(model))
+        .with_tool(tool("boom", true))
+        .with_tool(tool("rm", false))
+        .with_tool(tool("send", false))
+        .with_review(
+            |call: &llmchain::message::ToolCall| match call.name.as_deref() {
+                Some("rm") => llmchain::chain::ReviewDecision::Deny {
+                    reason: "no".into(),
+                },
+                Some("send") => llmchain::chain::ReviewDecision::Reject {
+                    reason: "not now".into(),
+                },
+                _ => llmchain::chain::ReviewDecision::Approve,
+            },
+        );
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let span_of = |tool: &str| {
+        log.lines()
+            .find(|l| {
+                l.contains(&format!("otel.name=\"execute_tool {tool}\"")) && l.contains("close")
+            })
+            .unwrap_or_else(|| panic!("no closed span of {tool} in:\n{log}"))
+            .to_owned()
+    };
+    let boom = span_of("boom");
+    assert!(boom.contains("error.type=\"tool_error\""), "{boom}");
+    assert!(boom.contains("otel.status_code=\"error\""), "{boom}");
+    let rm = span_of("rm");
+    assert!(rm.contains("llmchain.tool.decision=\"denied\""), "{rm}");
+    assert!(!rm.contains("error.type"), "{rm}");
+    let send = span_of("send");
+    assert!(send.contains("error.type=\"rejected\""), "{send}");
+    assert!(send.contains("otel.status_code=\"error\""), "{send}");
 }

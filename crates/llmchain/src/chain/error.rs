@@ -65,6 +65,24 @@ pub enum ChainError {
 }
 
 impl ChainError {
+    /// The class of this failure as the telemetry's `error.type` names it (a short,
+    /// fixed set; a model's failure is named by its own class).
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            ChainError::NoMessages => "no_messages",
+            ChainError::Model(e) | ChainError::AllFallbacksFailed(e) => e.error_type(),
+            ChainError::ExceededFailureCount { .. } => "failure_budget",
+            ChainError::RepeatedFailingCall { .. } => "repeated_failing_call",
+            ChainError::ExceededMaxRuns { .. } => "max_runs",
+            ChainError::InvalidToolName(_) => "invalid_tool_name",
+            ChainError::ToolNotUsed(_) => "tool_not_used",
+            ChainError::Delta(_) => "delta",
+            ChainError::Resume(_) => "resume",
+            ChainError::Persist(_) => "persist",
+            ChainError::Cancelled => "cancelled",
+        }
+    }
+
     /// What this error asks of whoever holds the run (see [`Disposition`]).
     pub fn disposition(&self) -> Disposition {
         match self {

@@ -84,6 +84,33 @@ impl ExecutionObserver for ChainObserver {
     }
 }
 
+/// The span of a call answered without running (denied, rejected, its outcome unknown,
+/// refused over a cap): `execute_tool {tool}` as the conventions name it, with the way it
+/// was answered in `llmchain.tool.decision`; an error (`error.type`) unless a person
+/// denied it.
+fn answered_span(call: &ToolCall, status: ExecutionStatus) {
+    let name = call.name.as_deref().unwrap_or("");
+    let error = match status {
+        ExecutionStatus::Denied => None,
+        ExecutionStatus::Rejected => Some("rejected"),
+        ExecutionStatus::Failed => Some("outcome_unknown"),
+        _ => Some("_OTHER"),
+    };
+    let span = tracing::info_span!(
+        "execute_tool",
+        "otel.name" = crate::telemetry::tool_span_name(name),
+        "otel.kind" = "internal",
+        "otel.status_code" = error.map(|_| "error"),
+        "gen_ai.operation.name" = "execute_tool",
+        "gen_ai.tool.name" = name,
+        "gen_ai.tool.call.id" = call.call_id.as_deref(),
+        "gen_ai.tool.type" = "function",
+        "error.type" = error,
+        "llmchain.tool.decision" = status.as_str(),
+    );
+    drop(span.enter());
+}
+
 /// The canonical signature of a call, for the repetition guard.
 fn signature(call: &ToolCall) -> String {
     format!(
@@ -505,6 +532,7 @@ impl LLMChain {
             let call = &mut updated.tool_calls[i];
             let result = match plan {
                 Plan::Answer(r, status) => {
+                    answered_span(call, status);
                     call.set_execution_status(status);
                     if let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref()) {
                         sink.set_tool_status(id, status)

@@ -56,6 +56,16 @@ pub struct LLMChain {
     /// At most this many bytes of arguments, all calls of one message together; over
     /// it, every call of the message is refused.
     pub max_call_argument_bytes_per_turn: usize,
+    /// What the telemetry names this chain by (`gen_ai.conversation.id`,
+    /// `gen_ai.agent.name`).
+    pub(super) telemetry: Telemetry,
+}
+
+/// What the chain's spans name it by.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Telemetry {
+    pub(super) conversation_id: Option<String>,
+    pub(super) agent_name: Option<String>,
 }
 
 /// The default [`LLMChain::max_calls_per_turn`].
@@ -100,6 +110,7 @@ impl LLMChain {
             max_tool_result_bytes: crate::tool::DEFAULT_MAX_RESULT_BYTES,
             max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             max_call_argument_bytes_per_turn: DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN,
+            telemetry: Telemetry::default(),
         }
     }
 
@@ -154,6 +165,21 @@ impl LLMChain {
         }
         self.tools.retain(|t| t.name() != tool.name());
         self.tools.push(tool);
+    }
+
+    /// The conversation's id, for the telemetry (`gen_ai.conversation.id` on every span
+    /// of a run: a backend groups them into one session). A store's run sets it.
+    #[must_use]
+    pub fn with_conversation_id(mut self, id: impl Into<String>) -> Self {
+        self.telemetry.conversation_id = Some(id.into());
+        self
+    }
+
+    /// The agent's name, for the telemetry (`invoke_agent {name}`, `gen_ai.agent.name`).
+    #[must_use]
+    pub fn with_agent_name(mut self, name: impl Into<String>) -> Self {
+        self.telemetry.agent_name = Some(name.into());
+        self
     }
 
     /// Sets the fallback models, tried in order when a call fails.
@@ -489,9 +515,14 @@ impl LLMChain {
         for (i, model) in models.into_iter().enumerate() {
             let span = tracing::info_span!(
                 "chat",
+                "otel.name" = crate::telemetry::chat_span_name(model.model_name()),
+                "otel.kind" = "client",
+                "otel.status_code" = tracing::field::Empty,
                 "gen_ai.operation.name" = "chat",
-                "gen_ai.provider.name" = model.provider_name(),
+                "gen_ai.provider.name" = crate::telemetry::provider_name(model.provider_name()),
                 "gen_ai.request.model" = model.model_name(),
+                "gen_ai.request.stream" = true,
+                "gen_ai.conversation.id" = self.telemetry.conversation_id.as_deref(),
                 "gen_ai.usage.input_tokens" = tracing::field::Empty,
                 "gen_ai.usage.output_tokens" = tracing::field::Empty,
                 "gen_ai.response.finish_reasons" = tracing::field::Empty,
@@ -514,11 +545,13 @@ impl LLMChain {
                 }
                 Err(Attempt::Cancelled(partial)) => {
                     span.record("error.type", "cancelled");
+                    span.record("otel.status_code", "error");
                     self.push_message(partial).await?;
                     return Err(ChainError::Cancelled);
                 }
                 Err(Attempt::Failed(e, partial)) => {
-                    span.record("error.type", error_type(&e));
+                    span.record("error.type", e.error_type());
+                    span.record("otel.status_code", "error");
                     self.fire(|cb| cb.on_llm_error(&e));
                     let last = i + 1 == attempts;
                     if last || !e.retry_on_fallback() {
@@ -643,22 +676,6 @@ impl LLMChain {
             self.fire(|cb| cb.on_message_processed(m));
         }
         self.save_state().await
-    }
-}
-
-fn error_type(e: &ModelError) -> &'static str {
-    match e {
-        ModelError::Http { .. } => "http",
-        ModelError::Connect { .. } => "connect",
-        ModelError::Timeout { .. } => "timeout",
-        ModelError::Limit { .. } => "limit",
-        ModelError::StreamInterrupted { .. } => "stream_interrupted",
-        ModelError::Provider { .. } => "provider",
-        ModelError::Decode(_) => "decode",
-        ModelError::Encode(_) => "encode",
-        ModelError::Config(_) => "config",
-        ModelError::Credentials { .. } => "credentials",
-        ModelError::Cancelled => "cancelled",
     }
 }
 

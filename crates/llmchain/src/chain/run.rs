@@ -14,14 +14,40 @@ impl LLMChain {
     /// Runs the chain in `mode` until it is done, stops at an interrupt or a review, or
     /// fails. On error the conversation holds only whole messages, and `on_error` fired once.
     pub async fn run(&mut self, mode: Mode) -> Result<RunOutcome, ChainError> {
+        let telemetry = &self.telemetry;
         let span = tracing::info_span!(
             "invoke_agent",
+            "otel.name" = crate::telemetry::agent_span_name(telemetry.agent_name.as_deref()),
+            "otel.kind" = "internal",
+            "otel.status_code" = tracing::field::Empty,
             "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.provider.name" = crate::telemetry::provider_name(self.model.provider_name()),
             "gen_ai.request.model" = self.model.model_name(),
+            "gen_ai.agent.name" = telemetry.agent_name.as_deref(),
+            "gen_ai.conversation.id" = telemetry.conversation_id.as_deref(),
+            "gen_ai.usage.input_tokens" = tracing::field::Empty,
+            "gen_ai.usage.output_tokens" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
             "llmchain.mode" = mode.name(),
         );
-        let result = self.run_inner(&mode).instrument(span).await;
+        let before = self.state.conversation.messages.len();
+        let result = self.run_inner(&mode).instrument(span.clone()).await;
+        // The usage of this turn's model calls, summed.
+        let mut usage = crate::message::TokenUsage::default();
+        let mut reported = false;
+        for m in self.state.conversation.messages.iter().skip(before) {
+            if let Some(u) = m.usage() {
+                usage.add(u);
+                reported = true;
+            }
+        }
+        if reported {
+            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+        }
         if let Err(e) = &result {
+            span.record("error.type", e.error_type());
+            span.record("otel.status_code", "error");
             self.fire(|cb| cb.on_error(e));
         }
         result

@@ -15,6 +15,7 @@ pub use call_ids::unique_call_id;
 pub use consistency::{Inconsistency, Severity};
 pub(crate) use consistency::{answered_ids, sendable};
 pub use unanswered::unanswered_calls;
+#[cfg(feature = "runtime")]
 pub(crate) use unanswered::unanswered_in;
 
 /// The storage format version this crate writes and reads.

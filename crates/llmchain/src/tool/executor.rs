@@ -344,9 +344,13 @@ impl ToolExecutor {
         // One span per call, with the OpenTelemetry GenAI semantic-convention names.
         let span = tracing::info_span!(
             "execute_tool",
+            "otel.name" = crate::telemetry::tool_span_name(&name),
+            "otel.kind" = "internal",
+            "otel.status_code" = tracing::field::Empty,
             "gen_ai.operation.name" = "execute_tool",
             "gen_ai.tool.name" = name.as_str(),
             "gen_ai.tool.call.id" = ctx.tool_call_id(),
+            "gen_ai.tool.type" = "function",
             "error.type" = tracing::field::Empty,
         );
         let result = {
@@ -356,8 +360,10 @@ impl ToolExecutor {
         let result = self.bounded(result, &name);
         if result.is_exception() {
             span.record("error.type", "exception");
+            span.record("otel.status_code", "error");
         } else if result.is_error() {
             span.record("error.type", "tool_error");
+            span.record("otel.status_code", "error");
         }
 
         if let (Some(hook), Some(e)) = (&self.on_exception, result.exception_info()) {
