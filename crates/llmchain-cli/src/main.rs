@@ -18,6 +18,7 @@ mod review;
 mod shown;
 mod stdout;
 mod stop;
+mod telemetry;
 mod tools;
 mod usage;
 
@@ -108,6 +109,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Spans exported over OTLP when OTEL_EXPORTER_OTLP_* says where; flushed when this
+    // is dropped, after the command.
+    let exporting = telemetry::init();
     let result = match cli.command {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Encode(args) => cmd::encode::run(args),
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => cmd::worker::run(*args),
         Command::Config(args) => config::run(args),
     };
+    drop(exporting);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

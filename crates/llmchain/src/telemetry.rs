@@ -60,3 +60,9 @@ pub fn agent_span_name(agent: Option<&str>) -> String {
         None => "invoke_agent".to_owned(),
     }
 }
+
+/// A count as the conventions type it (an int): an OpenTelemetry layer exports a `u64`
+/// field as a string, an `i64` as an int.
+pub fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

@@ -174,7 +174,8 @@ pub(crate) fn hermetic(dir: &std::path::Path) -> String {
     format!(
         "env -u EDITOR -u VISUAL -u NO_COLOR -u LLMCHAIN_DATABASE_URL -u LLMCHAIN_CONFIG -u LLMCHAIN_PROVIDER \
          -u LLMCHAIN_MODEL -u LLMCHAIN_SERVE_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL \
-         -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL XDG_DATA_HOME={d} XDG_CONFIG_HOME={d}"
+         -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL -u OTEL_EXPORTER_OTLP_ENDPOINT \
+         -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT XDG_DATA_HOME={d} XDG_CONFIG_HOME={d}"
     )
 }
 
@@ -215,6 +216,15 @@ pub(crate) fn llmchain_command(args: &[&str], dir: &std::path::Path) -> Command 
         .env_remove("EDITOR")
         .env_remove("VISUAL")
         .env_remove("NO_COLOR")
+        // No span of a test reaches the user's own collector.
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+        .env_remove("OTEL_TRACES_SAMPLER")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
         // The default database goes into the test's directory.
         .env("XDG_DATA_HOME", dir)
         .env("XDG_CONFIG_HOME", dir);

@@ -535,8 +535,16 @@ impl LLMChain {
             {
                 Ok(outcome) => {
                     if let Some(u) = outcome.usage {
-                        span.record("gen_ai.usage.input_tokens", u.input_tokens);
-                        span.record("gen_ai.usage.output_tokens", u.output_tokens);
+                        // Integers as the conventions type them (an OpenTelemetry
+                        // layer exports a u64 as a string).
+                        span.record(
+                            "gen_ai.usage.input_tokens",
+                            crate::telemetry::int(u.input_tokens),
+                        );
+                        span.record(
+                            "gen_ai.usage.output_tokens",
+                            crate::telemetry::int(u.output_tokens),
+                        );
                     }
                     if let Some(r) = &outcome.raw_stop_reason {
                         span.record("gen_ai.response.finish_reasons", r.as_str());

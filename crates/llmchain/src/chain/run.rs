@@ -42,8 +42,14 @@ impl LLMChain {
             }
         }
         if reported {
-            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+            span.record(
+                "gen_ai.usage.input_tokens",
+                crate::telemetry::int(usage.input_tokens),
+            );
+            span.record(
+                "gen_ai.usage.output_tokens",
+                crate::telemetry::int(usage.output_tokens),
+            );
         }
         if let Err(e) = &result {
             span.record("error.type", e.error_type());

@@ -1,0 +1,137 @@
+//! OpenTelemetry export of a command's spans (`run`, `chat`, `worker`, `serve`…): the
+//! chain's `tracing` spans, which follow the GenAI semantic conventions
+//! (`llmchain::telemetry`), sent over OTLP/HTTP (protobuf) when the standard variables
+//! say where: `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`.
+//! The SDK and the exporter read the other standard variables themselves
+//! (`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `OTEL_SERVICE_NAME`,
+//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`); `OTEL_SDK_DISABLED=true` turns it
+//! off. Without an endpoint nothing is installed and nothing costs: the spans stay
+//! disabled `tracing` spans.
+//!
+//! The spans are flushed before the process exits ([`Exporting`] is dropped at the end
+//! of `main`). Only llmchain's own spans are exported (its crates' targets), at INFO.
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// The variables that say where spans go.
+const ENDPOINTS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+];
+
+/// The installed exporter: flushed and shut down when dropped.
+pub(crate) struct Exporting {
+    provider: SdkTracerProvider,
+}
+
+impl Drop for Exporting {
+    fn drop(&mut self) {
+        if let Err(e) = self.provider.shutdown() {
+            eprintln!(
+                "llmchain: warning: the last spans were not exported: {}",
+                crate::shown::inline(&e.to_string(), 300)
+            );
+        }
+    }
+}
+
+/// Whether the environment asks for export.
+fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
+    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return false;
+    }
+    ENDPOINTS
+        .iter()
+        .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
+}
+
+/// Installs the OTLP exporter and the `tracing` layer that feeds it, when the
+/// environment asks for it; `None` otherwise (and when it cannot be built: said on
+/// stderr, the command goes on without it).
+pub(crate) fn init() -> Option<Exporting> {
+    if !wanted(|k| std::env::var(k).ok()) {
+        return None;
+    }
+    let exporter = match opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+    {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!(
+                "llmchain: warning: spans are not exported: {}",
+                crate::shown::inline(&e.to_string(), 300)
+            );
+            return None;
+        }
+    };
+    // The service is `llmchain` unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES
+    // name it (the builder reads both).
+    let named = std::env::var("OTEL_SERVICE_NAME").is_ok()
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|a| a.contains("service.name="));
+    let mut resource = Resource::builder();
+    if !named {
+        resource = resource.with_service_name("llmchain");
+    }
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build();
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+    let tracer = provider.tracer("llmchain");
+    let ours = Targets::new()
+        .with_target("llmchain", LevelFilter::INFO)
+        .with_target("llmchain_store", LevelFilter::INFO)
+        .with_target("llmchain_web", LevelFilter::INFO)
+        .with_target("llmchain_mcp", LevelFilter::INFO);
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(ours);
+    if tracing_subscriber::registry()
+        .with(layer)
+        .try_init()
+        .is_err()
+    {
+        return None;
+    }
+    Some(Exporting { provider })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_is_asked_for_by_an_endpoint_and_refused_by_the_sdk_switch() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(!wanted(env(&[])));
+        assert!(wanted(env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4318"
+        )])));
+        assert!(wanted(env(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://127.0.0.1:4318/v1/traces"
+        )])));
+        assert!(!wanted(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(!wanted(env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ])));
+    }
+}
