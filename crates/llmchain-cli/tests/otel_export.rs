@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
-use common::{llmchain_with_env, serve, text};
+use common::{
+    Served, files_server_cmd, llmchain_with_env, serve, text, user_message, write_config,
+};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -213,4 +215,203 @@ fn nothing_is_exported_without_an_endpoint() {
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(received.lock().unwrap().is_empty());
+}
+
+const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+const PARENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A run queued under the caller's trace (`TRACEPARENT`) is run by a worker in that
+/// trace; paused for review, decided from another process and resumed by another
+/// worker, it goes on in the same trace, and the run's span says who decided what.
+#[test]
+fn a_queued_run_keeps_its_trace_through_a_worker_and_a_review() {
+    let (otlp, received) = receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let Some(files) = files_server_cmd("otel_export", &root, 0) else {
+        return;
+    };
+    let (base, _) = serve(vec![
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::tool_call(
+                "call_1",
+                "write_file",
+                serde_json::json!({"path": "a.txt", "content": "A"}).to_string(),
+            ),
+        )
+        .unwrap(),
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+    ]);
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n\
+             approve = \"ask\"\n"
+        ),
+    );
+    let db = format!("sqlite://{}", dir.path().join("q.db").display());
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str())];
+    let queued = llmchain_with_env(
+        &["run", "--enqueue", "--db", &db, "write a.txt"],
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
+            ("TRACEPARENT", PARENT),
+        ],
+    );
+    assert!(queued.status.success(), "{}", text(&queued));
+    let drain = || {
+        llmchain_with_env(
+            &["worker", "--db", &db, "--drain", "--poll-ms", "20"],
+            dir.path(),
+            &env,
+        )
+    };
+    let paused = drain();
+    assert!(
+        text(&paused).contains("paused for review"),
+        "{}",
+        text(&paused)
+    );
+    let list = llmchain_with_env(&["reviews", "--db", &db, "list", "--json"], dir.path(), &[]);
+    let review: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let approve = llmchain_with_env(
+        &[
+            "reviews",
+            "--db",
+            &db,
+            "--by",
+            "dana",
+            "approve",
+            review["id"].as_str().unwrap(),
+        ],
+        dir.path(),
+        &[],
+    );
+    assert!(approve.status.success(), "{}", text(&approve));
+    let done = drain();
+    assert!(text(&done).contains("1 done"), "{}", text(&done));
+
+    let spans = received.lock().unwrap().clone();
+    let enqueue: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == "llmchain enqueue")
+        .collect();
+    assert_eq!(enqueue.len(), 1);
+    assert_eq!(hex(&enqueue[0].trace_id), PARENT_TRACE);
+    assert_eq!(hex(&enqueue[0].parent_span_id), "b7ad6b7169203331");
+    assert_eq!(enqueue[0].kind, SpanKind::Producer as i32);
+    let runs: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == "llmchain run")
+        .collect();
+    assert_eq!(runs.len(), 2, "the first attempt and the resumed one");
+    for run in &runs {
+        assert_eq!(
+            hex(&run.trace_id),
+            PARENT_TRACE,
+            "an attempt left the trace"
+        );
+        assert_eq!(run.parent_span_id, enqueue[0].span_id);
+    }
+    for name in ["invoke_agent", "chat m", "execute_tool write_file"] {
+        assert!(
+            spans
+                .iter()
+                .any(|(_, s)| s.name == name && hex(&s.trace_id) == PARENT_TRACE),
+            "no {name} in the trace"
+        );
+    }
+    // The resumed attempt says who decided what.
+    let decided = runs
+        .iter()
+        .flat_map(|r| r.events.iter())
+        .find(|e| e.name == "review decided")
+        .expect("the review's decision is an event of the run");
+    let attr = |k: &str| {
+        decided
+            .attributes
+            .iter()
+            .find(|kv| kv.key == k)
+            .map(|kv| shown(kv.value.as_ref().and_then(|v| v.value.as_ref())))
+    };
+    assert_eq!(
+        attr("llmchain.review.decided_by").as_deref(),
+        Some("str:dana")
+    );
+    assert_eq!(
+        attr("llmchain.review.decision").as_deref(),
+        Some("str:approved")
+    );
+}
+
+/// `llmchain serve` takes the browser's `traceparent`: the answer's spans are in that
+/// trace.
+#[test]
+fn serve_takes_the_browsers_traceparent() {
+    let (otlp, received) = receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Hello.")).unwrap(),
+    ]);
+    write_config(
+        dir.path(),
+        &format!("base_url = \"{base}\"\nmodel = \"m\"\n"),
+    );
+    let db = format!("sqlite://{}", dir.path().join("chats.db").display());
+    // The server exports: its environment names the receiver.
+    let served = Served::start_with_env(
+        dir.path(),
+        &["--db", &db],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str())],
+    );
+    let addr = served.base.trim_start_matches("http://").to_owned();
+    let body = user_message("chat", "u1", "hi").to_string();
+    let answer = {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            tcp,
+            "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             traceparent: {PARENT}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(answer.contains("Hello."), "{answer}");
+    // The server's batch goes out within its schedule (5 s by default).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let found = received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, s)| s.name == "chat m" && hex(&s.trace_id) == PARENT_TRACE);
+        if found {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no span of the answer in the browser's trace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(served);
 }

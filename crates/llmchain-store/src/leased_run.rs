@@ -118,6 +118,7 @@ pub struct Drive {
     cancel: Option<CancellationToken>,
     wrap_sink: Option<SinkWrapper>,
     explain: Option<Box<Explain>>,
+    traceparent: Option<String>,
 }
 
 impl std::fmt::Debug for Drive {
@@ -173,6 +174,15 @@ impl Drive {
         wrap: impl FnOnce(Arc<dyn ConversationSink>) -> Arc<dyn ConversationSink> + Send + 'static,
     ) -> Self {
         self.wrap_sink = Some(Box::new(wrap));
+        self
+    }
+
+    /// The trace this drive's spans join (a W3C `traceparent`, such as a browser's
+    /// request header), instead of the one kept with the run
+    /// ([`trace_context`](crate::trace_context)); a malformed one is ignored.
+    #[must_use]
+    pub fn trace_parent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
         self
     }
 
@@ -433,12 +443,34 @@ impl<S: Store + 'static> LeasedRun<S> {
                 token.cancel();
             })
         };
+        // One span for this drive, in the trace of whoever started the run (kept with
+        // it, so an attempt after a review or a crash continues that trace) or of the
+        // front end's request.
+        let span = tracing::info_span!(
+            "llmchain.run",
+            "otel.name" = "llmchain run",
+            "otel.kind" = "internal",
+            "llmchain.run.id" = %self.run.id,
+            "llmchain.run.attempt" = self.run.attempt,
+            "gen_ai.conversation.id" = %self.run.conversation_id,
+        );
+        if let Some(parent) = with
+            .traceparent
+            .as_deref()
+            .filter(|t| crate::trace_context::parse(t).is_some())
+            .or_else(|| crate::trace_context::traceparent(&self.run.state))
+        {
+            crate::trace_context::set_parent(&span, parent);
+        }
         let mut left_out = None;
-        let result = self.go(&mut chain, &mode, &mut with, &mut left_out).await;
-        forward.abort();
-        let mut ended = self
-            .end(chain, &sink, &mode, result, with.explain.as_deref())
-            .await;
+        let explain = with.explain.take();
+        let ended = async {
+            let result = self.go(&mut chain, &mode, &mut with, &mut left_out).await;
+            forward.abort();
+            self.end(chain, &sink, &mode, result, explain.as_deref())
+                .await
+        };
+        let mut ended = tracing::Instrument::instrument(ended, span).await;
         ended.left_out = left_out;
         ended
     }
@@ -453,6 +485,10 @@ impl<S: Store + 'static> LeasedRun<S> {
     ) -> Result<RunOutcome, ChainError> {
         let conversation = &self.run.conversation_id;
         let store = self.store.as_ref();
+        let waiting = chain.waiting_calls();
+        if !waiting.is_empty() {
+            note_decisions(store, conversation, &waiting).await;
+        }
         if let Some(undecided) = &with.undecided {
             let waiting = chain.waiting_calls();
             if !waiting.is_empty() {
@@ -666,6 +702,41 @@ impl From<llmchain::chain::SinkError> for Unrecorded {
         } else {
             Unrecorded::Failed(e.to_string())
         }
+    }
+}
+
+/// The decisions already made about `waiting` calls, as events of the run's span: who
+/// decided what about which call, when, after how long a wait (a trace shows the pause
+/// for review and its end).
+async fn note_decisions<S: Store>(store: &S, conversation: &str, waiting: &[ToolCall]) {
+    let Ok(reviews) = store
+        .list_reviews(&ReviewFilter {
+            conversation: Some(conversation.to_owned()),
+            ..Default::default()
+        })
+        .await
+    else {
+        return;
+    };
+    for call in waiting {
+        let Some(r) = reviews.iter().find(|r| {
+            Some(r.call_id.as_str()) == call.call_id.as_deref()
+                && r.round == call.review_round()
+                && r.decided_at.is_some()
+        }) else {
+            continue;
+        };
+        let decided_at = r.decided_at.unwrap_or(r.created_at);
+        tracing::info!(
+            "llmchain.review.id" = %r.id,
+            "llmchain.review.call_id" = %r.call_id,
+            "llmchain.review.tool" = %r.tool,
+            "llmchain.review.decision" = r.status.as_str(),
+            "llmchain.review.decided_by" = r.decided_by.as_deref().unwrap_or(""),
+            "llmchain.review.decided_at" = decided_at,
+            "llmchain.review.waited_ms" = decided_at - r.created_at,
+            "review decided"
+        );
     }
 }
 

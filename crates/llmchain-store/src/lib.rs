@@ -104,6 +104,7 @@ pub mod schema;
 pub mod sink;
 pub mod sqlite;
 mod store;
+pub mod trace_context;
 mod truncate;
 pub mod worker;
 

@@ -316,13 +316,9 @@ impl<S: Store + 'static> Worker<S> {
                         profile: run.profile.clone(),
                         attempt: run.attempt,
                     });
-                    let span = tracing::info_span!(
-                        "llmchain.run",
-                        run.id = %run.id,
-                        run.conversation = %run.conversation_id,
-                        run.attempt = run.attempt,
-                        worker = %self.name,
-                    );
+                    // The run's own span (`LeasedRun`) joins the trace it was queued
+                    // in; this one names the worker for the logs.
+                    let span = tracing::info_span!("llmchain.worker", worker = %self.name);
                     tasks.spawn(tracing::Instrument::instrument(
                         async move {
                             job.run(run).await;

@@ -249,7 +249,11 @@ impl<S: Store + 'static> ChatServer<S> {
                 tower_http::cors::CorsLayer::new()
                     .allow_origin(origins)
                     .allow_methods([Method::GET, Method::POST])
-                    .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION]),
+                    .allow_headers([
+                        header::CONTENT_TYPE,
+                        header::AUTHORIZATION,
+                        header::HeaderName::from_static("traceparent"),
+                    ]),
             );
         }
         // Outermost: a foreign host or a page elsewhere is refused before anything else.
@@ -325,7 +329,12 @@ async fn resume_decided<S: Store + 'static>(app: &Arc<App<S>>) -> Result<(), Sto
         if pending || !decided_since {
             continue;
         }
-        let _ = start_answer(app, &run.conversation_id, Intent::Continue, None);
+        let ask = turn::Ask {
+            intent: Intent::Continue,
+            title: None,
+            traceparent: None,
+        };
+        let _ = start_answer(app, &run.conversation_id, ask);
     }
     Ok(())
 }
@@ -408,8 +417,7 @@ fn valid_chat_id(id: &str) -> bool {
 fn start_answer<S: Store + 'static>(
     app: &Arc<App<S>>,
     chat: &str,
-    intent: Intent,
-    title: Option<String>,
+    ask: turn::Ask,
 ) -> Result<Arc<Hub>, Refusal> {
     let permit = app.answers.clone().try_acquire_owned().map_err(|_| {
         Refusal::new(
@@ -435,7 +443,7 @@ fn start_answer<S: Store + 'static>(
     }
     let (app, chat, hub2) = (app.clone(), chat.to_owned(), hub.clone());
     tokio::spawn(async move {
-        turn::run(app.env.clone(), chat.clone(), intent, title, hub2.clone()).await;
+        turn::run(app.env.clone(), chat.clone(), ask, hub2.clone()).await;
         let mut hubs = app.hubs.lock().unwrap_or_else(|p| p.into_inner());
         if hubs.get(&chat).is_some_and(|h| Arc::ptr_eq(h, &hub2)) {
             hubs.remove(&chat);
@@ -501,7 +509,11 @@ async fn favicon() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
 
-async fn chat<S: Store + 'static>(State(app): State<Arc<App<S>>>, body: Bytes) -> Response {
+async fn chat<S: Store + 'static>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let req: ui::ChatRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -554,7 +566,18 @@ async fn chat<S: Store + 'static>(State(app): State<Arc<App<S>>>, body: Bytes) -
         }
         Intent::Regenerate { .. } | Intent::Continue => {}
     }
-    match start_answer(&app, &req.id, intent, title) {
+    // The browser's trace, when it sends one (a well-formed `traceparent` only).
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .filter(|t| llmchain_store::trace_context::parse(t).is_some())
+        .map(str::to_owned);
+    let ask = turn::Ask {
+        intent,
+        title,
+        traceparent,
+    };
+    match start_answer(&app, &req.id, ask) {
         Ok(hub) => stream_response(&app, hub),
         Err(r) => r.into_response(),
     }

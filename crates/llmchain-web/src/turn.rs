@@ -73,17 +73,26 @@ impl<S> TurnEnv<S> {
     }
 }
 
-/// Runs one answer of chat `chat` for `intent`, pushing its chunks into `hub`, and ends
-/// the stream (`[DONE]`) whatever happens.
+/// What a request asks of a chat's turn.
+pub(crate) struct Ask {
+    /// What the request wants.
+    pub intent: Intent,
+    /// The title of a chat it creates.
+    pub title: Option<String>,
+    /// The browser's `traceparent`: the turn's spans join that trace.
+    pub traceparent: Option<String>,
+}
+
+/// Runs one answer of chat `chat` for `ask`, pushing its chunks into `hub`, and ends the
+/// stream (`[DONE]`) whatever happens.
 pub(crate) async fn run<S: Store + 'static>(
     env: Arc<TurnEnv<S>>,
     chat: String,
-    intent: Intent,
-    title: Option<String>,
+    ask: Ask,
     hub: Arc<Hub>,
 ) {
     let writer = ChunkWriter::new(hub.clone());
-    if let Err(text) = turn(&env, &chat, intent, title, &writer).await {
+    if let Err(text) = turn(&env, &chat, ask, &writer).await {
         tracing::info!(chat = %chat, error = %text, "chat turn failed");
         writer.close_parts();
         writer.push(Chunk::Error {
@@ -97,10 +106,14 @@ pub(crate) async fn run<S: Store + 'static>(
 async fn turn<S: Store + 'static>(
     env: &TurnEnv<S>,
     chat: &str,
-    intent: Intent,
-    title: Option<String>,
+    ask: Ask,
     writer: &ChunkWriter,
 ) -> Result<(), String> {
+    let Ask {
+        intent,
+        title,
+        traceparent,
+    } = ask;
     let store = &env.store;
     let err = |e: StoreError| e.to_string();
     // A message to a chat that does not exist yet creates it, marked as this server's.
@@ -249,6 +262,9 @@ async fn turn<S: Store + 'static>(
     let mut drive = Drive::new()
         .holding_answers()
         .cancel_on(env.shutdown.child_token());
+    if let Some(parent) = traceparent {
+        drive = drive.trace_parent(parent);
+    }
     if let Some(message) = new_message.filter(|_| deferred.load(Ordering::Relaxed)) {
         // The person wrote instead of answering: calls still waiting are rejected.
         drive = drive.message(message).undecided(MovedOn {

@@ -527,6 +527,25 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
         OPTIONS_KEY.into(),
         serde_json::to_value(&options).unwrap_or_default(),
     );
+    // The run keeps the trace it is queued in (this command's span, under the caller's
+    // TRACEPARENT when there is one): the worker that runs it, and any that resumes it
+    // after a review or a crash, continue that trace.
+    let span = tracing::info_span!(
+        "llmchain.enqueue",
+        "otel.name" = "llmchain enqueue",
+        "otel.kind" = "producer",
+        "gen_ai.conversation.id" = %id,
+    );
+    let caller = std::env::var("TRACEPARENT").ok();
+    if let Some(parent) = &caller {
+        llmchain_store::trace_context::set_parent(&span, parent);
+    }
+    let traceparent = span
+        .in_scope(llmchain_store::trace_context::current)
+        .or(caller);
+    if let Some(tp) = traceparent {
+        llmchain_store::trace_context::keep(&mut state, &tp);
+    }
     let run = store
         .enqueue_run(
             &id,
@@ -679,6 +698,10 @@ async fn agent(
         .cancel_on(cancel)
         .wrap_sink(move |inner| Arc::new(ProgressSink::new(inner, sink_progress)))
         .explain(move |e| explain(e, spec));
+    // Under the caller's trace, when it names one.
+    if let Ok(parent) = std::env::var("TRACEPARENT") {
+        drive = drive.trace_parent(parent);
+    }
     if let Some(prompt) = prompt.clone() {
         let mut message = Message::user(prompt);
         message.content.extend(attached);

@@ -523,6 +523,8 @@ pub(crate) struct Served {
     dir: std::path::PathBuf,
     /// The open-file limit it runs under, if one is set (`ulimit -n`).
     files: Option<u32>,
+    /// Variables set for it beyond `llmchain_command`'s.
+    env: Vec<(String, String)>,
 }
 
 impl Served {
@@ -540,8 +542,30 @@ impl Served {
         args: &[&str],
         files: Option<u32>,
     ) -> Served {
+        Self::start_full(dir, args, files, &[])
+    }
+
+    /// [`start`](Self::start) with these variables set.
+    pub(crate) fn start_with_env(
+        dir: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Served {
+        Self::start_full(dir, args, None, env)
+    }
+
+    fn start_full(
+        dir: &std::path::Path,
+        args: &[&str],
+        files: Option<u32>,
+        env: &[(&str, &str)],
+    ) -> Served {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let child = Self::spawn(dir, 0, &args, files);
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let child = Self::spawn(dir, 0, &args, files, &env);
         let mut served = Served {
             child,
             base: String::new(),
@@ -549,6 +573,7 @@ impl Served {
             args,
             dir: dir.to_owned(),
             files,
+            env,
         };
         served.port = served.wait_ready(1);
         served.base = format!("http://127.0.0.1:{}", served.port);
@@ -560,11 +585,13 @@ impl Served {
         port: u16,
         args: &[String],
         files: Option<u32>,
+        env: &[(String, String)],
     ) -> std::process::Child {
         let listen = format!("127.0.0.1:{port}");
         let mut all = vec!["serve", "--listen", &listen];
         all.extend(args.iter().map(String::as_str));
         let mut command = llmchain_command(&all, dir);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(n) = files {
             // The same command under `sh -c 'ulimit -n N; exec "$0" "$@"'`.
             let mut limited = Command::new("sh");
@@ -631,7 +658,7 @@ impl Served {
             .lines()
             .filter(|l| l.starts_with("llmchain serve: http://"))
             .count();
-        self.child = Self::spawn(&self.dir, self.port, &self.args, self.files);
+        self.child = Self::spawn(&self.dir, self.port, &self.args, self.files, &self.env);
         let port = self.wait_ready(starts + 1);
         assert_eq!(port, self.port);
     }
