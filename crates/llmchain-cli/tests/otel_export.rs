@@ -189,6 +189,18 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
     children.sort_by_key(|s| s.start_time_unix_nano);
     let order: Vec<&str> = children.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(order, ["chat m", "execute_tool clock", "chat m"]);
+    // No content without the opt-in: no prompt, answer, argument or result anywhere.
+    for (_, span) in &spans {
+        for kv in &span.attributes {
+            let v = shown(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+            assert!(
+                !v.contains("what time is it") && !v.contains("It is noon"),
+                "{}: {v}",
+                kv.key
+            );
+            assert!(!kv.key.starts_with("gen_ai.input") && !kv.key.starts_with("gen_ai.output"));
+        }
+    }
     // The resource: the service is llmchain, with the standard variables' attributes.
     let resource = &spans[0].0;
     assert!(
@@ -414,4 +426,84 @@ fn serve_takes_the_browsers_traceparent() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     drop(served);
+}
+
+/// With `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, the content is in the
+/// conventions' JSON shapes: the input and output messages, the system prompt, the tool
+/// definitions, a call's arguments and result; the process's secrets masked even then.
+#[test]
+fn content_is_captured_only_on_opt_in_and_never_a_secret() {
+    let (otlp, received) = receiver();
+    const KEY: &str = "sk-otel-capture-secret-9a8b7c";
+    let (base, _) = serve(vec![
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::tool_call("call_1", "clock", "{}"),
+        )
+        .unwrap(),
+        render_stream(
+            Format::OpenAiChat,
+            &ResponseScript::text(format!("It is noon, and your key is {KEY}.")),
+        )
+        .unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = llmchain_with_env(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "-s",
+            "Be brief.",
+            "what time is it?",
+        ],
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp),
+            ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+            ("OPENAI_API_KEY", KEY),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let spans = received.lock().unwrap().clone();
+    let chats: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == "chat m")
+        .collect();
+    assert_eq!(chats.len(), 2);
+    let input = attribute(chats[0], "gen_ai.input.messages").unwrap();
+    let input: serde_json::Value =
+        serde_json::from_str(input.strip_prefix("str:").unwrap()).unwrap();
+    assert_eq!(input[0]["role"], "user");
+    assert_eq!(input[0]["parts"][0]["type"], "text");
+    assert_eq!(input[0]["parts"][0]["content"], "what time is it?");
+    let system = attribute(chats[0], "gen_ai.system_instructions").unwrap();
+    assert!(system.contains("Be brief."), "{system}");
+    let tools = attribute(chats[0], "gen_ai.tool.definitions").unwrap();
+    assert!(
+        tools.contains("\"type\":\"function\"") && tools.contains("clock"),
+        "{tools}"
+    );
+    let first_out = attribute(chats[0], "gen_ai.output.messages").unwrap();
+    assert!(first_out.contains("\"type\":\"tool_call\""), "{first_out}");
+    let last_out = attribute(chats[1], "gen_ai.output.messages").unwrap();
+    assert!(last_out.contains("It is noon"), "{last_out}");
+    assert!(last_out.contains("finish_reason"), "{last_out}");
+    let tool = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| s.name == "execute_tool clock")
+        .unwrap();
+    assert!(attribute(tool, "gen_ai.tool.call.arguments").is_some());
+    assert!(attribute(tool, "gen_ai.tool.call.result").is_some());
+    // The key the model echoed is masked in every attribute.
+    for (_, span) in &spans {
+        for kv in &span.attributes {
+            let v = shown(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+            assert!(!v.contains(KEY), "{}: {v}", kv.key);
+        }
+    }
 }

@@ -66,3 +66,86 @@ pub fn agent_span_name(agent: Option<&str>) -> String {
 pub fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
+
+/// Whether message content goes into the spans: only when
+/// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (the conventions' opt-in).
+/// Without it no prompt, answer, argument or result text is in any attribute; with it,
+/// every secret of the process is masked all the same ([`crate::secrets`]).
+pub fn capture_content() -> bool {
+    std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The conventions' JSON of messages (`gen_ai.input.messages`, `gen_ai.output.messages`):
+/// `[{"role", "parts": [{"type": "text" | "reasoning" | "tool_call" |
+/// "tool_call_response" | "uri" | "blob", …}], "finish_reason"?}]`, secrets masked.
+/// Binary content is named by its type, never inlined.
+pub fn messages_json<'a>(
+    messages: impl IntoIterator<Item = &'a crate::message::Message>,
+    finish_reason: Option<&str>,
+) -> String {
+    use crate::message::{ContentType, Role};
+    use serde_json::{Value, json};
+    let mut out = Vec::new();
+    for m in messages {
+        let role = match m.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        let mut parts: Vec<Value> = m
+            .content
+            .iter()
+            .map(|p| match p.r#type {
+                ContentType::Text => json!({"type": "text", "content": p.content}),
+                ContentType::Thinking => json!({"type": "reasoning", "content": p.content}),
+                ContentType::ImageUrl | ContentType::FileUrl => {
+                    json!({"type": "uri", "uri": crate::redact::url(&p.content)})
+                }
+                ContentType::Image | ContentType::File => {
+                    json!({"type": "blob", "mime_type": p.options.get("media"), "content": "(not captured)"})
+                }
+                ContentType::Unsupported => json!({"type": "unsupported"}),
+            })
+            .collect();
+        parts.extend(m.tool_calls.iter().map(|c| {
+            json!({
+                "type": "tool_call",
+                "id": c.call_id,
+                "name": c.name,
+                "arguments": Value::Object(c.arguments_as_map()),
+            })
+        }));
+        parts.extend(m.tool_results.iter().map(|r| {
+            json!({"type": "tool_call_response", "id": r.tool_call_id, "response": r.content_text()})
+        }));
+        let mut message = json!({"role": role, "parts": parts});
+        if let (Some(f), Some(o)) = (finish_reason, message.as_object_mut()) {
+            o.insert("finish_reason".into(), Value::String(f.to_owned()));
+        }
+        out.push(message);
+    }
+    crate::secrets::masked(Value::Array(out).to_string())
+}
+
+/// The conventions' JSON of a system prompt (`gen_ai.system_instructions`).
+pub fn system_json(system: &str) -> String {
+    crate::secrets::masked(serde_json::json!([{"type": "text", "content": system}]).to_string())
+}
+
+/// The conventions' JSON of tool definitions (`gen_ai.tool.definitions`).
+pub fn tools_json(tools: &[crate::conversation::ToolDefinition]) -> String {
+    let defs: Vec<serde_json::Value> = tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters_schema,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(defs).to_string()
+}

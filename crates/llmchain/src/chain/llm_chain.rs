@@ -527,7 +527,32 @@ impl LLMChain {
                 "gen_ai.usage.output_tokens" = tracing::field::Empty,
                 "gen_ai.response.finish_reasons" = tracing::field::Empty,
                 "error.type" = tracing::field::Empty,
+                "gen_ai.input.messages" = tracing::field::Empty,
+                "gen_ai.output.messages" = tracing::field::Empty,
+                "gen_ai.system_instructions" = tracing::field::Empty,
+                "gen_ai.tool.definitions" = tracing::field::Empty,
             );
+            // Content only on the conventions' opt-in (secrets masked even then).
+            let capture = !span.is_disabled() && crate::telemetry::capture_content();
+            if capture {
+                let conversation = &self.state.conversation;
+                span.record(
+                    "gen_ai.input.messages",
+                    crate::telemetry::messages_json(&conversation.messages, None),
+                );
+                if let Some(system) = &conversation.system {
+                    span.record(
+                        "gen_ai.system_instructions",
+                        crate::telemetry::system_json(system),
+                    );
+                }
+                if !conversation.tools.is_empty() {
+                    span.record(
+                        "gen_ai.tool.definitions",
+                        crate::telemetry::tools_json(&conversation.tools),
+                    );
+                }
+            }
             match self
                 .stream_once(model.as_ref())
                 .instrument(span.clone())
@@ -548,6 +573,15 @@ impl LLMChain {
                     }
                     if let Some(r) = &outcome.raw_stop_reason {
                         span.record("gen_ai.response.finish_reasons", r.as_str());
+                    }
+                    if capture {
+                        span.record(
+                            "gen_ai.output.messages",
+                            crate::telemetry::messages_json(
+                                std::iter::once(&outcome.message),
+                                outcome.raw_stop_reason.as_deref(),
+                            ),
+                        );
                     }
                     return self.process_outcome(outcome).await;
                 }

@@ -352,12 +352,28 @@ impl ToolExecutor {
             "gen_ai.tool.call.id" = ctx.tool_call_id(),
             "gen_ai.tool.type" = "function",
             "error.type" = tracing::field::Empty,
+            "gen_ai.tool.call.arguments" = tracing::field::Empty,
+            "gen_ai.tool.call.result" = tracing::field::Empty,
         );
+        // Content only on the conventions' opt-in (secrets masked even then).
+        let capture = !span.is_disabled() && crate::telemetry::capture_content();
+        if capture {
+            span.record(
+                "gen_ai.tool.call.arguments",
+                crate::secrets::masked(args.to_string()),
+            );
+        }
         let result = {
             use tracing::Instrument;
             tool.execute(args, ctx).instrument(span.clone()).await
         };
         let result = self.bounded(result, &name);
+        if capture {
+            span.record(
+                "gen_ai.tool.call.result",
+                crate::secrets::masked(result.content_text()),
+            );
+        }
         if result.is_exception() {
             span.record("error.type", "exception");
             span.record("otel.status_code", "error");
