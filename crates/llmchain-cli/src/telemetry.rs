@@ -13,6 +13,7 @@
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -25,9 +26,10 @@ const ENDPOINTS: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 ];
 
-/// The installed exporter: flushed and shut down when dropped.
+/// The installed exporters: flushed and shut down when dropped.
 pub(crate) struct Exporting {
     provider: SdkTracerProvider,
+    meters: Option<SdkMeterProvider>,
 }
 
 impl Drop for Exporting {
@@ -35,6 +37,14 @@ impl Drop for Exporting {
         if let Err(e) = self.provider.shutdown() {
             eprintln!(
                 "llmchain: warning: the last spans were not exported: {}",
+                crate::shown::inline(&e.to_string(), 300)
+            );
+        }
+        if let Some(meters) = &self.meters
+            && let Err(e) = meters.shutdown()
+        {
+            eprintln!(
+                "llmchain: warning: the last metrics were not exported: {}",
                 crate::shown::inline(&e.to_string(), 300)
             );
         }
@@ -79,10 +89,24 @@ pub(crate) fn init() -> Option<Exporting> {
     if !named {
         resource = resource.with_service_name("llmchain");
     }
+    let resource = resource.build();
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_resource(resource.build())
+        .with_resource(resource.clone())
         .build();
+    // The conventions' client metrics (`gen_ai.client.token.usage`,
+    // `gen_ai.client.operation.duration`), from the chain's `llmchain::metrics` events,
+    // to the same endpoint; read at exit, and every minute while a server runs.
+    let meters = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .build()
+        .ok()
+        .map(|exporter| {
+            SdkMeterProvider::builder()
+                .with_periodic_exporter(exporter)
+                .with_resource(resource)
+                .build()
+        });
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
@@ -95,14 +119,19 @@ pub(crate) fn init() -> Option<Exporting> {
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_filter(ours);
+    let metrics = meters.as_ref().map(|m| {
+        tracing_opentelemetry::MetricsLayer::new(m.clone())
+            .with_filter(Targets::new().with_target("llmchain::metrics", LevelFilter::INFO))
+    });
     if tracing_subscriber::registry()
         .with(layer)
+        .with(metrics)
         .try_init()
         .is_err()
     {
         return None;
     }
-    Some(Exporting { provider })
+    Some(Exporting { provider, meters })
 }
 
 #[cfg(test)]

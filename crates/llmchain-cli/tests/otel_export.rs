@@ -23,10 +23,16 @@ use prost::Message as _;
 
 type Received = Arc<Mutex<Vec<(Vec<(String, String)>, Span)>>>;
 
-/// An OTLP/HTTP receiver: the spans it got, each with its resource's attributes.
-fn receiver() -> (String, Received) {
+/// The metrics' histogram points received: (metric name, point attributes, count, sum).
+type Points = Arc<Mutex<Vec<(String, Vec<(String, String)>, u64, f64)>>>;
+
+/// An OTLP/HTTP receiver: the spans it got, each with its resource's attributes, and
+/// the metrics' histogram points.
+fn receiver() -> (String, Received, Points) {
     let received: Received = Arc::default();
     let r = received.clone();
+    let points: Points = Arc::default();
+    let p = points.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -62,12 +68,42 @@ fn receiver() -> (String, Received) {
                     }
                 }),
             );
+            let app = app.route(
+                "/v1/metrics",
+                post(move |body: Bytes| {
+                    let p = p.clone();
+                    async move {
+                        use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+                        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+                        let request = ExportMetricsServiceRequest::decode(body).unwrap();
+                        for rm in request.resource_metrics {
+                            for sm in rm.scope_metrics {
+                                for m in sm.metrics {
+                                    if let Some(Data::Histogram(h)) = m.data {
+                                        for dp in h.data_points {
+                                            let attrs = dp
+                                                .attributes
+                                                .iter()
+                                                .map(|kv| {
+                                                    (kv.key.clone(), shown(kv.value.as_ref().and_then(|v| v.value.as_ref())))
+                                                })
+                                                .collect();
+                                            p.lock().unwrap().push((m.name.clone(), attrs, dp.count, dp.sum.unwrap_or(0.0)));
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        ""
+                    }
+                }),
+            );
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });
-    (format!("http://{}", rx.recv().unwrap()), received)
+    (format!("http://{}", rx.recv().unwrap()), received, points)
 }
 
 /// An attribute value as text (`int:7`, `str:chat`, `[str:stop]`…).
@@ -98,7 +134,7 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
 
 #[test]
 fn run_exports_genai_spans_over_otlp_before_it_exits() {
-    let (otlp, received) = receiver();
+    let (otlp, received, points) = receiver();
     let (base, _) = serve(vec![
         render_stream(
             Format::OpenAiChat,
@@ -189,6 +225,30 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
     children.sort_by_key(|s| s.start_time_unix_nano);
     let order: Vec<&str> = children.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(order, ["chat m", "execute_tool clock", "chat m"]);
+    // The conventions' two client metrics, flushed at exit.
+    let metrics = points.lock().unwrap().clone();
+    let usage = |kind: &str| {
+        metrics
+            .iter()
+            .filter(|(n, a, _, _)| {
+                n == "gen_ai.client.token.usage"
+                    && a.contains(&("gen_ai.token.type".into(), format!("str:{kind}")))
+            })
+            .map(|(_, _, _, sum)| *sum)
+            .sum::<f64>()
+    };
+    assert_eq!(usage("input"), 31.0, "{metrics:?}");
+    assert_eq!(usage("output"), 9.0, "{metrics:?}");
+    let calls: u64 = metrics
+        .iter()
+        .filter(|(n, a, _, _)| {
+            n == "gen_ai.client.operation.duration"
+                && a.contains(&("gen_ai.provider.name".into(), "str:openai".into()))
+                && a.contains(&("gen_ai.request.model".into(), "str:m".into()))
+        })
+        .map(|(_, _, count, _)| *count)
+        .sum();
+    assert_eq!(calls, 2, "{metrics:?}");
     // No content without the opt-in: no prompt, answer, argument or result anywhere.
     for (_, span) in &spans {
         for kv in &span.attributes {
@@ -215,7 +275,7 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
 
 #[test]
 fn nothing_is_exported_without_an_endpoint() {
-    let (_otlp, received) = receiver();
+    let (_otlp, received, _) = receiver();
     let (base, _) = serve(vec![
         render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
     ]);
@@ -241,7 +301,7 @@ fn hex(bytes: &[u8]) -> String {
 /// worker, it goes on in the same trace, and the run's span says who decided what.
 #[test]
 fn a_queued_run_keeps_its_trace_through_a_worker_and_a_review() {
-    let (otlp, received) = receiver();
+    let (otlp, received, _) = receiver();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("files");
     std::fs::create_dir_all(&root).unwrap();
@@ -375,7 +435,7 @@ fn a_queued_run_keeps_its_trace_through_a_worker_and_a_review() {
 /// trace.
 #[test]
 fn serve_takes_the_browsers_traceparent() {
-    let (otlp, received) = receiver();
+    let (otlp, received, _) = receiver();
     let dir = tempfile::tempdir().unwrap();
     let (base, _) = serve(vec![
         render_stream(Format::OpenAiChat, &ResponseScript::text("Hello.")).unwrap(),
@@ -433,7 +493,7 @@ fn serve_takes_the_browsers_traceparent() {
 /// definitions, a call's arguments and result; the process's secrets masked even then.
 #[test]
 fn content_is_captured_only_on_opt_in_and_never_a_secret() {
-    let (otlp, received) = receiver();
+    let (otlp, received, _) = receiver();
     const KEY: &str = "sk-otel-capture-secret-9a8b7c";
     let (base, _) = serve(vec![
         render_stream(

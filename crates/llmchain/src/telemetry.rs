@@ -149,3 +149,52 @@ pub fn tools_json(tools: &[crate::conversation::ToolDefinition]) -> String {
         .collect();
     serde_json::Value::Array(defs).to_string()
 }
+
+/// The conventions' two client metrics for one model call, as `tracing` events that an
+/// OpenTelemetry metrics layer (`tracing_opentelemetry::MetricsLayer`) turns into
+/// histograms: `gen_ai.client.operation.duration` (seconds; with `error.type` on a
+/// failure) and `gen_ai.client.token.usage` (tokens, one point per `gen_ai.token.type`),
+/// each with the operation, provider and model. Target `llmchain::metrics`, at INFO.
+#[cfg(feature = "runtime")]
+pub fn record_call(
+    model: &dyn crate::model::ChatModel,
+    took: std::time::Duration,
+    outcome: Result<Option<crate::message::TokenUsage>, &'static str>,
+) {
+    let provider = provider_name(model.provider_name());
+    let request_model = model.model_name();
+    match outcome {
+        Ok(usage) => {
+            tracing::event!(
+                target: "llmchain::metrics",
+                tracing::Level::INFO,
+                histogram.gen_ai.client.operation.duration = took.as_secs_f64(),
+                "gen_ai.operation.name" = "chat",
+                "gen_ai.provider.name" = provider,
+                "gen_ai.request.model" = request_model,
+            );
+            if let Some(u) = usage {
+                for (kind, n) in [("input", u.input_tokens), ("output", u.output_tokens)] {
+                    tracing::event!(
+                        target: "llmchain::metrics",
+                        tracing::Level::INFO,
+                        histogram.gen_ai.client.token.usage = n,
+                        "gen_ai.operation.name" = "chat",
+                        "gen_ai.provider.name" = provider,
+                        "gen_ai.request.model" = request_model,
+                        "gen_ai.token.type" = kind,
+                    );
+                }
+            }
+        }
+        Err(error) => tracing::event!(
+            target: "llmchain::metrics",
+            tracing::Level::INFO,
+            histogram.gen_ai.client.operation.duration = took.as_secs_f64(),
+            "gen_ai.operation.name" = "chat",
+            "gen_ai.provider.name" = provider,
+            "gen_ai.request.model" = request_model,
+            "error.type" = error,
+        ),
+    }
+}

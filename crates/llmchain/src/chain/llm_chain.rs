@@ -553,11 +553,21 @@ impl LLMChain {
                     );
                 }
             }
-            match self
+            let started = std::time::Instant::now();
+            let streamed = self
                 .stream_once(model.as_ref())
                 .instrument(span.clone())
-                .await
-            {
+                .await;
+            crate::telemetry::record_call(
+                model.as_ref(),
+                started.elapsed(),
+                match &streamed {
+                    Ok(o) => Ok(o.usage),
+                    Err(Attempt::Cancelled(_)) => Err("cancelled"),
+                    Err(Attempt::Failed(e, _)) => Err(e.error_type()),
+                },
+            );
+            match streamed {
                 Ok(outcome) => {
                     if let Some(u) = outcome.usage {
                         // Integers as the conventions type them (an OpenTelemetry
