@@ -211,6 +211,9 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
             attribute(chat, "gen_ai.request.model").as_deref(),
             Some("str:m")
         );
+        // A string array, as the conventions type it.
+        let reasons = attribute(chat, "gen_ai.response.finish_reasons").unwrap();
+        assert!(reasons.starts_with("[str:"), "{reasons}");
     }
     let tools = named("execute_tool clock");
     assert_eq!(tools.len(), 1);

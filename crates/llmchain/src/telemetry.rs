@@ -198,3 +198,22 @@ pub fn record_call(
         ),
     }
 }
+
+/// Records `gen_ai.response.finish_reasons` on a `chat` span: a string array, as the
+/// conventions type it, for an OpenTelemetry layer (feature `otel`); the reason as a
+/// string field otherwise.
+#[cfg(feature = "runtime")]
+pub fn finish_reasons(span: &tracing::Span, reason: &str) {
+    #[cfg(feature = "otel")]
+    {
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        span.set_attribute(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(opentelemetry::Array::String(vec![
+                reason.to_owned().into(),
+            ])),
+        );
+    }
+    #[cfg(not(feature = "otel"))]
+    span.record("gen_ai.response.finish_reasons", reason);
+}

@@ -582,7 +582,7 @@ impl LLMChain {
                         );
                     }
                     if let Some(r) = &outcome.raw_stop_reason {
-                        span.record("gen_ai.response.finish_reasons", r.as_str());
+                        crate::telemetry::finish_reasons(&span, r);
                     }
                     if capture {
                         span.record(
