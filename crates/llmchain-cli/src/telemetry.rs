@@ -112,12 +112,19 @@ pub(crate) fn init() -> Option<Exporting> {
     );
     let tracer = provider.tracer("llmchain");
     let ours = Targets::new()
+        .with_target("llmchain::metrics", LevelFilter::OFF)
         .with_target("llmchain", LevelFilter::INFO)
         .with_target("llmchain_store", LevelFilter::INFO)
         .with_target("llmchain_web", LevelFilter::INFO)
         .with_target("llmchain_mcp", LevelFilter::INFO);
+    // The conventions' attributes only: no source locations, threads, timings of
+    // `tracing`'s own or targets on the spans.
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_target(false)
         .with_filter(ours);
     let metrics = meters.as_ref().map(|m| {
         tracing_opentelemetry::MetricsLayer::new(m.clone())

@@ -220,6 +220,10 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
     assert_eq!(tools[0].kind, SpanKind::Internal as i32);
     assert_eq!(tools[0].trace_id, agent.trace_id);
     assert_eq!(
+        tools[0].parent_span_id, agent.span_id,
+        "a tool call is a child of the turn"
+    );
+    assert_eq!(
         attribute(&tools[0], "gen_ai.tool.call.id").as_deref(),
         Some("str:call_1")
     );

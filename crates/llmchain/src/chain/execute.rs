@@ -350,20 +350,16 @@ impl LLMChain {
             .with_context_arc(self.custom_context.clone())
             .with_observer(observer.clone())
             .with_human_approved(approved.iter().cloned());
-        let span = tracing::info_span!(
-            "execute_tools",
-            "gen_ai.operation.name" = "execute_tool",
-            "llmchain.tool_calls" = to_run.len(),
-        );
         let run_results = {
-            use tracing::Instrument;
             // The observer's token: a child of the chain's, also fired by a lost lease.
+            // Each call has its own `execute_tool` span, a child of the turn's (no span
+            // for the batch: the conventions have none).
             let cancel = observer.stop.clone();
             let fut = executor.execute_with_cancel(to_run, &cancel);
             tokio::select! {
                 biased;
                 _ = self.cancel.cancelled() => None,
-                r = fut.instrument(span) => Some(r),
+                r = fut => Some(r),
             }
         };
         // A write that must stop the run (lost lease, cancelled run) wins over the
