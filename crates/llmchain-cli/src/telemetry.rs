@@ -12,6 +12,7 @@
 //! of `main`). Only llmchain's own spans are exported (its crates' targets), at INFO.
 
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithHttpConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -51,6 +52,14 @@ impl Drop for Exporting {
     }
 }
 
+/// The exporter's timeout: `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else 10 s.
+fn otlp_timeout() -> std::time::Duration {
+    std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(std::time::Duration::from_secs(10), std::time::Duration::from_millis)
+}
+
 /// Whether the environment asks for export.
 fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
     if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
@@ -68,8 +77,24 @@ pub(crate) fn init() -> Option<Exporting> {
     if !wanted(|k| std::env::var(k).ok()) {
         return None;
     }
+    // One HTTP client for the spans and the metrics (each exporter would build its own,
+    // with a runtime thread and a TLS configuration: measurable in a short command).
+    let client = match reqwest::blocking::Client::builder()
+        .timeout(otlp_timeout())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "llmchain: warning: spans are not exported: {}",
+                crate::shown::inline(&e.to_string(), 300)
+            );
+            return None;
+        }
+    };
     let exporter = match opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(client.clone())
         .build()
     {
         Ok(e) => e,
@@ -99,6 +124,7 @@ pub(crate) fn init() -> Option<Exporting> {
     // to the same endpoint; read at exit, and every minute while a server runs.
     let meters = opentelemetry_otlp::MetricExporter::builder()
         .with_http()
+        .with_http_client(client)
         .build()
         .ok()
         .map(|exporter| {
