@@ -57,7 +57,10 @@ fn otlp_timeout() -> std::time::Duration {
     std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(std::time::Duration::from_secs(10), std::time::Duration::from_millis)
+        .map_or(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis,
+        )
 }
 
 /// Whether the environment asks for export.

@@ -155,6 +155,8 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
             &base,
             "--model",
             "m",
+            "--max-tokens",
+            "256",
             "what time is it?",
         ],
         dir.path(),
@@ -210,6 +212,15 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
         assert_eq!(
             attribute(chat, "gen_ai.request.model").as_deref(),
             Some("str:m")
+        );
+        assert_eq!(
+            attribute(chat, "server.address").as_deref(),
+            Some("str:127.0.0.1")
+        );
+        assert!(attribute(chat, "server.port").is_some_and(|p| p.starts_with("int:")));
+        assert_eq!(
+            attribute(chat, "gen_ai.request.max_tokens").as_deref(),
+            Some("int:256")
         );
         // A string array, as the conventions type it.
         let reasons = attribute(chat, "gen_ai.response.finish_reasons").unwrap();

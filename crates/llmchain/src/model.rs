@@ -286,6 +286,22 @@ impl ModelError {
     }
 }
 
+/// What the telemetry says of a model's requests (the `chat` span's `server.address`,
+/// `server.port`, `gen_ai.request.max_tokens`, `gen_ai.request.temperature`): what a
+/// model knows of them; nothing by default.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct RequestInfo {
+    /// The host the requests go to.
+    pub server_address: Option<String>,
+    /// Its port.
+    pub server_port: Option<u16>,
+    /// The most tokens a request asks for.
+    pub max_tokens: Option<u32>,
+    /// The sampling temperature a request sets.
+    pub temperature: Option<f64>,
+}
+
 /// A chat model: takes a conversation (system prompt, tool definitions, messages) and
 /// returns a stream of [`ModelEvent`]s ending with [`ModelEvent::Done`].
 ///
@@ -300,6 +316,11 @@ pub trait ChatModel: Send + Sync {
 
     /// Starts a call.
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a>;
+
+    /// What the telemetry says of this model's requests (see [`RequestInfo`]).
+    fn request_info(&self) -> RequestInfo {
+        RequestInfo::default()
+    }
 
     /// Starts a call that stops when `cancel` fires: the stream then ends with
     /// [`ModelError::Cancelled`], after a [`ModelEvent::Partial`] holding what arrived.
@@ -340,6 +361,10 @@ impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
 
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
         (**self).stream(conversation)
+    }
+
+    fn request_info(&self) -> RequestInfo {
+        (**self).request_info()
     }
 
     fn stream_until<'a>(

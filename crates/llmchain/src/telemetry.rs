@@ -217,3 +217,21 @@ pub fn finish_reasons(span: &tracing::Span, reason: &str) {
     #[cfg(not(feature = "otel"))]
     span.record("gen_ai.response.finish_reasons", reason);
 }
+
+/// Records what a model says of its requests on its `chat` span: the server's address
+/// and port, the most tokens and the temperature asked for.
+#[cfg(feature = "runtime")]
+pub fn request_fields(span: &tracing::Span, info: &crate::model::RequestInfo) {
+    if let Some(a) = &info.server_address {
+        span.record("server.address", a.as_str());
+    }
+    if let Some(p) = info.server_port {
+        span.record("server.port", i64::from(p));
+    }
+    if let Some(n) = info.max_tokens {
+        span.record("gen_ai.request.max_tokens", i64::from(n));
+    }
+    if let Some(t) = info.temperature {
+        span.record("gen_ai.request.temperature", t);
+    }
+}

@@ -522,6 +522,10 @@ impl LLMChain {
                 "gen_ai.provider.name" = crate::telemetry::provider_name(model.provider_name()),
                 "gen_ai.request.model" = model.model_name(),
                 "gen_ai.request.stream" = true,
+                "gen_ai.request.max_tokens" = tracing::field::Empty,
+                "gen_ai.request.temperature" = tracing::field::Empty,
+                "server.address" = tracing::field::Empty,
+                "server.port" = tracing::field::Empty,
                 "gen_ai.conversation.id" = self.telemetry.conversation_id.as_deref(),
                 "gen_ai.usage.input_tokens" = tracing::field::Empty,
                 "gen_ai.usage.output_tokens" = tracing::field::Empty,
@@ -532,6 +536,9 @@ impl LLMChain {
                 "gen_ai.system_instructions" = tracing::field::Empty,
                 "gen_ai.tool.definitions" = tracing::field::Empty,
             );
+            if !span.is_disabled() {
+                crate::telemetry::request_fields(&span, &model.request_info());
+            }
             // Content only on the conventions' opt-in (secrets masked even then).
             let capture = !span.is_disabled() && crate::telemetry::capture_content();
             if capture {

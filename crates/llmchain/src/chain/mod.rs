@@ -59,7 +59,8 @@ pub use mode::{
 // The model trait lives below the chain (and the HTTP clients) in `crate::model`; it is
 // re-exported here because every chain user needs it.
 pub use crate::model::{
-    ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, Retry, collect_stream,
+    ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, RequestInfo, Retry,
+    collect_stream,
 };
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
 #[cfg(feature = "test-util")]

@@ -915,6 +915,16 @@ impl ChatModel for HttpModel {
         self.run(conversation, None)
     }
 
+    fn request_info(&self) -> crate::model::RequestInfo {
+        let url = reqwest::Url::parse(&self.endpoint.shown).ok();
+        crate::model::RequestInfo {
+            server_address: url.as_ref().and_then(|u| u.host_str().map(str::to_owned)),
+            server_port: url.as_ref().and_then(reqwest::Url::port_or_known_default),
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+        }
+    }
+
     fn stream_until<'a>(
         &'a self,
         conversation: &'a Conversation,
