@@ -222,6 +222,15 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
             attribute(chat, "gen_ai.request.max_tokens").as_deref(),
             Some("int:256")
         );
+        // What the server said of itself (the scripted server names its model so).
+        assert_eq!(
+            attribute(chat, "gen_ai.response.id").as_deref(),
+            Some("str:chatcmpl-scripted")
+        );
+        assert_eq!(
+            attribute(chat, "gen_ai.response.model").as_deref(),
+            Some("str:scripted-model")
+        );
         // A string array, as the conventions type it.
         let reasons = attribute(chat, "gen_ai.response.finish_reasons").unwrap();
         assert!(reasons.starts_with("[str:"), "{reasons}");

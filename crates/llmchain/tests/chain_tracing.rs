@@ -154,3 +154,51 @@ async fn failed_denied_and_rejected_calls_are_told_apart() {
     assert!(send.contains("error.type=\"rejected\""), "{send}");
     assert!(send.contains("otel.status_code=\"error\""), "{send}");
 }
+
+/// What the provider said of the response reaches the `chat` span: its id, the model
+/// that answered and the cache tokens, exactly as reported.
+#[tokio::test(flavor = "current_thread")]
+async fn chat_spans_carry_the_response_id_model_and_cache_tokens() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let body = concat!(
+        "event: message_start\n",
+        r#"data: {"type":"message_start","message":{"id":"msg_cache1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":20,"cache_read_input_tokens":300,"output_tokens":1}}}"#,
+        "\n\nevent: content_block_start\n",
+        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        "\n\nevent: content_block_delta\n",
+        r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#,
+        "\n\nevent: content_block_stop\n",
+        r#"data: {"type":"content_block_stop","index":0}"#,
+        "\n\nevent: message_delta\n",
+        r#"data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}"#,
+        "\n\nevent: message_stop\n",
+        r#"data: {"type":"message_stop"}"#,
+        "\n\n",
+    );
+    let model = ScriptedModel::new(Format::Anthropic).respond_bytes(body.as_bytes().to_vec());
+    let mut chain = LLMChain::new(Arc::new(model));
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    for needle in [
+        "gen_ai.response.id=\"msg_cache1\"",
+        "gen_ai.response.model=\"claude-sonnet-4-5-20250929\"",
+        // Anthropic counts cached tokens apart; the conventions (and our usage) count
+        // them in the input: 12 + 300 + 20.
+        "gen_ai.usage.input_tokens=332",
+        "gen_ai.usage.output_tokens=5",
+        "gen_ai.usage.cache_read.input_tokens=300",
+        "gen_ai.usage.cache_creation.input_tokens=20",
+    ] {
+        assert!(log.contains(needle), "missing {needle} in:\n{log}");
+    }
+}

@@ -529,6 +529,10 @@ impl LLMChain {
                 "gen_ai.conversation.id" = self.telemetry.conversation_id.as_deref(),
                 "gen_ai.usage.input_tokens" = tracing::field::Empty,
                 "gen_ai.usage.output_tokens" = tracing::field::Empty,
+                "gen_ai.usage.cache_read.input_tokens" = tracing::field::Empty,
+                "gen_ai.usage.cache_creation.input_tokens" = tracing::field::Empty,
+                "gen_ai.response.id" = tracing::field::Empty,
+                "gen_ai.response.model" = tracing::field::Empty,
                 "gen_ai.response.finish_reasons" = tracing::field::Empty,
                 "error.type" = tracing::field::Empty,
                 "gen_ai.input.messages" = tracing::field::Empty,
@@ -587,6 +591,24 @@ impl LLMChain {
                             "gen_ai.usage.output_tokens",
                             crate::telemetry::int(u.output_tokens),
                         );
+                        if let Some(n) = u.cache_read_tokens {
+                            span.record(
+                                "gen_ai.usage.cache_read.input_tokens",
+                                crate::telemetry::int(n),
+                            );
+                        }
+                        if let Some(n) = u.cache_write_tokens {
+                            span.record(
+                                "gen_ai.usage.cache_creation.input_tokens",
+                                crate::telemetry::int(n),
+                            );
+                        }
+                    }
+                    if let Some(id) = &outcome.response_id {
+                        span.record("gen_ai.response.id", id.as_str());
+                    }
+                    if let Some(m) = &outcome.response_model {
+                        span.record("gen_ai.response.model", m.as_str());
                     }
                     if let Some(r) = &outcome.raw_stop_reason {
                         crate::telemetry::finish_reasons(&span, r);

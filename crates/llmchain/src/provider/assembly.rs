@@ -75,6 +75,8 @@ pub(crate) struct Assembler {
     usage: Option<TokenUsage>,
     stop: Option<(StopReason, String)>,
     error: Option<ProviderError>,
+    response_id: Option<String>,
+    response_model: Option<String>,
 }
 
 impl Assembler {
@@ -88,7 +90,34 @@ impl Assembler {
             usage: None,
             stop: None,
             error: None,
+            response_id: None,
+            response_model: None,
         }
+    }
+
+    /// Records the response's id and the answering model; the first report of each
+    /// wins (later chunks repeat them) and an empty string counts as none.
+    pub(crate) fn set_response(&mut self, id: Option<&str>, model: Option<&str>) {
+        fn keep(slot: &mut Option<String>, value: Option<&str>) {
+            if slot.is_none()
+                && let Some(v) = value.filter(|v| !v.is_empty())
+            {
+                // Bounded: an id or a model name is short; a server sending megabytes
+                // here gets them cut, not stored whole on every span.
+                let mut end = v.len().min(MAX_RESPONSE_FIELD);
+                while !v.is_char_boundary(end) {
+                    end -= 1;
+                }
+                *slot = Some(v[..end].to_owned());
+            }
+        }
+        keep(&mut self.response_id, id);
+        keep(&mut self.response_model, model);
+    }
+
+    /// True once both the response id and model are known (a decoder stops looking).
+    pub(crate) fn knows_response(&self) -> bool {
+        self.response_id.is_some() && self.response_model.is_some()
     }
 
     /// Adds a whole part (an opaque provider block); returns its position.
@@ -584,6 +613,8 @@ impl Assembler {
             raw_stop_reason: end.raw_stop_reason,
             usage: end.usage,
             error: end.error,
+            response_id: self.response_id,
+            response_model: self.response_model,
         }
     }
 }
@@ -603,6 +634,9 @@ pub(crate) struct End {
     /// A provider error from the body.
     pub(crate) error: Option<ProviderError>,
 }
+
+/// The longest response id or model name kept (bytes).
+const MAX_RESPONSE_FIELD: usize = 256;
 
 /// `call_` + 16 hex digits of an FNV-1a hash of position, name and arguments.
 fn synthetic_id(pos: usize, c: &CallState) -> String {

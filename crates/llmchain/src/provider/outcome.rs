@@ -31,6 +31,12 @@ pub struct DecodeOutcome {
     pub usage: Option<TokenUsage>,
     /// An error reported in the body.
     pub error: Option<ProviderError>,
+    /// The provider's id for this response (`chatcmpl-…`, `msg_…`, `resp_…`, Gemini's
+    /// `responseId`), when the wire carries one: `gen_ai.response.id`.
+    pub response_id: Option<String>,
+    /// The model that answered, as the provider named it (often a dated snapshot of
+    /// the requested one): `gen_ai.response.model`.
+    pub response_model: Option<String>,
 }
 
 /// A completed call in a [`DecodeReport`].

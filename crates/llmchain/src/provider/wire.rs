@@ -13,6 +13,20 @@ use super::event::StopReason;
 use super::outcome::ProviderError;
 use crate::message::TokenUsage;
 
+/// A member read for telemetry only (a response id, a model name): its text when the
+/// wire sent a string, nothing for any other value, which never rejects the event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct AnyText(pub(crate) Option<String>);
+
+impl<'de> Deserialize<'de> for AnyText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(AnyText(match Value::deserialize(d)? {
+            Value::String(s) => Some(s),
+            _ => None,
+        }))
+    }
+}
+
 /// Arguments as the wire gave them: JSON text (borrowed when unescaped) or an object.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ArgsField<'a> {

@@ -20,6 +20,7 @@ use crate::provider::framed::EventHandler;
 use crate::provider::outcome::DecodeOutcome;
 use crate::provider::scan::fragment_run::{FragmentShape, RunScratch, take_fragments};
 use crate::provider::scan::json::Cursor;
+use crate::provider::wire::AnyText;
 
 const FORMAT: &str = "anthropic";
 
@@ -113,6 +114,8 @@ struct StartMessage {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
+    model: AnyText,
+    #[serde(default)]
     usage: Option<Usage>,
 }
 
@@ -175,6 +178,10 @@ struct WholeMessage<'a> {
     usage: Option<Usage>,
     #[serde(default, borrow)]
     error: Option<ErrorBody<'a>>,
+    #[serde(default)]
+    id: AnyText,
+    #[serde(default)]
+    model: AnyText,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -345,6 +352,7 @@ impl Events {
         match &*ev.ty {
             "message_start" => {
                 if let Some(m) = ev.message {
+                    self.asm.set_response(m.id.as_deref(), m.model.0.as_deref());
                     match (&self.message_id, m.id) {
                         (Some(first), Some(second)) if *first != second => {
                             return Err(DecodeError::Spliced {
@@ -632,6 +640,7 @@ pub(crate) fn decode_whole(
     let msg: WholeMessage<'_> =
         serde_json::from_slice(body).map_err(|e| malformed(FORMAT, e.to_string()))?;
     let mut asm = Assembler::new(config.max_argument_bytes);
+    asm.set_response(msg.id.0.as_deref(), msg.model.0.as_deref());
     match msg.ty.as_deref() {
         Some("error") => {
             let (kind, message) = match &msg.error {

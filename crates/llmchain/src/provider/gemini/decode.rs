@@ -205,6 +205,8 @@ impl Events {
                 .set_error(&kind, e.message.as_deref().unwrap_or(""), emit);
             return Ok(());
         }
+        self.asm
+            .set_response(r.response_id.as_deref(), r.model_version.as_deref());
         if self.id_prefix.is_none()
             && let Some(id) = r.response_id.as_deref().filter(|s| !s.is_empty())
         {

@@ -63,6 +63,8 @@ struct Line<'a> {
     #[serde(default, borrow)]
     created_at: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     message: Option<Msg<'a>>,
     #[serde(default)]
     done: Option<bool>,
@@ -129,6 +131,8 @@ impl Events {
         }
         if !self.seen_created {
             self.seen_created = true;
+            // Ollama names the model on every line but gives a response no id.
+            self.asm.set_response(None, l.model.as_deref());
             if let Some(c) = l.created_at.as_deref().filter(|s| !s.is_empty()) {
                 self.id_prefix = Some(format!("call_{:08x}_", short_hash(c)));
             }

@@ -180,6 +180,28 @@ impl ChunkPrefix {
     }
 }
 
+/// A response's `id` and `model` (`gen_ai.response.*`) from a chunk's or a whole
+/// body's top-level members, strings only. Reading stops once both are found (every
+/// server seen sends them before `choices`); anything unreadable leaves what was found
+/// so far: these are for telemetry, never a reason to reject a chunk.
+pub(super) fn response_meta(data: &[u8]) -> (Option<Cow<'_, str>>, Option<Cow<'_, str>>) {
+    let (mut id, mut model) = (None, None);
+    let mut p = Cursor::new(data, 0);
+    p.ws();
+    let _ = p.object(|p, key| {
+        let slot = match key {
+            b"id" => &mut id,
+            b"model" => &mut model,
+            _ => return p.skip_value(),
+        };
+        // A non-string value ends the walk too.
+        *slot = p.nullable(Cursor::string_text)?;
+        // Both known: stop here (`None` ends the walk; what was read is kept).
+        (id.is_none() || model.is_none()).then_some(())
+    });
+    (id, model)
+}
+
 /// The scan: `Some` only for a chunk it reads exactly as serde_json would.
 fn scan(data: &[u8]) -> Option<Chunk<'_>> {
     let mut p = Cursor::new(data, 0);

@@ -51,6 +51,10 @@ struct State {
     config: DecoderConfig,
     /// Scratch for [`raw_events`](Self::raw_events).
     runs: RunScratch,
+    /// Chunks left to read the response `id` and `model` from: a few, as Azure's
+    /// first chunk (prompt filter results) has them empty; not every chunk, which
+    /// would cost the fast path a second read of each.
+    meta_tries: u8,
 }
 
 /// The bytes of a fragment-only event around its variable parts (see [`State::raw_events`]).
@@ -115,7 +119,19 @@ impl State {
             shape: None,
             config,
             runs: RunScratch::default(),
+            meta_tries: 4,
         }
+    }
+
+    /// Reads the response `id` and `model` from a chunk (see `meta_tries`).
+    fn read_meta(&mut self, data: &[u8]) {
+        let (id, model) = super::chunk::response_meta(data);
+        self.asm.set_response(id.as_deref(), model.as_deref());
+        self.meta_tries = if self.asm.knows_response() {
+            0
+        } else {
+            self.meta_tries - 1
+        };
     }
 
     fn open_at(&self, wire: u64) -> Option<u32> {
@@ -131,6 +147,9 @@ impl State {
         if trimmed == b"[DONE]" {
             self.done = true;
             return Ok(());
+        }
+        if self.meta_tries > 0 {
+            self.read_meta(trimmed);
         }
         // The chunk prefix is compared (or validated) once, for both paths.
         let prefix_len = self.prefix.learn(trimmed);
@@ -464,6 +483,7 @@ pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHand
 pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutcome, DecodeError> {
     let chunk = Chunk::parse(body).map_err(|e| bad_json(body, &e))?;
     let mut state = State::new(config);
+    state.read_meta(body);
     let mut sink = |_: StreamEvent<'_>| {};
     if chunk.choices.is_none() && chunk.error.as_ref().is_none_or(Value::is_null) {
         return Err(wrong_format(
@@ -719,6 +739,9 @@ mod tests {
                 let r = if fast {
                     state.data(c.as_bytes(), &mut sink)
                 } else {
+                    if state.meta_tries > 0 {
+                        state.read_meta(c.as_bytes());
+                    }
                     let prefix_len = state.prefix.learn(c.as_bytes());
                     state.slow(c.as_bytes(), prefix_len > 0, &mut sink)
                 };

@@ -15,7 +15,9 @@ use serde_json::Value;
 use crate::message::{ContentPart, ContentType, MessageStatus, TokenUsage};
 use crate::provider::assembly::{Assembler, Emit, End};
 use crate::provider::framed::{EventHandler, SseDecoder};
-use crate::provider::wire::{ArgsField, WireUsage, malformed, provider_error, wrong_format};
+use crate::provider::wire::{
+    AnyText, ArgsField, WireUsage, malformed, provider_error, wrong_format,
+};
 use crate::provider::{
     DecodeError, DecodeOutcome, DecoderConfig, ProviderError, StopReason, StreamEvent,
 };
@@ -70,6 +72,10 @@ struct Item<'a> {
 struct Response<'a> {
     #[serde(default, borrow)]
     object: Option<Cow<'a, str>>,
+    #[serde(default)]
+    id: AnyText,
+    #[serde(default)]
+    model: AnyText,
     #[serde(default, borrow)]
     status: Option<Cow<'a, str>>,
     /// As JSON, for the same reason as [`Event::item`].
@@ -174,6 +180,14 @@ impl State {
                     self.asm.replace_arguments(pos, a)?;
                 }
                 self.asm.finish_call(pos, on_event)?;
+            }
+            // The response's id and model, known from the start (`completed` repeats
+            // them, but a stream cut short never sends it).
+            "response.created" | "response.in_progress" => {
+                if let Some(r) = &ev.response {
+                    self.asm
+                        .set_response(r.id.0.as_deref(), r.model.0.as_deref());
+                }
             }
             "response.completed" | "response.incomplete" | "response.failed" | "response.done" => {
                 if let Some(r) = ev.response {
@@ -369,6 +383,8 @@ impl State {
         whole: bool,
         on_event: Emit<'_>,
     ) -> Result<(), DecodeError> {
+        self.asm
+            .set_response(r.id.0.as_deref(), r.model.0.as_deref());
         if whole {
             for item in r.output.iter().flatten() {
                 self.item_value(item, true, on_event)?;
