@@ -11,7 +11,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
 use common::{
-    Served, files_server_cmd, llmchain_with_env, serve, text, user_message, write_config,
+    QueuedWrite, llmchain_with_env, post_chat_with, serve, serve_hello, text, user_message,
 };
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
@@ -330,78 +330,11 @@ fn hex(bytes: &[u8]) -> String {
 fn a_queued_run_keeps_its_trace_through_a_worker_and_a_review() {
     let (otlp, received, _) = receiver();
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("files");
-    std::fs::create_dir_all(&root).unwrap();
-    let Some(files) = files_server_cmd("otel_export", &root, 0) else {
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str())];
+    let Some(queued) = QueuedWrite::enqueue("otel_export", dir.path(), "ask", &env, PARENT) else {
         return;
     };
-    let (base, _) = serve(vec![
-        render_stream(
-            Format::OpenAiChat,
-            &ResponseScript::tool_call(
-                "call_1",
-                "write_file",
-                serde_json::json!({"path": "a.txt", "content": "A"}).to_string(),
-            ),
-        )
-        .unwrap(),
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
-    ]);
-    write_config(
-        dir.path(),
-        &format!(
-            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n\
-             approve = \"ask\"\n"
-        ),
-    );
-    let db = format!("sqlite://{}", dir.path().join("q.db").display());
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str())];
-    let queued = llmchain_with_env(
-        &["run", "--enqueue", "--db", &db, "write a.txt"],
-        dir.path(),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
-            ("TRACEPARENT", PARENT),
-        ],
-    );
-    assert!(queued.status.success(), "{}", text(&queued));
-    let drain = || {
-        llmchain_with_env(
-            &["worker", "--db", &db, "--drain", "--poll-ms", "20"],
-            dir.path(),
-            &env,
-        )
-    };
-    let paused = drain();
-    assert!(
-        text(&paused).contains("paused for review"),
-        "{}",
-        text(&paused)
-    );
-    let list = llmchain_with_env(&["reviews", "--db", &db, "list", "--json"], dir.path(), &[]);
-    let review: serde_json::Value = serde_json::from_str(
-        String::from_utf8_lossy(&list.stdout)
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    let approve = llmchain_with_env(
-        &[
-            "reviews",
-            "--db",
-            &db,
-            "--by",
-            "dana",
-            "approve",
-            review["id"].as_str().unwrap(),
-        ],
-        dir.path(),
-        &[],
-    );
-    assert!(approve.status.success(), "{}", text(&approve));
-    let done = drain();
-    assert!(text(&done).contains("1 done"), "{}", text(&done));
+    queued.through_a_review(dir.path(), &env);
 
     let spans = received.lock().unwrap().clone();
     let enqueue: Vec<&Span> = spans
@@ -464,36 +397,16 @@ fn a_queued_run_keeps_its_trace_through_a_worker_and_a_review() {
 fn serve_takes_the_browsers_traceparent() {
     let (otlp, received, _) = receiver();
     let dir = tempfile::tempdir().unwrap();
-    let (base, _) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Hello.")).unwrap(),
-    ]);
-    write_config(
-        dir.path(),
-        &format!("base_url = \"{base}\"\nmodel = \"m\"\n"),
-    );
-    let db = format!("sqlite://{}", dir.path().join("chats.db").display());
     // The server exports: its environment names the receiver.
-    let served = Served::start_with_env(
+    let served = serve_hello(
         dir.path(),
-        &["--db", &db],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str())],
     );
-    let addr = served.base.trim_start_matches("http://").to_owned();
-    let body = user_message("chat", "u1", "hi").to_string();
-    let answer = {
-        use std::io::{Read, Write};
-        let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
-        write!(
-            tcp,
-            "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-             traceparent: {PARENT}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        tcp.read_to_string(&mut out).unwrap();
-        out
-    };
+    let answer = post_chat_with(
+        &served.base,
+        &user_message("chat", "u1", "hi"),
+        &format!("traceparent: {PARENT}\r\n"),
+    );
     assert!(answer.contains("Hello."), "{answer}");
     // The server's batch goes out within its schedule (5 s by default).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

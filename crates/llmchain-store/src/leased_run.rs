@@ -452,6 +452,7 @@ impl<S: Store + 'static> LeasedRun<S> {
             "otel.kind" = "internal",
             "llmchain.run.id" = %self.run.id,
             "llmchain.run.attempt" = self.run.attempt,
+            "llmchain.run.worker" = %self.lease.worker_id,
             "gen_ai.conversation.id" = %self.run.conversation_id,
         );
         if let Some(parent) = with

@@ -317,8 +317,10 @@ impl<S: Store + 'static> Worker<S> {
                         attempt: run.attempt,
                     });
                     // The run's own span (`LeasedRun`) joins the trace it was queued
-                    // in; this one names the worker for the logs.
-                    let span = tracing::info_span!("llmchain.worker", worker = %self.name);
+                    // in and names the worker (`llmchain.run.worker`); this one names
+                    // it for debug logs only. At INFO it would be exported as a trace
+                    // of its own per job, beside the run's, which backends show as noise.
+                    let span = tracing::debug_span!("llmchain.worker", worker = %self.name);
                     tasks.spawn(tracing::Instrument::instrument(
                         async move {
                             job.run(run).await;

@@ -680,6 +680,11 @@ impl Drop for Served {
 /// server may be killed under it): the whole answer, status line and headers included;
 /// empty when the connection could not be made or written.
 pub(crate) fn post_chat(base: &str, body: &serde_json::Value) -> String {
+    post_chat_with(base, body, "")
+}
+
+/// [`post_chat`] with more request headers (`headers` is whole `Name: value\r\n` lines).
+pub(crate) fn post_chat_with(base: &str, body: &serde_json::Value, headers: &str) -> String {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
     let Ok(mut tcp) = std::net::TcpStream::connect(addr) else {
@@ -690,7 +695,7 @@ pub(crate) fn post_chat(base: &str, body: &serde_json::Value) -> String {
     let sent = write!(
         tcp,
         "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         {headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     if sent.is_err() {
@@ -699,6 +704,19 @@ pub(crate) fn post_chat(base: &str, body: &serde_json::Value) -> String {
     let mut out = String::new();
     let _ = tcp.read_to_string(&mut out);
     out
+}
+
+/// `llmchain serve` on a SQLite store in `dir`, its model a local server that answers
+/// "Hello." once, with `env` added to its environment.
+pub(crate) fn serve_hello(dir: &std::path::Path, env: &[(&str, &str)]) -> Served {
+    use llmchain::provider::Format;
+    use llmchain::provider::render::{ResponseScript, render_stream};
+    let (base, _) = serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Hello.")).unwrap(),
+    ]);
+    write_config(dir, &format!("base_url = \"{base}\"\nmodel = \"m\"\n"));
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    Served::start_with_env(dir, &["--db", &db], env)
 }
 
 /// A chat request whose last message is the user's `text` (client id `id`).
@@ -717,4 +735,101 @@ pub(crate) fn cloud_server(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../llmchain/tests/servers")
         .join(name)
+}
+
+/// A run queued to write `a.txt` through the files test server (one `write_file` call,
+/// then "Written."), under `approve`, in `dir`: the queue is `QueuedWrite::db`. Every
+/// command it runs gets `env`; the enqueue also `TRACEPARENT=traceparent`. `None`
+/// (skipped, said so) without python3.
+pub(crate) struct QueuedWrite {
+    /// The files server's root (`.calls`, `.started`, `.hold`).
+    pub(crate) root: std::path::PathBuf,
+    /// The queue's database URL.
+    pub(crate) db: String,
+}
+
+impl QueuedWrite {
+    pub(crate) fn enqueue(
+        test: &str,
+        dir: &std::path::Path,
+        approve: &str,
+        env: &[(&str, &str)],
+        traceparent: &str,
+    ) -> Option<QueuedWrite> {
+        use llmchain::provider::Format;
+        use llmchain::provider::render::{ResponseScript, render_stream};
+        let root = dir.join("files");
+        std::fs::create_dir_all(&root).unwrap();
+        let files = files_server_cmd(test, &root, 0)?;
+        let (base, _) = serve(vec![
+            render_stream(
+                Format::OpenAiChat,
+                &ResponseScript::tool_call(
+                    "call_1",
+                    "write_file",
+                    serde_json::json!({"path": "a.txt", "content": "A"}).to_string(),
+                ),
+            )
+            .unwrap(),
+            render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+        ]);
+        write_config(
+            dir,
+            &format!(
+                "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n\
+                 approve = \"{approve}\"\n"
+            ),
+        );
+        if approve == "always" {
+            // The call then waits inside the server until the test removes this.
+            std::fs::write(root.join(".hold"), "").unwrap();
+        }
+        let db = format!("sqlite://{}", dir.join("q.db").display());
+        let mut enqueue_env = env.to_vec();
+        enqueue_env.push(("TRACEPARENT", traceparent));
+        let queued = llmchain_with_env(
+            &["run", "--enqueue", "--db", &db, "write a.txt"],
+            dir,
+            &enqueue_env,
+        );
+        assert!(queued.status.success(), "{}", text(&queued));
+        Some(QueuedWrite { root, db })
+    }
+
+    /// `worker --drain` with `env`.
+    pub(crate) fn drain(&self, dir: &std::path::Path, env: &[(&str, &str)]) -> Output {
+        llmchain_with_env(
+            &["worker", "--db", &self.db, "--drain", "--poll-ms", "20"],
+            dir,
+            env,
+        )
+    }
+
+    /// Drains once (the run pauses for review), approves the call as `dana` from
+    /// another process, drains again (the run finishes).
+    pub(crate) fn through_a_review(&self, dir: &std::path::Path, env: &[(&str, &str)]) {
+        let paused = self.drain(dir, env);
+        assert!(
+            text(&paused).contains("paused for review"),
+            "{}",
+            text(&paused)
+        );
+        let list = llmchain(&["reviews", "--db", &self.db, "list", "--json"], dir);
+        let review: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&list.stdout)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        let id = review["id"].as_str().unwrap();
+        let approve = llmchain(
+            &["reviews", "--db", &self.db, "--by", "dana", "approve", id],
+            dir,
+        );
+        assert!(approve.status.success(), "{}", text(&approve));
+        let done = self.drain(dir, env);
+        assert!(text(&done).contains("1 done"), "{}", text(&done));
+        assert_eq!(files_calls(&self.root).len(), 1);
+    }
 }
