@@ -65,12 +65,30 @@ fn otlp_timeout() -> std::time::Duration {
 
 /// Whether the environment asks for export.
 fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
-    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim().eq_ignore_ascii_case("none"))
+    {
         return false;
     }
     ENDPOINTS
         .iter()
         .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
+}
+
+/// Whether the metrics go out too: when an endpoint for them is named (the common
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` or `…_METRICS_ENDPOINT`; a traces-only endpoint, as
+/// Langfuse's, sends no metrics to a default address) and `OTEL_METRICS_EXPORTER` is not
+/// `none`.
+fn metrics_wanted(var: impl Fn(&str) -> Option<String>) -> bool {
+    if var("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim().eq_ignore_ascii_case("none")) {
+        return false;
+    }
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    ]
+    .iter()
+    .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
 }
 
 /// Installs the OTLP exporter and the `tracing` layer that feeds it, when the
@@ -125,11 +143,15 @@ pub(crate) fn init() -> Option<Exporting> {
     // The conventions' client metrics (`gen_ai.client.token.usage`,
     // `gen_ai.client.operation.duration`), from the chain's `llmchain::metrics` events,
     // to the same endpoint; read at exit, and every minute while a server runs.
-    let meters = opentelemetry_otlp::MetricExporter::builder()
-        .with_http()
-        .with_http_client(client)
-        .build()
-        .ok()
+    let meters = metrics_wanted(|k| std::env::var(k).ok())
+        .then(|| {
+            opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_http_client(client)
+                .build()
+                .ok()
+        })
+        .flatten()
         .map(|exporter| {
             SdkMeterProvider::builder()
                 .with_periodic_exporter(exporter)
@@ -197,6 +219,44 @@ mod tests {
         assert!(!wanted(env(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
             ("OTEL_SDK_DISABLED", "true"),
+        ])));
+        assert!(!wanted(env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ])));
+    }
+
+    #[test]
+    fn metrics_go_only_where_an_endpoint_for_them_is_named() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(metrics_wanted(env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4318"
+        )])));
+        assert!(!metrics_wanted(env(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "https://cloud.langfuse.com/api/public/otel/v1/traces"
+        )])));
+        assert!(metrics_wanted(env(&[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://127.0.0.1:4318/v1/traces"
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                "http://127.0.0.1:4318/v1/metrics"
+            ),
+        ])));
+        assert!(!metrics_wanted(env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+            ("OTEL_METRICS_EXPORTER", "none"),
         ])));
     }
 }

@@ -29,6 +29,14 @@ type Points = Arc<Mutex<Vec<(String, Vec<(String, String)>, u64, f64)>>>;
 /// An OTLP/HTTP receiver: the spans it got, each with its resource's attributes, and
 /// the metrics' histogram points.
 fn receiver() -> (String, Received, Points) {
+    let (base, received, points, _) = receiver_with_headers();
+    (base, received, points)
+}
+
+/// [`receiver`], and the `x-tenant` header of each request for spans.
+fn receiver_with_headers() -> (String, Received, Points, Arc<Mutex<Vec<String>>>) {
+    let tenants: Arc<Mutex<Vec<String>>> = Arc::default();
+    let t = tenants.clone();
     let received: Received = Arc::default();
     let r = received.clone();
     let points: Points = Arc::default();
@@ -42,9 +50,17 @@ fn receiver() -> (String, Received, Points) {
         rt.block_on(async move {
             let app = Router::new().route(
                 "/v1/traces",
-                post(move |body: Bytes| {
+                post(move |headers: axum::http::HeaderMap, body: Bytes| {
                     let r = r.clone();
+                    let t = t.clone();
                     async move {
+                        t.lock().unwrap().push(
+                            headers
+                                .get("x-tenant")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or_default()
+                                .to_owned(),
+                        );
                         let request = ExportTraceServiceRequest::decode(body).unwrap();
                         for rs in request.resource_spans {
                             let resource: Vec<(String, String)> = rs
@@ -103,7 +119,12 @@ fn receiver() -> (String, Received, Points) {
             axum::serve(listener, app).await.unwrap();
         });
     });
-    (format!("http://{}", rx.recv().unwrap()), received, points)
+    (
+        format!("http://{}", rx.recv().unwrap()),
+        received,
+        points,
+        tenants,
+    )
 }
 
 /// An attribute value as text (`int:7`, `str:chat`, `[str:stop]`…).
@@ -311,6 +332,53 @@ fn nothing_is_exported_without_an_endpoint() {
         &["run", "--base-url", &base, "--model", "m", "hi"],
         dir.path(),
         &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(received.lock().unwrap().is_empty());
+}
+
+/// The standard variables: a traces-only endpoint (as Langfuse's) gets the spans, with
+/// the headers and service name asked for, and no metrics go anywhere; a sampler that
+/// samples nothing exports nothing.
+#[test]
+fn the_standard_otel_variables_are_honoured() {
+    let (otlp, received, points, tenants) = receiver_with_headers();
+    let (base, _) = serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let traces = format!("{otlp}/v1/traces");
+    let out = llmchain_with_env(
+        &["run", "--base-url", &base, "--model", "m", "hi"],
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces.as_str()),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=acme"),
+            ("OTEL_SERVICE_NAME", "my-agent"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // Flushed before exit: everything is there when the command returns.
+    let spans = received.lock().unwrap().clone();
+    assert!(spans.iter().any(|(_, s)| s.name == "chat m"), "{spans:?}");
+    let (resource, _) = &spans[0];
+    assert!(
+        resource.contains(&("service.name".into(), "str:my-agent".into())),
+        "{resource:?}"
+    );
+    assert!(tenants.lock().unwrap().iter().all(|t| t == "acme"));
+    assert!(points.lock().unwrap().is_empty(), "metrics were sent");
+    assert!(!text(&out).contains("not exported"), "{}", text(&out));
+
+    received.lock().unwrap().clear();
+    let out = llmchain_with_env(
+        &["run", "--base-url", &base, "--model", "m", "hi"],
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
+            ("OTEL_TRACES_SAMPLER", "always_off"),
+        ],
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(received.lock().unwrap().is_empty());
