@@ -196,16 +196,18 @@ pub(crate) fn init() -> Option<Exporting> {
 mod tests {
     use super::*;
 
+    /// An environment of these variables only.
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
     #[test]
     fn export_is_asked_for_by_an_endpoint_and_refused_by_the_sdk_switch() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
         assert!(!wanted(env(&[])));
         assert!(wanted(env(&[(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -228,14 +230,6 @@ mod tests {
 
     #[test]
     fn metrics_go_only_where_an_endpoint_for_them_is_named() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
         assert!(metrics_wanted(env(&[(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             "http://127.0.0.1:4318"
