@@ -13,9 +13,14 @@
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithHttpConfig as _;
+use std::sync::{Arc, Mutex};
+
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::metrics::SdkMeterProvider;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::{SdkMeterProvider, Temporality};
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -31,6 +36,8 @@ const ENDPOINTS: [&str; 2] = [
 pub(crate) struct Exporting {
     provider: SdkTracerProvider,
     meters: Option<SdkMeterProvider>,
+    spans_failed: LastError,
+    metrics_failed: LastError,
 }
 
 impl Drop for Exporting {
@@ -38,17 +45,96 @@ impl Drop for Exporting {
         if let Err(e) = self.provider.shutdown() {
             eprintln!(
                 "llmchain: warning: the last spans were not exported: {}",
-                crate::shown::inline(&e.to_string(), 300)
+                self.spans_failed.why(&e)
             );
         }
         if let Some(meters) = &self.meters
             && let Err(e) = meters.shutdown()
         {
-            eprintln!(
-                "llmchain: warning: the last metrics were not exported: {}",
-                crate::shown::inline(&e.to_string(), 300)
-            );
+            let why = self.metrics_failed.why(&e);
+            // An endpoint that takes traces only (Phoenix, Jaeger, Langfuse) answers
+            // the metrics' path with 404 or 405.
+            let hint = if why.ends_with("status code: 404") || why.ends_with("status code: 405") {
+                " (this endpoint takes no metrics: name it in \
+                 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT instead, or set OTEL_METRICS_EXPORTER=none)"
+            } else {
+                ""
+            };
+            eprintln!("llmchain: warning: the last metrics were not exported: {why}{hint}");
         }
+    }
+}
+
+/// The last error of an exporter: the SDK's own shutdown error says only "Failed to
+/// shutdown", this says why (a status code, a network error).
+#[derive(Clone, Debug, Default)]
+struct LastError(Arc<Mutex<Option<String>>>);
+
+impl LastError {
+    fn keep(&self, result: &OTelSdkResult) {
+        if let Err(e) = result
+            && let Ok(mut last) = self.0.lock()
+        {
+            *last = Some(e.to_string());
+        }
+    }
+
+    /// What to say of a failed shutdown: the last export error, else the shutdown's.
+    fn why(&self, shutdown: &OTelSdkError) -> String {
+        let last = self.0.lock().ok().and_then(|l| l.clone());
+        let text = last.unwrap_or_else(|| shutdown.to_string());
+        let text = text
+            .strip_prefix("Operation failed: ")
+            .unwrap_or(&text)
+            .to_owned();
+        crate::shown::inline(&text, 300)
+    }
+}
+
+/// An exporter whose errors are kept in a [`LastError`].
+#[derive(Debug)]
+struct Watched<E> {
+    inner: E,
+    failed: LastError,
+}
+
+impl<E: SpanExporter> SpanExporter for Watched<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        self.failed.keep(&result);
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: std::time::Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+impl<E: PushMetricExporter> PushMetricExporter for Watched<E> {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let result = self.inner.export(metrics).await;
+        self.failed.keep(&result);
+        result
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: std::time::Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
     }
 }
 
@@ -136,8 +222,13 @@ pub(crate) fn init() -> Option<Exporting> {
         resource = resource.with_service_name("llmchain");
     }
     let resource = resource.build();
+    let spans_failed = LastError::default();
+    let metrics_failed = LastError::default();
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_batch_exporter(Watched {
+            inner: exporter,
+            failed: spans_failed.clone(),
+        })
         .with_resource(resource.clone())
         .build();
     // The conventions' client metrics (`gen_ai.client.token.usage`,
@@ -154,7 +245,10 @@ pub(crate) fn init() -> Option<Exporting> {
         .flatten()
         .map(|exporter| {
             SdkMeterProvider::builder()
-                .with_periodic_exporter(exporter)
+                .with_periodic_exporter(Watched {
+                    inner: exporter,
+                    failed: metrics_failed.clone(),
+                })
                 .with_resource(resource)
                 .build()
         });
@@ -189,7 +283,12 @@ pub(crate) fn init() -> Option<Exporting> {
     {
         return None;
     }
-    Some(Exporting { provider, meters })
+    Some(Exporting {
+        provider,
+        meters,
+        spans_failed,
+        metrics_failed,
+    })
 }
 
 #[cfg(test)]

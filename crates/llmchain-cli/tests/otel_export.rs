@@ -384,6 +384,43 @@ fn the_standard_otel_variables_are_honoured() {
     assert!(received.lock().unwrap().is_empty());
 }
 
+/// An endpoint that takes no metrics (Phoenix answers 405, others 404) costs the run
+/// nothing but one plain warning that says what to set.
+#[test]
+fn an_endpoint_without_metrics_gets_a_plain_warning() {
+    let (otlp, received, _) = receiver();
+    let (base, _) = serve(vec![
+        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = format!("{otlp}/no/metrics/here");
+    let out = llmchain_with_env(
+        &["run", "--base-url", &base, "--model", "m", "hi"],
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", nowhere.as_str()),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "the last metrics were not exported: HTTP export failed with status code: 404 \
+             (this endpoint takes no metrics"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("spans were not"), "{stderr}");
+    assert!(
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, s)| s.name == "chat m")
+    );
+}
+
 const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 const PARENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 
