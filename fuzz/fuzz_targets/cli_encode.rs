@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    for format in Format::ALL {
+    for &format in Format::ALL {
         for stream in [false, true] {
             let opts = RequestOptions {
                 model: "m".into(),

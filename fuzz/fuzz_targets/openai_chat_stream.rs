@@ -6,4 +6,4 @@
 use libfuzzer_sys::fuzz_target;
 use llmchain::provider::Format;
 
-fuzz_target!(|data: &[u8]| llmchain_fuzz::stream_decoder(Format::OpenAiChat, data));
+fuzz_target!(|data: &[u8]| llmchain_fuzz::stream_decoder(Format::OPENAI_CHAT, data));

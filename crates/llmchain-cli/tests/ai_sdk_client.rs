@@ -19,7 +19,7 @@ use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 
 fn body(script: &ResponseScript) -> Vec<u8> {
-    render_stream(Format::OpenAiChat, script).unwrap()
+    render_stream(Format::OPENAI_CHAT, script).unwrap()
 }
 
 fn reply(script: ResponseScript) -> Reply {

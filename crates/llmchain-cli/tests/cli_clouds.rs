@@ -283,8 +283,8 @@ fn run_with_azure_sends_the_api_key_to_the_v1_route() {
     let first = ResponseScript::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#);
     let second = ResponseScript::text("Your notes say: ship on Friday.");
     let (base, seen) = serve(vec![
-        render_stream(Format::OpenAiChat, &first).unwrap(),
-        render_stream(Format::OpenAiChat, &second).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &first).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &second).unwrap(),
     ]);
     // The helper's base ends in /v1; Azure's endpoint is the resource's root.
     let root = base.trim_end_matches("/v1");

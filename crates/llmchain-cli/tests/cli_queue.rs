@@ -21,7 +21,7 @@ use llmchain_store::{AnyStore, NewConversation, RunOptions, RunState, Store};
 fn bodies(replies: &[ResponseScript]) -> Vec<Vec<u8>> {
     replies
         .iter()
-        .map(|r| render_stream(Format::OpenAiChat, r).unwrap())
+        .map(|r| render_stream(Format::OPENAI_CHAT, r).unwrap())
         .collect()
 }
 

@@ -15,8 +15,8 @@ fn run_streams_text_and_tool_activity_and_reports_usage() {
         .with_usage(50, 10);
     let second = ResponseScript::text("Your notes say: ship on Friday.").with_usage(80, 9);
     let (base, seen) = serve(vec![
-        render_stream(Format::OpenAiChat, &first).unwrap(),
-        render_stream(Format::OpenAiChat, &second).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &first).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &second).unwrap(),
     ]);
     let out = llmchain(
         &[
@@ -69,7 +69,7 @@ fn a_rate_limited_call_says_it_waits_then_answers() {
     let answer = ResponseScript::text("Done waiting.");
     let (base, seen) = serve_replies(vec![
         Reply::RateLimited(3),
-        Reply::Body(render_stream(Format::OpenAiChat, &answer).unwrap()),
+        Reply::Body(render_stream(Format::OPENAI_CHAT, &answer).unwrap()),
     ]);
     let out = llmchain(
         &["run", "--base-url", &base, "--model", "m", "hi"],
@@ -96,13 +96,13 @@ fn a_rate_limited_call_says_it_waits_then_answers() {
 fn run_continues_a_conversation_with_its_recorded_provider_and_model() {
     let dir = tempfile::tempdir().unwrap();
     let (base, seen) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Paris.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Paris.")).unwrap(),
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::text("About 2.1 million."),
         )
         .unwrap(),
-        render_stream(Format::OpenAiChat, &ResponseScript::text("The Seine.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("The Seine.")).unwrap(),
     ]);
     let out = llmchain(
         &[
@@ -188,7 +188,7 @@ fn run_continues_a_conversation_with_its_recorded_provider_and_model() {
 #[test]
 fn the_user_chooses_the_tools() {
     let dir = tempfile::tempdir().unwrap();
-    let reply = || render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let reply = || render_stream(Format::OPENAI_CHAT, &ResponseScript::text("ok")).unwrap();
     let (base, seen) = serve(vec![reply(), reply()]);
     let names = |n: usize, seen: &common::Seen| -> Vec<String> {
         seen.lock().unwrap()[n].1["tools"]
@@ -260,7 +260,7 @@ fn the_user_chooses_the_tools() {
 fn run_without_a_prompt_finishes_a_waiting_conversation() {
     let dir = tempfile::tempdir().unwrap();
     let (base, seen) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Here you are.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Here you are.")).unwrap(),
     ]);
     // The first run cannot reach its server: the user message stays unanswered.
     let refused = {
@@ -301,7 +301,7 @@ fn run_without_a_prompt_finishes_a_waiting_conversation() {
 fn run_json_prints_the_answer_and_usage_as_one_object() {
     let dir = tempfile::tempdir().unwrap();
     let script = ResponseScript::text("Forty-two.").with_usage(12, 3);
-    let (base, _) = serve(vec![render_stream(Format::OpenAiChat, &script).unwrap()]);
+    let (base, _) = serve(vec![render_stream(Format::OPENAI_CHAT, &script).unwrap()]);
     let out = llmchain(
         &["run", "--base-url", &base, "--json", "The answer?"],
         dir.path(),
@@ -329,12 +329,12 @@ fn usage_counts_this_invocation() {
     let dir = tempfile::tempdir().unwrap();
     let (base, _) = serve(vec![
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::text("One.").with_usage(100, 10),
         )
         .unwrap(),
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::text("Two.").with_usage(7, 2),
         )
         .unwrap(),
@@ -395,7 +395,7 @@ fn run_usage_shows_cache_and_reasoning_tokens() {
 #[test]
 fn the_config_file_sets_defaults() {
     let dir = tempfile::tempdir().unwrap();
-    let reply = || render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let reply = || render_stream(Format::OPENAI_CHAT, &ResponseScript::text("ok")).unwrap();
     let (base, seen) = serve(vec![reply(), reply()]);
     let out = llmchain(&["config", "path"], dir.path());
     let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -444,7 +444,7 @@ fn the_config_file_sets_defaults() {
 fn run_reads_the_prompt_from_stdin() {
     use common::llmchain_with_stdin;
     let dir = tempfile::tempdir().unwrap();
-    let reply = || render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let reply = || render_stream(Format::OPENAI_CHAT, &ResponseScript::text("ok")).unwrap();
     let (base, seen) = serve(vec![reply(), reply(), reply()]);
     for (args, stdin) in [
         (vec!["-"], "what is in here?\n"),
@@ -540,7 +540,7 @@ fn the_providers_come_from_the_registry() {
 fn texts(replies: &[ResponseScript]) -> Vec<Vec<u8>> {
     replies
         .iter()
-        .map(|r| render_stream(Format::OpenAiChat, r).unwrap())
+        .map(|r| render_stream(Format::OPENAI_CHAT, r).unwrap())
         .collect()
 }
 
@@ -851,8 +851,8 @@ fn escape_sequences_from_tools_are_shown_escaped() {
     let first = ResponseScript::tool_call("call_1", "read_file", r#"{"path":"notes.txt"}"#);
     let second = ResponseScript::text("Done.");
     let (base, _seen) = serve(vec![
-        render_stream(Format::OpenAiChat, &first).unwrap(),
-        render_stream(Format::OpenAiChat, &second).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &first).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &second).unwrap(),
     ]);
     let db = format!("sqlite://{}", dir.path().join("esc.db").display());
     let out = llmchain(
@@ -985,7 +985,7 @@ fn an_answer_cut_by_max_tokens_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let cut = ResponseScript::text("The first three colors are red, gre")
         .with_stop(ScriptStop::MaxTokens);
-    let (base, _) = serve(vec![render_stream(Format::OpenAiChat, &cut).unwrap()]);
+    let (base, _) = serve(vec![render_stream(Format::OPENAI_CHAT, &cut).unwrap()]);
     let out = llmchain(
         &["run", "--base-url", &base, "--max-tokens", "8", "Colors?"],
         dir.path(),
@@ -1021,7 +1021,7 @@ fn attachments_go_on_the_wire_or_are_refused() {
     std::fs::write(dir.path().join("notes.md"), "# Notes\nShip on Friday.\n").unwrap();
     let (base, seen) = serve(vec![
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::text("A dot, a PDF, notes."),
         )
         .unwrap(),

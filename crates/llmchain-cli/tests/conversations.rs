@@ -378,7 +378,7 @@ async fn resume_runs_the_outstanding_call_then_asks_the_model() {
     use llmchain::provider::Format;
     use llmchain::provider::render::{ResponseScript, render_stream};
     let (base, seen) = common::serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("It is late.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("It is late.")).unwrap(),
     ]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cli.db");

@@ -37,7 +37,7 @@ const KILLS: [Kill; 4] = [
 ];
 
 fn sse(script: &ResponseScript) -> Vec<u8> {
-    render_stream(Format::OpenAiChat, script).unwrap()
+    render_stream(Format::OPENAI_CHAT, script).unwrap()
 }
 
 fn write_call() -> ResponseScript {

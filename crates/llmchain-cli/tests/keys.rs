@@ -35,8 +35,8 @@ fn server() -> (String, Arc<Mutex<Vec<String>>>) {
                             .unwrap_or("")
                             .to_owned(),
                     );
-                    let body =
-                        render_stream(Format::OpenAiChat, &ResponseScript::text("Hello.")).unwrap();
+                    let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Hello."))
+                        .unwrap();
                     Response::builder()
                         .header("content-type", "text/event-stream")
                         .body(Body::from(body))

@@ -84,7 +84,7 @@ fn an_alias_names_a_provider_and_a_model() {
     .unwrap();
     let config = config.display().to_string();
     let (base, seen) = serve(vec![
-        render_stream(Format::Anthropic, &ResponseScript::text("Hi from Haiku.")).unwrap(),
+        render_stream(Format::ANTHROPIC, &ResponseScript::text("Hi from Haiku.")).unwrap(),
     ]);
     let root = base.trim_end_matches("/v1");
     let out = llmchain_with_env(

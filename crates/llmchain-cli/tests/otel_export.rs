@@ -158,12 +158,12 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
     let (otlp, received, points) = receiver();
     let (base, _) = serve(vec![
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::tool_call("call_1", "clock", "{}").with_usage(11, 5),
         )
         .unwrap(),
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::text("It is noon.").with_usage(20, 4),
         )
         .unwrap(),
@@ -325,7 +325,7 @@ fn run_exports_genai_spans_over_otlp_before_it_exits() {
 fn nothing_is_exported_without_an_endpoint() {
     let (_otlp, received, _) = receiver();
     let (base, _) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Hi.")).unwrap(),
     ]);
     let dir = tempfile::tempdir().unwrap();
     let out = llmchain_with_env(
@@ -344,8 +344,8 @@ fn nothing_is_exported_without_an_endpoint() {
 fn the_standard_otel_variables_are_honoured() {
     let (otlp, received, points, tenants) = receiver_with_headers();
     let (base, _) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Hi.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Hi.")).unwrap(),
     ]);
     let dir = tempfile::tempdir().unwrap();
     let traces = format!("{otlp}/v1/traces");
@@ -390,7 +390,7 @@ fn the_standard_otel_variables_are_honoured() {
 fn an_endpoint_without_metrics_gets_a_plain_warning() {
     let (otlp, received, _) = receiver();
     let (base, _) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Hi.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Hi.")).unwrap(),
     ]);
     let dir = tempfile::tempdir().unwrap();
     let nowhere = format!("{otlp}/no/metrics/here");
@@ -542,12 +542,12 @@ fn content_is_captured_only_on_opt_in_and_never_a_secret() {
     const KEY: &str = "sk-otel-capture-secret-9a8b7c";
     let (base, _) = serve(vec![
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::tool_call("call_1", "clock", "{}"),
         )
         .unwrap(),
         render_stream(
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             &ResponseScript::text(format!("It is noon, and your key is {KEY}.")),
         )
         .unwrap(),

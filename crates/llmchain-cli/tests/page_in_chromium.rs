@@ -54,12 +54,12 @@ fn the_page_chats_approves_and_reloads_in_chromium() {
     let (base, _seen) = serve_replies(vec![
         // Slow enough for the page to draw the text more than once as it streams.
         Reply::Trickle(
-            render_stream(Format::OpenAiChat, &call).unwrap(),
+            render_stream(Format::OPENAI_CHAT, &call).unwrap(),
             Duration::from_millis(120),
         ),
         Reply::Body(
             render_stream(
-                Format::OpenAiChat,
+                Format::OPENAI_CHAT,
                 &ResponseScript::text("Saved <b>notes.txt</b> <img src=x onerror=alert(1)>."),
             )
             .unwrap(),

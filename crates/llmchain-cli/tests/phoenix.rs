@@ -191,7 +191,7 @@ fn phoenix_shows_turns_queued_runs_reviews_crashes_and_serve() {
 
 /// Three turns: the defaults, content opted in, a failing tool.
 fn three_turns(phoenix: &Phoenix) {
-    let sse = |s: &ResponseScript| render_stream(Format::OpenAiChat, s).unwrap();
+    let sse = |s: &ResponseScript| render_stream(Format::OPENAI_CHAT, s).unwrap();
     let (base, _) = serve(vec![
         sse(&ResponseScript::tool_call("call_1", "clock", "{}").with_usage(11, 5)),
         sse(&ResponseScript::text("It is noon.").with_usage(20, 4)),

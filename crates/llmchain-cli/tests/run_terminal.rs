@@ -9,7 +9,7 @@ use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 
 fn sse(r: &ResponseScript) -> Vec<u8> {
-    render_stream(Format::OpenAiChat, r).unwrap()
+    render_stream(Format::OPENAI_CHAT, r).unwrap()
 }
 
 /// The shell command line running `llmchain run` in `dir` with `args` (already quoted),

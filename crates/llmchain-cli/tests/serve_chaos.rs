@@ -76,7 +76,7 @@ fn model_server() -> String {
                         )
                     };
                     let sse =
-                        String::from_utf8(render_stream(Format::OpenAiChat, &script).unwrap())
+                        String::from_utf8(render_stream(Format::OPENAI_CHAT, &script).unwrap())
                             .unwrap();
                     let events: Vec<String> =
                         sse.split_inclusive("\n\n").map(str::to_owned).collect();

@@ -27,8 +27,8 @@ fn approving_a_served_chat_from_the_cli_says_the_server_goes_on() {
         serde_json::json!({"path": "a.txt", "content": "A"}).to_string(),
     );
     let (base, _) = serve(vec![
-        render_stream(Format::OpenAiChat, &call).unwrap(),
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &call).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Written.")).unwrap(),
     ]);
     write_config(
         dir,

@@ -210,8 +210,8 @@ fn whole_run(server: &str, trust: &str, tool: &str, args: Value, expect: &str) {
     let first = ResponseScript::tool_call("call_1", tool, args.to_string());
     let second = ResponseScript::text("Done.");
     let (base, seen) = serve(vec![
-        render_stream(Format::OpenAiChat, &first).unwrap(),
-        render_stream(Format::OpenAiChat, &second).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &first).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &second).unwrap(),
     ]);
     let db = format!("sqlite://{}", dir.path().join("run.db").display());
     let out = llmchain(
@@ -320,7 +320,7 @@ fn server_filesystem_write_waits_for_the_review_inbox() {
         let path = root.join("out.txt").display().to_string();
         let (base, seen) = serve(vec![
             render_stream(
-                Format::OpenAiChat,
+                Format::OPENAI_CHAT,
                 &ResponseScript::tool_call(
                     "call_1",
                     "write_file",
@@ -328,7 +328,7 @@ fn server_filesystem_write_waits_for_the_review_inbox() {
                 ),
             )
             .unwrap(),
-            render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+            render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Written.")).unwrap(),
         ]);
         common::write_config(
             dir,

@@ -63,9 +63,9 @@ fn upstream(scripts: Vec<ResponseScript>) -> (String, Seen) {
                     }
                     s.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or_default());
                     let format = if uri.path().ends_with("/responses") {
-                        Format::OpenAiResponses
+                        Format::OPENAI_RESPONSES
                     } else {
-                        Format::OpenAiChat
+                        Format::OPENAI_CHAT
                     };
                     let next = queue
                         .lock()

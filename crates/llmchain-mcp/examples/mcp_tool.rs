@@ -48,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let model = HttpModel::new(HttpModelConfig::from_env(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         "gpt-4.1-mini",
     )?)?;
     let mut chain = LLMChain::new(Arc::new(model));

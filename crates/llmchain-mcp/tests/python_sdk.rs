@@ -332,11 +332,11 @@ async fn every_content_kind_survives_and_reaches_every_wire() {
     ));
     conv.messages.push(Message::tool(vec![r.clone()]));
     for format in [
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
-        Format::Anthropic,
-        Format::Gemini,
-        Format::Ollama,
+        Format::OPENAI_CHAT,
+        Format::OPENAI_RESPONSES,
+        Format::ANTHROPIC,
+        Format::GEMINI,
+        Format::OLLAMA,
     ] {
         let body = format
             .codec()

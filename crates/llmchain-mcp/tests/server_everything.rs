@@ -100,11 +100,11 @@ async fn server_everything_content_reaches_every_wire_in_a_form_it_takes() {
     conv.messages.push(Message::assistant_with_calls("", calls));
     conv.messages.push(Message::tool(results.clone()));
     for format in [
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
-        Format::Anthropic,
-        Format::Gemini,
-        Format::Ollama,
+        Format::OPENAI_CHAT,
+        Format::OPENAI_RESPONSES,
+        Format::ANTHROPIC,
+        Format::GEMINI,
+        Format::OLLAMA,
     ] {
         let opts = RequestOptions {
             model: "m".into(),

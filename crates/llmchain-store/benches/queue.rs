@@ -149,7 +149,7 @@ async fn end_to_end(url: &str) {
         move |_run: Run, state: ChainState| {
             let executions = executions.clone();
             async move {
-                let model = ScriptedModel::new(Format::OpenAiChat)
+                let model = ScriptedModel::new(Format::OPENAI_CHAT)
                     .respond(ResponseScript::tool_call("call_1", "charge", "{}"))?
                     .respond(ResponseScript::text("charged"))?;
                 let charge = Tool::builder("charge")

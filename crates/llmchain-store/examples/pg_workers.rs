@@ -53,7 +53,7 @@ fn weather_tool() -> Result<Tool, llmchain::tool::ToolError> {
 async fn build(_run: Run, state: ChainState) -> Result<(LLMChain, Mode), BoxError> {
     // OPENAI_API_KEY and OPENAI_BASE_URL from this worker's environment.
     let model = HttpModel::new(HttpModelConfig::from_env(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         "gpt-4.1-mini",
     )?)?;
     let chain = LLMChain::from_state(Arc::new(model), state).with_tool(weather_tool()?);

@@ -48,7 +48,7 @@ fn charge(ledger: &Ledger) -> Tool {
 
 /// A model that asks for `charge` once, then answers.
 fn model() -> ScriptedModel {
-    ScriptedModel::new(Format::OpenAiChat)
+    ScriptedModel::new(Format::OPENAI_CHAT)
         .respond(ResponseScript::tool_call("call_1", "charge", "{}"))
         .unwrap()
         .respond(ResponseScript::text("done"))
@@ -246,7 +246,7 @@ async fn r2_no_body_without_a_stored_start<S: Store + 'static>(store: Arc<S>) {
         .unwrap()
         .unwrap();
     assert_eq!(again.epoch, run.epoch + 1);
-    let scripted = ScriptedModel::new(Format::OpenAiChat)
+    let scripted = ScriptedModel::new(Format::OPENAI_CHAT)
         .respond(ResponseScript::text("done"))
         .unwrap();
     let mut chain = chain_for(&store, &again, Arc::new(scripted), &ledger).await;

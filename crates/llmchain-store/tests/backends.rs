@@ -283,7 +283,7 @@ async fn a_chain_is_persisted_with_one_call() {
     use std::sync::Arc;
 
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let model = ScriptedModel::new(Format::OpenAiChat)
+    let model = ScriptedModel::new(Format::OPENAI_CHAT)
         .respond(ResponseScript::tool_call("c1", "ping", "{}"))
         .unwrap()
         .respond(ResponseScript::text("pong"))

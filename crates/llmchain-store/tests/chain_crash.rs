@@ -116,7 +116,7 @@ async fn run_chain(db: &Path, ledger: PathBuf) -> Result<(), String> {
         .iter()
         .filter(|m| m.role == Role::Assistant && m.status == MessageStatus::Complete)
         .count();
-    let mut model = ScriptedModel::new(Format::Anthropic)
+    let mut model = ScriptedModel::new(Format::ANTHROPIC)
         .chunk_size(16)
         .chunk_delay(Duration::from_micros(300));
     for i in done_turns..=STEPS {

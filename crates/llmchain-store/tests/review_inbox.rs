@@ -71,7 +71,7 @@ fn factory(
                 .iter()
                 .filter(|m| !m.tool_calls.is_empty())
                 .count();
-            let mut model = ScriptedModel::new(Format::OpenAiChat);
+            let mut model = ScriptedModel::new(Format::OPENAI_CHAT);
             if calls == 0 {
                 model = model.respond(ResponseScript::tool_call(
                     "call_1",
@@ -418,7 +418,7 @@ async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
             let ledger = ledger.clone();
             async move {
                 tokio::time::sleep(Duration::from_millis(3000)).await;
-                let model = ScriptedModel::new(Format::OpenAiChat)
+                let model = ScriptedModel::new(Format::OPENAI_CHAT)
                     .respond(ResponseScript::tool_call(
                         "call_1",
                         "write_file",
@@ -466,7 +466,7 @@ async fn a_tools_own_interrupt_waits_in_the_inbox<S: Store + 'static>(
                     .messages
                     .iter()
                     .any(|m| !m.tool_calls.is_empty());
-                let mut model = ScriptedModel::new(Format::OpenAiChat);
+                let mut model = ScriptedModel::new(Format::OPENAI_CHAT);
                 if !asked {
                     model = model.respond(ResponseScript::tool_call("call_1", "deploy", "{}"))?;
                 }
@@ -586,7 +586,7 @@ async fn a_tool_that_asks_again_gets_a_new_review<S: Store + 'static>(
                     .messages
                     .iter()
                     .any(|m| !m.tool_calls.is_empty());
-                let mut model = ScriptedModel::new(Format::OpenAiChat);
+                let mut model = ScriptedModel::new(Format::OPENAI_CHAT);
                 if !asked {
                     model = model.respond(ResponseScript::tool_call("call_1", "deploy", "{}"))?;
                 }

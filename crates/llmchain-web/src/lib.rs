@@ -47,7 +47,7 @@
 //! let factory = |_run: Run, state: ChainState| async move {
 //!     let model = llmchain::http::HttpModel::new(
 //!         llmchain::http::HttpModelConfig::from_env(
-//!             llmchain::provider::Format::Anthropic,
+//!             llmchain::provider::Format::ANTHROPIC,
 //!             "claude-sonnet-4-5",
 //!         )?,
 //!     )?;

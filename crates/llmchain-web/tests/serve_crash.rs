@@ -41,7 +41,7 @@ struct Strict {
 impl Strict {
     fn new() -> Arc<Strict> {
         Arc::new(Strict {
-            inner: ScriptedModel::new(Format::OpenAiChat).chunk_size(8),
+            inner: ScriptedModel::new(Format::OPENAI_CHAT).chunk_size(8),
             calls: AtomicUsize::new(0),
             stall: Mutex::default(),
             refused: AtomicUsize::new(0),
@@ -50,7 +50,7 @@ impl Strict {
 
     fn script(&self, turns: &[ResponseScript]) {
         for t in turns {
-            let bytes = render_stream(Format::OpenAiChat, t).unwrap();
+            let bytes = render_stream(Format::OPENAI_CHAT, t).unwrap();
             self.inner
                 .push(llmchain::chain::ScriptedTurn::Stream(bytes.into()));
         }

@@ -134,7 +134,7 @@ mod cpu_time;
 use cpu_time::cpu_ms_per_iter;
 
 fn bench(c: &mut Criterion) {
-    let chat = Format::OpenAiChat.codec();
+    let chat = Format::OPENAI_CHAT.codec();
     let mut g = c.benchmark_group("decode_openai_chat_1_call_8_byte_fragments");
     for (label, size) in [
         ("1KiB", 1 << 10),

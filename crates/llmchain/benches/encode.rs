@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
         ..Default::default()
     };
     let mut g = c.benchmark_group("encode_2000_messages_1000_calls");
-    for f in [Format::OpenAiChat, Format::OpenAiResponses] {
+    for f in [Format::OPENAI_CHAT, Format::OPENAI_RESPONSES] {
         let codec = f.codec();
         let body = codec.encode(&conv, &opts).unwrap();
         eprintln!("{f}: {} bytes", body.len());

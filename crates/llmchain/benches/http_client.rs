@@ -40,7 +40,7 @@ fn body() -> Vec<u8> {
     )
     .with_text("Let me look that up for you. ".repeat(8))
     .with_usage(120, 60);
-    render_stream(Format::OpenAiChat, &script).unwrap()
+    render_stream(Format::OPENAI_CHAT, &script).unwrap()
 }
 
 fn serve(body: Arc<Vec<u8>>) -> String {
@@ -102,7 +102,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("decode_only", |b| {
-        let codec = Format::OpenAiChat.codec();
+        let codec = Format::OPENAI_CHAT.codec();
         b.iter_custom(|iters| {
             let start = thread_cpu();
             for _ in 0..iters {

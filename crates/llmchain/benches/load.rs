@@ -90,9 +90,9 @@ fn calculator() -> Tool {
 /// issued it, including time queued behind the other chains; time running once started).
 async fn one_chain(i: usize, delay: Option<Duration>, issued: Instant) -> (Duration, Duration) {
     let format = if i.is_multiple_of(2) {
-        Format::OpenAiChat
+        Format::OPENAI_CHAT
     } else {
-        Format::Anthropic
+        Format::ANTHROPIC
     };
     let mut model = ScriptedModel::new(format)
         .chunk_size(64)

@@ -48,7 +48,7 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("many_calls_decode");
     g.sample_size(10);
-    for format in Format::ALL {
+    for &format in Format::ALL {
         for n in SIZES {
             let body = stream(format, n);
             // Per byte too: every decoder within 1.5x of OpenAI Chat's speed per byte.
@@ -78,7 +78,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     for n in SIZES {
         let conv = conversation(n);
-        for format in Format::ALL {
+        for &format in Format::ALL {
             g.bench_with_input(BenchmarkId::new(format.as_str(), n), &conv, |b, conv| {
                 b.iter(|| black_box(format.codec().encode(conv, &opts).unwrap()))
             });

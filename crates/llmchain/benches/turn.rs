@@ -41,7 +41,7 @@ fn decoder(chat: &dyn Codec, body: &[u8]) {
 }
 
 fn scripted(body: &Arc<[u8]>) -> ScriptedModel {
-    ScriptedModel::new(Format::OpenAiChat)
+    ScriptedModel::new(Format::OPENAI_CHAT)
         .chunk_size(READ)
         .respond_bytes(body.clone())
 }
@@ -81,7 +81,7 @@ fn turn(rt: &tokio::runtime::Runtime, chain: &mut LLMChain) {
 }
 
 fn bench(c: &mut Criterion) {
-    let chat = Format::OpenAiChat.codec();
+    let chat = Format::OPENAI_CHAT.codec();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()

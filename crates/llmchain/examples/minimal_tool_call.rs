@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // OPENAI_API_KEY and OPENAI_BASE_URL from the environment.
     let model = HttpModel::new(HttpModelConfig::from_env(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         "gpt-4.1-mini",
     )?)?;
 

@@ -30,7 +30,7 @@ fn delete_tool() -> Result<Tool, llmchain::tool::ToolError> {
 /// OpenAI's Chat Completions, from OPENAI_API_KEY and OPENAI_BASE_URL.
 fn openai() -> Result<HttpModel, llmchain::model::ModelError> {
     HttpModel::new(HttpModelConfig::from_env(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         "gpt-4.1-mini",
     )?)
 }

@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
 
     let model = HttpModel::new(HttpModelConfig::from_env(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         "gpt-4.1-mini",
     )?)?;
     // The partial arguments, read as they arrive (O(fragment) each).

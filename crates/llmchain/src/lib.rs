@@ -22,7 +22,7 @@
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     // OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server) from the environment;
 //!     // any provider of `http::providers::PROVIDERS` with `HttpModelConfig::from_env_for`.
-//!     let model = HttpModel::new(HttpModelConfig::from_env(Format::OpenAiChat, "gpt-4.1-mini")?)?;
+//!     let model = HttpModel::new(HttpModelConfig::from_env(Format::OPENAI_CHAT, "gpt-4.1-mini")?)?;
 //!     let weather = Tool::builder("get_weather")
 //!         .description("Current weather in a city.")
 //!         .schema(json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}))
@@ -151,7 +151,7 @@ pub use serde_json;
 ///     b: f64,
 /// }
 ///
-/// let chain = LLMChain::new(ScriptedModel::new(Format::Anthropic))
+/// let chain = LLMChain::new(ScriptedModel::new(Format::ANTHROPIC))
 ///     .with_tool(add_tool())
 ///     .with_review(|call| match call.name.as_deref() {
 ///         Some("add") => ReviewDecision::Approve,

@@ -15,7 +15,7 @@ use llmchain::provider::{Codec, DecoderConfig, Format};
 use proptest::prelude::*;
 
 fn anthropic() -> &'static dyn Codec {
-    Format::Anthropic.codec()
+    Format::ANTHROPIC.codec()
 }
 
 fn event(name: &str, data: &str) -> String {

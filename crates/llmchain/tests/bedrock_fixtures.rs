@@ -47,7 +47,7 @@ fn frames(name: &str) -> Vec<u8> {
 
 /// Decoded whole and in chunks of 1, 3, 17 and 251 bytes: all the same.
 fn decode(body: &[u8]) -> DecodeOutcome {
-    let codec = Format::BedrockConverse.codec();
+    let codec = Format::BEDROCK_CONVERSE.codec();
     let whole = codec
         .decode_body(body, 0, DecoderConfig::default())
         .unwrap();
@@ -165,7 +165,7 @@ fn reasoning_keeps_its_signature_and_usage_after_the_stop_counts() {
 
 #[test]
 fn converse_bodies_decode() {
-    let codec = Format::BedrockConverse.codec();
+    let codec = Format::BEDROCK_CONVERSE.codec();
     let o = codec
         .decode_body(
             &fixture("bedrock_converse/amazon-bedrock-tool-call.1.json"),
@@ -261,7 +261,7 @@ fn aws_event_stream_test_frames() {
 
 #[test]
 fn azure_streams_decode_with_their_filter_annotations() {
-    let codec = Format::OpenAiChat.codec();
+    let codec = Format::OPENAI_CHAT.codec();
     let o = codec
         .decode_body(
             &fixture("openai_chat/azure_model_router.sse"),

@@ -66,7 +66,7 @@ async fn chain_with(format: Format, turns: Vec<ResponseScript>) -> LLMChain {
 
 #[tokio::test]
 async fn while_needs_response_runs_tools_and_answers_in_every_wire_format() {
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let mut chain = chain_with(
             format,
             vec![
@@ -94,7 +94,7 @@ async fn while_needs_response_runs_tools_and_answers_in_every_wire_format() {
 #[tokio::test]
 async fn single_mode_never_runs_tools() {
     let mut chain = chain_with(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![ResponseScript::tool_call(
             "call_1",
             "calculator",
@@ -113,7 +113,7 @@ async fn single_mode_never_runs_tools() {
 
 #[tokio::test]
 async fn run_without_messages_is_an_error() {
-    let mut chain = LLMChain::new(Arc::new(ScriptedModel::new(Format::OpenAiChat)));
+    let mut chain = LLMChain::new(Arc::new(ScriptedModel::new(Format::OPENAI_CHAT)));
     assert_eq!(
         chain.run(Mode::Single).await.unwrap_err(),
         ChainError::NoMessages
@@ -123,7 +123,7 @@ async fn run_without_messages_is_an_error() {
 #[tokio::test]
 async fn results_keep_call_order_and_invalid_json_is_refused_then_corrected() {
     let mut chain = chain_with(
-        Format::Anthropic,
+        Format::ANTHROPIC,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 2}"#)
                 .with_call("c2", "calculator", r#"{"a": 1, "b": "#)
@@ -158,7 +158,7 @@ async fn results_keep_call_order_and_invalid_json_is_refused_then_corrected() {
 async fn cut_off_calls_never_run() {
     let ran = Arc::new(AtomicUsize::new(0));
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "flaky", r#"{"x": 12345678}"#)
                 .with_stop(ScriptStop::MaxTokens),
@@ -179,7 +179,7 @@ async fn cut_off_calls_never_run() {
 #[tokio::test]
 async fn until_success_retries_after_a_failed_batch() {
     let mut chain = chain_with(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 1}"#),
             ResponseScript::tool_call("c2", "calculator", r#"{"a": 1, "b": 2}"#),
@@ -207,7 +207,7 @@ async fn until_success_retries_after_a_failed_batch() {
 #[tokio::test]
 async fn step_mode_runs_one_step_at_a_time() {
     let mut chain = chain_with(
-        Format::Anthropic,
+        Format::ANTHROPIC,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 2}"#),
             ResponseScript::text("3"),
@@ -231,7 +231,7 @@ async fn step_mode_runs_one_step_at_a_time() {
 #[tokio::test]
 async fn until_tool_used_returns_the_result() {
     let mut chain = chain_with(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![ResponseScript::tool_call(
             "c1",
             "calculator",
@@ -276,7 +276,7 @@ async fn max_runs_guard_stops_a_looping_model() {
             )
         })
         .collect();
-    let mut chain = chain_with(Format::OpenAiChat, turns).await;
+    let mut chain = chain_with(Format::OPENAI_CHAT, turns).await;
     let err = chain
         .run(Mode::WhileNeedsResponse { max_runs: 3 })
         .await
@@ -295,7 +295,7 @@ async fn failure_budget_runs_out() {
         .map(|i| ResponseScript::tool_call(format!("c{i}"), "flaky", format!(r#"{{"x": {i}}}"#)))
         .collect();
     let e2 = exceeded.clone();
-    let mut chain = LLMChain::new(Arc::new(model(Format::OpenAiChat, turns)))
+    let mut chain = LLMChain::new(Arc::new(model(Format::OPENAI_CHAT, turns)))
         .with_tool(failing_tool(ran.clone()))
         .with_callbacks(Callbacks::new().on_retries_exceeded(move || {
             e2.fetch_add(1, Ordering::SeqCst);
@@ -313,7 +313,7 @@ async fn repetition_guard_stops_the_same_failing_call() {
     let turns = (0..6)
         .map(|i| ResponseScript::tool_call(format!("c{i}"), "flaky", r#"{"x": 1}"#))
         .collect();
-    let mut chain = LLMChain::new(Arc::new(model(Format::Anthropic, turns)))
+    let mut chain = LLMChain::new(Arc::new(model(Format::ANTHROPIC, turns)))
         .with_tool(failing_tool(ran.clone()))
         .with_max_retry_count(100);
     chain.max_repeated_failures = 2;
@@ -331,7 +331,7 @@ async fn repetition_guard_stops_the_same_failing_call() {
 
 #[tokio::test]
 async fn fallback_model_answers_after_an_overloaded_primary() {
-    let primary = ScriptedModel::new(Format::Anthropic).fail(ModelError::Http {
+    let primary = ScriptedModel::new(Format::ANTHROPIC).fail(ModelError::Http {
         provider: "anthropic".into(),
         status: 529,
         kind: HttpErrorKind::Overloaded,
@@ -339,7 +339,7 @@ async fn fallback_model_answers_after_an_overloaded_primary() {
         retry_after: None,
     });
     let fallback = model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![ResponseScript::text("from fallback")],
     );
     let errors = Arc::new(AtomicUsize::new(0));
@@ -358,8 +358,8 @@ async fn fallback_model_answers_after_an_overloaded_primary() {
     assert_eq!(errors.load(Ordering::SeqCst), 1);
 
     // Every model failing: all_fallbacks_failed, and no partial message is added.
-    let mut chain = LLMChain::new(Arc::new(ScriptedModel::new(Format::Anthropic)))
-        .with_fallbacks(vec![Arc::new(ScriptedModel::new(Format::OpenAiChat))]);
+    let mut chain = LLMChain::new(Arc::new(ScriptedModel::new(Format::ANTHROPIC)))
+        .with_fallbacks(vec![Arc::new(ScriptedModel::new(Format::OPENAI_CHAT))]);
     chain.add_message(Message::user("hi")).await.unwrap();
     let err = chain.run(Mode::Single).await.unwrap_err();
     assert!(matches!(err, ChainError::AllFallbacksFailed(_)), "{err:?}");
@@ -370,7 +370,7 @@ async fn fallback_model_answers_after_an_overloaded_primary() {
 async fn stream_error_mid_response_gives_a_cancelled_message_whose_calls_never_run() {
     let ran = Arc::new(AtomicUsize::new(0));
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::Anthropic,
+        Format::ANTHROPIC,
         vec![
             ResponseScript::tool_call("c1", "flaky", r#"{"x": 1}"#).with_stop(ScriptStop::Error {
                 kind: "overloaded_error".into(),
@@ -389,7 +389,7 @@ async fn stream_error_mid_response_gives_a_cancelled_message_whose_calls_never_r
 }
 
 fn review_chain(turns: Vec<ResponseScript>) -> ScriptedModel {
-    model(Format::OpenAiChat, turns)
+    model(Format::OPENAI_CHAT, turns)
 }
 
 #[tokio::test]
@@ -554,7 +554,7 @@ async fn tool_interrupt_stops_and_resumes_with_the_real_result() {
         .build()
         .unwrap();
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::Anthropic,
+        Format::ANTHROPIC,
         vec![
             ResponseScript::tool_call("c1", "ask_human", r#"{"question": "Deploy?"}"#),
             ResponseScript::text("Deploying."),
@@ -701,7 +701,7 @@ fn screenshot_tool() -> Tool {
 #[tokio::test]
 async fn expansion_is_applied_once_and_survives_no_restore() {
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "screenshot", "{}"),
             ResponseScript::text("I see a login page."),
@@ -734,7 +734,7 @@ async fn expansion_is_applied_once_and_survives_no_restore() {
     let state: ChainState =
         serde_json::from_str(&serde_json::to_string(chain.state()).unwrap()).unwrap();
     let mut restored =
-        LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state);
+        LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OPENAI_CHAT)), state);
     let before = restored.messages().len();
     assert!(
         Steps::expand_tool_results(&mut restored)
@@ -764,7 +764,7 @@ impl CustomMode for NoExpand {
 #[tokio::test]
 async fn a_mode_without_the_step_ignores_expansions() {
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "screenshot", "{}"),
             ResponseScript::text("ok"),
@@ -783,7 +783,7 @@ async fn a_mode_without_the_step_ignores_expansions() {
 #[tokio::test]
 async fn cancellation_mid_stream_leaves_a_cancelled_message() {
     let slow = model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#)
                 .with_text("Some long text before the call."),
@@ -831,7 +831,7 @@ async fn cancellation_mid_tool_writes_no_half_tool_message() {
         .build()
         .unwrap();
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::Anthropic,
+        Format::ANTHROPIC,
         vec![ResponseScript::tool_call("c1", "slow", "{}")],
     )))
     .with_tool(slow);
@@ -894,7 +894,7 @@ async fn statuses_are_persisted_before_and_after_the_body() {
         .build()
         .unwrap();
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "probe", "{}"),
             ResponseScript::text("ok"),
@@ -928,7 +928,7 @@ async fn reused_call_ids_are_made_unique_so_statuses_never_mix() {
     // Gemini sends no ids (the decoder synthesises the same ones for two responses with
     // the same responseId), and some compatible servers number calls call_0, call_1...
     // on every turn. Each turn's calls must keep their own status.
-    for format in [Format::Gemini, Format::OpenAiChat] {
+    for format in [Format::GEMINI, Format::OPENAI_CHAT] {
         let counter = Arc::new(AtomicUsize::new(0));
         let sink = Arc::new(RecordingSink::default());
         let mut chain =
@@ -1022,7 +1022,7 @@ async fn a_restored_executing_call_is_rerun_only_when_idempotent() {
     assistant.status = MessageStatus::Complete;
     state.conversation.messages.push(assistant);
     let mut chain = LLMChain::from_state(
-        Arc::new(model(Format::OpenAiChat, vec![ResponseScript::text("ok")])),
+        Arc::new(model(Format::OPENAI_CHAT, vec![ResponseScript::text("ok")])),
         state,
     )
     .with_tool(counting("send_email", false, ran.clone()))
@@ -1125,7 +1125,7 @@ async fn callbacks_fire_in_the_documented_order() {
         .unwrap();
     let order = Arc::new(Order::default());
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#)
                 .with_call("c2", "boom", "{}")
@@ -1189,7 +1189,7 @@ async fn a_turn_over_the_call_caps_runs_nothing_and_says_why() {
     }
     let big = ResponseScript::tool_call("b1", "note", json!({"t": "x".repeat(2000)}).to_string());
     let m = model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             many,
             big,
@@ -1268,7 +1268,7 @@ async fn a_refused_partial_message_does_not_hide_the_model_error() {
         async move {
             let seen = Arc::new(Mutex::new(Vec::new()));
             let s = seen.clone();
-            let model = ScriptedModel::new(Format::OpenAiChat).respond_bytes(body);
+            let model = ScriptedModel::new(Format::OPENAI_CHAT).respond_bytes(body);
             let mut chain = LLMChain::new(Arc::new(model))
                 .with_sink(Arc::new(RefusingSink(kind)))
                 .with_callbacks(
@@ -1307,7 +1307,7 @@ async fn a_refused_partial_message_does_not_hide_the_model_error() {
 async fn a_message_the_store_refuses_is_never_announced_as_done() {
     let order = Arc::new(Order::default());
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 1}"#).with_usage(10, 5),
         ],
@@ -1345,7 +1345,7 @@ async fn a_tool_made_exception_fires_no_exception_callback() {
         .unwrap();
     let order = Arc::new(Order::default());
     let mut chain = LLMChain::new(Arc::new(model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         vec![
             ResponseScript::tool_call("c1", "liar", "{}"),
             ResponseScript::text("ok"),
@@ -1368,7 +1368,7 @@ async fn a_tool_made_exception_fires_no_exception_callback() {
 /// chain runs (completed on the way in), without `validate`.
 #[tokio::test]
 async fn calls_added_by_hand_are_completed_and_run() {
-    let mut chain = LLMChain::new(model(Format::OpenAiChat, vec![ResponseScript::text("2")]))
+    let mut chain = LLMChain::new(model(Format::OPENAI_CHAT, vec![ResponseScript::text("2")]))
         .with_tool(calc_tool());
     chain.add_message(Message::user("1 + 1?")).await.unwrap();
     let call = ToolCall {
@@ -1394,7 +1394,7 @@ async fn calls_added_by_hand_are_completed_and_run() {
 /// decisions, and the model is not called.
 #[tokio::test]
 async fn pending_calls_execute_on_request_without_a_model_call() {
-    let scripted = Arc::new(ScriptedModel::new(Format::OpenAiChat));
+    let scripted = Arc::new(ScriptedModel::new(Format::OPENAI_CHAT));
     let mut chain = LLMChain::new(scripted.clone())
         .with_tool(calc_tool())
         .with_review(|call| match call.call_id.as_deref() {
@@ -1449,7 +1449,7 @@ async fn a_run_streams_its_events_and_ends_with_finished() {
     let seen = Arc::new(AtomicUsize::new(0));
     let s = seen.clone();
     let mut chain = chain_with(
-        Format::Anthropic,
+        Format::ANTHROPIC,
         vec![
             ResponseScript::tool_call("c1", "calculator", r#"{"a": 2, "b": 3}"#),
             ResponseScript::text("5"),
@@ -1532,7 +1532,7 @@ async fn a_spliced_anthropic_stream_runs_no_call() {
         start("msg_B"),
         call(1, "toolu_B")
     );
-    let model = ScriptedModel::new(Format::Anthropic).respond_bytes(spliced.into_bytes());
+    let model = ScriptedModel::new(Format::ANTHROPIC).respond_bytes(spliced.into_bytes());
     let mut chain = LLMChain::new(model).with_tool(counted);
     chain.add_message(Message::user("clean up")).await.unwrap();
     let err = chain.run(Mode::while_needs_response()).await.unwrap_err();

@@ -42,7 +42,7 @@ async fn run_model_and_tool_spans_use_genai_names() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let model = ScriptedModel::new(Format::Anthropic)
+    let model = ScriptedModel::new(Format::ANTHROPIC)
         .respond(ResponseScript::tool_call("c1", "echo", r#"{"x": 1}"#).with_usage(7, 3))
         .unwrap()
         .respond(ResponseScript::text("done"))
@@ -99,7 +99,7 @@ async fn failed_denied_and_rejected_calls_are_told_apart() {
     let calls = ResponseScript::tool_call("c1", "boom", "{}")
         .with_call("c2", "rm", "{}")
         .with_call("c3", "send", "{}");
-    let model = ScriptedModel::new(Format::OpenAiChat)
+    let model = ScriptedModel::new(Format::OPENAI_CHAT)
         .respond(calls)
         .unwrap()
         .respond(ResponseScript::text("ok"))
@@ -183,7 +183,7 @@ async fn chat_spans_carry_the_response_id_model_and_cache_tokens() {
         r#"data: {"type":"message_stop"}"#,
         "\n\n",
     );
-    let model = ScriptedModel::new(Format::Anthropic).respond_bytes(body.as_bytes().to_vec());
+    let model = ScriptedModel::new(Format::ANTHROPIC).respond_bytes(body.as_bytes().to_vec());
     let mut chain = LLMChain::new(Arc::new(model));
     chain.add_message(Message::user("go")).await.unwrap();
     chain.run(Mode::while_needs_response()).await.unwrap();

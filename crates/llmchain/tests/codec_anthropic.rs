@@ -326,8 +326,8 @@ fn decoded_message_round_trips_into_a_request() {
 
 #[test]
 fn registry_and_decode_body() {
-    let reg = llmchain::provider::Format::Anthropic.codec();
-    assert_eq!(reg.format(), llmchain::provider::Format::Anthropic);
+    let reg = llmchain::provider::Format::ANTHROPIC.codec();
+    assert_eq!(reg.format(), llmchain::provider::Format::ANTHROPIC);
     for name in fixture_names(F) {
         let body = fixture(F, &name);
         let (_, want) = decode_chunked(&AnthropicCodec, &body, &[], DecoderConfig::default());

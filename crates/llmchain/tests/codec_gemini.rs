@@ -290,8 +290,8 @@ fn decoded_calls_round_trip_with_signatures() {
 
 #[test]
 fn registry_and_decode_body() {
-    let reg = llmchain::provider::Format::Gemini.codec();
-    assert_eq!(reg.format(), llmchain::provider::Format::Gemini);
+    let reg = llmchain::provider::Format::GEMINI.codec();
+    assert_eq!(reg.format(), llmchain::provider::Format::GEMINI);
     for name in fixture_names(F) {
         let body = fixture(F, &name);
         let (_, want) = decode_chunked(&GeminiCodec, &body, &[], DecoderConfig::default());

@@ -178,8 +178,8 @@ fn encode_snapshot_and_rules() {
 
 #[test]
 fn registry_and_decode_body() {
-    let reg = llmchain::provider::Format::Ollama.codec();
-    assert_eq!(reg.format(), llmchain::provider::Format::Ollama);
+    let reg = llmchain::provider::Format::OLLAMA.codec();
+    assert_eq!(reg.format(), llmchain::provider::Format::OLLAMA);
     for name in fixture_names(F) {
         let body = fixture(F, &name);
         let (_, want) = decode_chunked(&OllamaCodec, &body, &[], DecoderConfig::default());

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 const DIR: &str = "openai_chat";
 
 fn chat() -> &'static dyn Codec {
-    Format::OpenAiChat.codec()
+    Format::OPENAI_CHAT.codec()
 }
 
 fn decode(name: &str) -> llmchain::provider::DecodeOutcome {
@@ -388,10 +388,10 @@ fn text_blocks_of_a_result_stay_apart() {
     }))
     .unwrap();
     for format in [
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
-        Format::Gemini,
-        Format::Ollama,
+        Format::OPENAI_CHAT,
+        Format::OPENAI_RESPONSES,
+        Format::GEMINI,
+        Format::OLLAMA,
     ] {
         let body = format
             .codec()

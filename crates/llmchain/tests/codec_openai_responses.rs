@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 const DIR: &str = "openai_responses";
 
 fn responses() -> &'static dyn Codec {
-    Format::OpenAiResponses.codec()
+    Format::OPENAI_RESPONSES.codec()
 }
 
 fn decode(name: &str) -> llmchain::provider::DecodeOutcome {

@@ -20,11 +20,11 @@ use llmchain::provider::{Format, RequestOptions};
 use serde_json::{Value, json};
 
 const WIRES: [Format; 5] = [
-    Format::OpenAiChat,
-    Format::OpenAiResponses,
-    Format::Anthropic,
-    Format::Gemini,
-    Format::Ollama,
+    Format::OPENAI_CHAT,
+    Format::OPENAI_RESPONSES,
+    Format::ANTHROPIC,
+    Format::GEMINI,
+    Format::OLLAMA,
 ];
 
 fn b64(bytes: &[u8]) -> String {
@@ -134,9 +134,9 @@ fn encode(format: Format, conv: &Conversation) -> Value {
 
 /// The part of a body that holds the conversation.
 fn messages(format: Format, body: &Value) -> Value {
-    match format {
-        Format::OpenAiResponses => body["input"].clone(),
-        Format::Gemini => body["contents"].clone(),
+    match format.as_str() {
+        "openai_responses" => body["input"].clone(),
+        "gemini" => body["contents"].clone(),
         _ => body["messages"].clone(),
     }
 }
@@ -193,7 +193,7 @@ async fn servers_with_the_real_rules_accept_every_request() {
             .iter()
             .flat_map(|_| [0, 1])
             .map(|_| {
-                if format == Format::Ollama {
+                if format == Format::OLLAMA {
                     Reply::ndjson(reply.clone())
                 } else {
                     Reply::sse(reply.clone())
@@ -204,6 +204,7 @@ async fn servers_with_the_real_rules_accept_every_request() {
             Server::start_with(replies, Some(http_support::content_validator(format))).await;
         let model = HttpModel::new(
             HttpModelConfig::new(format, "m")
+                .unwrap()
                 .api_key("test-key")
                 .base_url(&server.base),
         )

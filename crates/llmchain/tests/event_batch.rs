@@ -112,7 +112,7 @@ fn joined_fragments_decode_to_the_same_message_and_text() {
         "{{\"path\": \"a.rs\", \"content\": \"{}\"}}",
         "fn main() {}\\n".repeat(400)
     );
-    for format in [Format::OpenAiChat, Format::Anthropic] {
+    for format in [Format::OPENAI_CHAT, Format::ANTHROPIC] {
         let mut script = ResponseScript::tool_call("c1", "write_file", &args)
             .with_call("c2", "write_file", &args)
             .with_text("Writing.");
@@ -134,7 +134,7 @@ proptest! {
     #[test]
     fn joining_is_invisible_at_any_cut(cut in 1usize..2000, frag in 1usize..20) {
         let args = format!("{{\"q\": \"{}\"}}", "é\\\"x".repeat(200));
-        for format in [Format::OpenAiChat, Format::Anthropic] {
+        for format in [Format::OPENAI_CHAT, Format::ANTHROPIC] {
             let mut script = ResponseScript::tool_call("c1", "search", &args);
             script.fragment_bytes = frag;
             let body = render_stream(format, &script).unwrap();

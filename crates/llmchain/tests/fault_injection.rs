@@ -111,7 +111,7 @@ fn damage(body: &[u8], fault: Fault, rng: &mut Rng) -> Vec<u8> {
 fn fixtures() -> Vec<(Format, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut out = Vec::new();
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let Ok(dir) = std::fs::read_dir(root.join(format.as_str())) else {
             continue;
         };
@@ -224,7 +224,7 @@ fn damaged_streams_over_loopback_tcp() {
         ResponseScript::tool_call("call_1", "transfer", r#"{"amount": 10, "to": "acct-9"}"#)
             .with_text("Sending the transfer now.");
     let per_format = if full() { 200 } else { 6 };
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let body = render_stream(format, &script).unwrap();
         let clean = decode(format, &body, 0).unwrap();
         // Delayed, dribbled delivery: the same outcome.
@@ -318,7 +318,7 @@ async fn damaged_turns_through_the_chain_lose_nothing_and_never_run_twice() {
 }
 
 fn model_calling(tool: &str, args: &str) -> ScriptedModel {
-    ScriptedModel::new(Format::OpenAiChat)
+    ScriptedModel::new(Format::OPENAI_CHAT)
         .respond(ResponseScript::tool_call("c1", tool, args))
         .unwrap()
         .respond(ResponseScript::text("done"))

@@ -81,8 +81,8 @@ async fn streams_with_anthropic_headers_and_random_chunking() {
     let script = ResponseScript::tool_call("toolu_01", "get_weather", r#"{"city":"Zürich"}"#)
         .with_text("Checking.")
         .with_usage(20, 10);
-    let body = render_stream(Format::Anthropic, &script).unwrap();
-    let want = Format::Anthropic
+    let body = render_stream(Format::ANTHROPIC, &script).unwrap();
+    let want = Format::ANTHROPIC
         .codec()
         .decode_body(&body, 0, DecoderConfig::default())
         .unwrap();
@@ -133,7 +133,7 @@ async fn fixtures_stream_through_the_client() {
         let got = collect_stream(model(&server, 1).stream(&ask("hi")), |_| {})
             .await
             .unwrap();
-        let want = Format::Anthropic
+        let want = Format::ANTHROPIC
             .codec()
             .decode_body(&body, 0, DecoderConfig::default())
             .unwrap();
@@ -143,7 +143,7 @@ async fn fixtures_stream_through_the_client() {
 
 #[tokio::test]
 async fn encoder_output_passes_anthropics_checks_and_bad_requests_fail_with_its_message() {
-    let ok = render_stream(Format::Anthropic, &ResponseScript::text("done")).unwrap();
+    let ok = render_stream(Format::ANTHROPIC, &ResponseScript::text("done")).unwrap();
     let server = Server::start_with(vec![Reply::sse(ok)], Some(validator())).await;
     let m = model(&server, 3);
     // A call without arguments is sent with an object `input`: accepted.
@@ -201,7 +201,7 @@ fn overloaded() -> Reply {
 
 #[tokio::test]
 async fn overloaded_is_retried_then_succeeds() {
-    let ok = render_stream(Format::Anthropic, &ResponseScript::text("back")).unwrap();
+    let ok = render_stream(Format::ANTHROPIC, &ResponseScript::text("back")).unwrap();
     let server = Server::start(vec![overloaded(), Reply::sse(ok)]).await;
     let got = collect_stream(model(&server, 3).stream(&ask("hi")), |_| {})
         .await

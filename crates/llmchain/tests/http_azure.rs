@@ -29,7 +29,7 @@ fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option
 
 #[tokio::test]
 async fn the_v1_api_sends_the_deployment_as_model_and_the_key_in_api_key() {
-    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("hi")).unwrap();
+    let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("hi")).unwrap();
     let server = Server::start(vec![Reply::sse(body)]).await;
     // A base URL given with Azure's own `/openai/v1` is not doubled.
     let config = HttpModelConfig::for_provider(&AZURE, "my-gpt-deployment")
@@ -49,10 +49,10 @@ async fn the_v1_api_sends_the_deployment_as_model_and_the_key_in_api_key() {
 
 #[tokio::test]
 async fn an_api_version_uses_the_deployment_url() {
-    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("ok")).unwrap();
     let server = Server::start(vec![
         Reply::sse(body.clone()),
-        Reply::sse(render_stream(Format::OpenAiResponses, &ResponseScript::text("ok")).unwrap()),
+        Reply::sse(render_stream(Format::OPENAI_RESPONSES, &ResponseScript::text("ok")).unwrap()),
     ])
     .await;
     let base: &'static str = Box::leak(server.base.clone().into_boxed_str());
@@ -124,7 +124,7 @@ fn the_resource_builds_the_host_and_its_absence_says_what_to_set() {
 
 #[tokio::test]
 async fn an_entra_token_goes_as_a_bearer_token_and_is_fetched_once() {
-    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("ok")).unwrap();
     let server = Server::start(vec![Reply::sse(body.clone()), Reply::sse(body)]).await;
     let fetched = Arc::new(AtomicU32::new(0));
     let f = fetched.clone();

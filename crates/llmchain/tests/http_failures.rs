@@ -120,7 +120,7 @@ async fn a_body_ending_without_the_end_marker_is_interrupted() {
 #[tokio::test]
 async fn the_first_event_arrives_before_the_stream_ends() {
     let body = render_stream(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         &ResponseScript::text("Hello, slow world"),
     )
     .unwrap();

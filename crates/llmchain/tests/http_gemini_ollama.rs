@@ -69,7 +69,7 @@ async fn gemini_streams_with_key_header_and_model_in_path() {
         )
         .unwrap();
         let got = collect_stream(m.stream(&ask("hi")), |_| {}).await.unwrap();
-        assert_eq!(got, want(Format::Gemini, &body), "{name}");
+        assert_eq!(got, want(Format::GEMINI, &body), "{name}");
         let seen = &server.seen()[0];
         assert_eq!(
             seen.uri,
@@ -96,7 +96,7 @@ async fn gemini_non_streaming_and_error_body() {
     )
     .unwrap();
     let got = collect_stream(m.stream(&ask("hi")), |_| {}).await.unwrap();
-    assert_eq!(got, want(Format::Gemini, &body));
+    assert_eq!(got, want(Format::GEMINI, &body));
     assert_eq!(
         server.seen()[0].uri,
         "/v1beta/models/gemini-2.5-flash:generateContent"
@@ -181,7 +181,7 @@ async fn ollama_streams_ndjson_without_a_key() {
         let host = server.base.trim_start_matches("http://").to_owned();
         let m = HttpModel::new(HttpModelConfig::ollama("qwen3:8b").base_url(host)).unwrap();
         let got = collect_stream(m.stream(&ask("hi")), |_| {}).await.unwrap();
-        assert_eq!(got, want(Format::Ollama, &body), "{name}");
+        assert_eq!(got, want(Format::OLLAMA, &body), "{name}");
         let seen = &server.seen()[0];
         assert_eq!(seen.uri, "/api/chat");
         assert_eq!(seen.header("authorization"), None);

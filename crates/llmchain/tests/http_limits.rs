@@ -22,7 +22,7 @@ use llmchain::tool::Tool;
 fn big_call(n: usize) -> Vec<u8> {
     let args = serde_json::json!({ "text": "x".repeat(n) }).to_string();
     render_stream(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         &ResponseScript::tool_call("call_1", "save", args).with_text("Saving."),
     )
     .unwrap()

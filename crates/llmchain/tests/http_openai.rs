@@ -55,8 +55,8 @@ async fn chat_stream_chunked_at_random_boundaries_matches_local_decode() {
     let script = ResponseScript::tool_call("call_1", "get_weather", r#"{"city":"Paris"}"#)
         .with_text("Let me check ünïcödé ✓.")
         .with_usage(12, 34);
-    let body = render_stream(Format::OpenAiChat, &script).unwrap();
-    let want = local_decode(Format::OpenAiChat, &body);
+    let body = render_stream(Format::OPENAI_CHAT, &script).unwrap();
+    let want = local_decode(Format::OPENAI_CHAT, &body);
     for seed in 1..6u64 {
         let server = Server::start(vec![
             Reply::sse(body.clone())
@@ -118,7 +118,7 @@ async fn chat_fixtures_stream_through_the_client() {
         let (_, got) = run(&model, &ask("hi")).await;
         assert_eq!(
             got.unwrap(),
-            local_decode(Format::OpenAiChat, &body),
+            local_decode(Format::OPENAI_CHAT, &body),
             "{name}"
         );
         // A keyless compatible server: no Authorization header.
@@ -138,7 +138,7 @@ async fn chat_non_streaming_uses_decode_response() {
     )
     .unwrap();
     let (events, got) = run(&model, &ask("hi")).await;
-    assert_eq!(got.unwrap(), local_decode(Format::OpenAiChat, &body));
+    assert_eq!(got.unwrap(), local_decode(Format::OPENAI_CHAT, &body));
     assert!(events.iter().all(|e| !matches!(e, ModelEvent::Event(_))));
     assert_ne!(server.seen()[0].body["stream"], true);
 }
@@ -194,7 +194,7 @@ fn openai_validator(mistral: bool) -> Validator {
 
 #[tokio::test]
 async fn rejected_requests_surface_the_providers_message_without_retry() {
-    let ok = render_stream(Format::OpenAiChat, &ResponseScript::text("fine")).unwrap();
+    let ok = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("fine")).unwrap();
     let server = Server::start_with(vec![Reply::sse(ok)], Some(openai_validator(false))).await;
     let model = HttpModel::new(
         HttpModelConfig::openai("gpt-4.1")
@@ -246,7 +246,7 @@ async fn mistral_rejects_foreign_ids_with_its_message() {
 
 #[tokio::test]
 async fn rate_limited_then_success_honours_retry_after() {
-    let ok = render_stream(Format::OpenAiChat, &ResponseScript::text("after the wait")).unwrap();
+    let ok = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("after the wait")).unwrap();
     let limited = Reply::json(
         429,
         &json!({"error": {"message": "Rate limit reached for gpt-4.1", "type": "requests", "code": "rate_limit_exceeded"}}),
@@ -375,7 +375,7 @@ async fn responses_api_streams_and_decodes() {
         let (_, got) = run(&model, &ask("hi")).await;
         assert_eq!(
             got.unwrap(),
-            local_decode(Format::OpenAiResponses, &body),
+            local_decode(Format::OPENAI_RESPONSES, &body),
             "{name}"
         );
         let seen = server.seen();

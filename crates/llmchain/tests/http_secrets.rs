@@ -16,6 +16,7 @@ use llmchain::provider::render::{ResponseScript, render_stream};
 fn model(format: Format, base: &str) -> HttpModel {
     HttpModel::new(
         HttpModelConfig::new(format, "m")
+            .unwrap()
             .api_key(KEY)
             .base_url(base)
             .retry(retry(3)),
@@ -25,7 +26,7 @@ fn model(format: Format, base: &str) -> HttpModel {
 
 #[tokio::test]
 async fn a_cross_origin_redirect_is_not_followed_for_any_provider() {
-    for format in Format::ALL {
+    for &format in Format::ALL {
         // The other origin: records whatever reaches it.
         let elsewhere = Server::start(vec![Reply::json(200, &serde_json::json!({}))]).await;
         for status in [301, 302, 303, 307, 308] {
@@ -75,7 +76,7 @@ async fn a_redirect_loop_is_not_retried() {
         );
     }
     let e = collect_stream(
-        model(Format::OpenAiChat, &format!("{}/v1", here.base)).stream(&ask("hi")),
+        model(Format::OPENAI_CHAT, &format!("{}/v1", here.base)).stream(&ask("hi")),
         |_| {},
     )
     .await
@@ -90,10 +91,11 @@ async fn a_redirect_loop_is_not_retried() {
 /// it cannot move the request (and its key) to another endpoint.
 #[tokio::test]
 async fn a_gemini_model_id_is_encoded_in_the_path() {
-    let body = render_stream(Format::Gemini, &ResponseScript::text("ok")).unwrap();
+    let body = render_stream(Format::GEMINI, &ResponseScript::text("ok")).unwrap();
     let here = Server::start(vec![Reply::sse(body)]).await;
     let m = HttpModel::new(
-        HttpModelConfig::new(Format::Gemini, "../../../v1/files?x=1#y")
+        HttpModelConfig::new(Format::GEMINI, "../../../v1/files?x=1#y")
+            .unwrap()
             .api_key(KEY)
             .base_url(&here.base),
     )
@@ -110,14 +112,14 @@ async fn a_gemini_model_id_is_encoded_in_the_path() {
 
 #[tokio::test]
 async fn a_same_origin_redirect_is_followed() {
-    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("hello")).unwrap();
+    let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("hello")).unwrap();
     let here = Server::start(vec![]).await;
     here.push(
         Reply::new(307, "text/plain", "").header("location", &format!("{}/v2/chat", here.base)),
     );
     here.push(Reply::sse(body));
     let out = collect_stream(
-        model(Format::OpenAiChat, &format!("{}/v1", here.base)).stream(&ask("hi")),
+        model(Format::OPENAI_CHAT, &format!("{}/v1", here.base)).stream(&ask("hi")),
         |_| {},
     )
     .await
@@ -138,11 +140,11 @@ async fn error_events_inside_a_stream_are_redacted() {
     let echo = format!("key {KEY} is rate limited");
     let bodies = [
         (
-            Format::OpenAiChat,
+            Format::OPENAI_CHAT,
             format!("data: {{\"error\":{{\"message\":\"{echo}\",\"type\":\"rate_limit\"}}}}\n\n"),
         ),
         (
-            Format::Anthropic,
+            Format::ANTHROPIC,
             format!(
                 "event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"rate_limit_error\",\"message\":\"{echo}\"}}}}\n\n"
             ),
@@ -175,7 +177,7 @@ async fn credentials_in_the_base_url_are_never_shown() {
         l.local_addr().unwrap().port()
     };
     let m = model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         &format!("http://user:HUNTER2-pass@127.0.0.1:{dead}/v1?key=QUERYSECRET9"),
     );
     let e = collect_stream(m.stream(&ask("hi")), |_| {})
@@ -197,10 +199,10 @@ async fn credentials_in_the_base_url_are_never_shown() {
         m.url()
     );
 
-    let body = render_stream(Format::OpenAiChat, &ResponseScript::text("ok")).unwrap();
+    let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("ok")).unwrap();
     let server = Server::start(vec![Reply::sse(body)]).await;
     let m = model(
-        Format::OpenAiChat,
+        Format::OPENAI_CHAT,
         &format!("{}/v1?api-version=2024-10-01", server.base),
     );
     collect_stream(m.stream(&ask("hi")), |_| {}).await.unwrap();
@@ -233,7 +235,8 @@ async fn tokens_fetched_at_run_time_and_url_secrets_echoed_back_are_masked() {
         })
     });
     let model = HttpModel::new(
-        HttpModelConfig::new(Format::OpenAiChat, "m")
+        HttpModelConfig::new(Format::OPENAI_CHAT, "m")
+            .unwrap()
             .base_url(format!("{}/v2?api-key={URL_KEY}", server.base))
             .auth(Arc::new(tokens))
             .retry(retry(1)),

@@ -16,7 +16,7 @@ use llmchain::provider::{Codec, DecoderConfig, Format};
 use proptest::prelude::*;
 
 fn chat() -> &'static dyn Codec {
-    Format::OpenAiChat.codec()
+    Format::OPENAI_CHAT.codec()
 }
 
 const HEAD: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":"#;

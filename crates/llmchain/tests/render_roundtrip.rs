@@ -40,7 +40,7 @@ fn every_format_has_a_renderer() {
 
 #[test]
 fn a_full_response_reads_back_identically_in_every_format() {
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let outcomes = decode(format, &full_script());
         for o in &outcomes {
             assert_eq!(o, &outcomes[0], "{format}: chunking changed the outcome");
@@ -88,7 +88,7 @@ fn a_full_response_reads_back_identically_in_every_format() {
             "{format}"
         );
         // Gemini has no call ids on the wire: the decoder synthesises them.
-        if format != Format::Gemini {
+        if format != Format::GEMINI {
             let ids: Vec<_> = m.tool_calls.iter().map(|c| c.call_id.as_deref()).collect();
             assert_eq!(ids, vec![Some("call_a1"), Some("call_b2")], "{format}");
         } else {
@@ -113,7 +113,7 @@ fn a_full_response_reads_back_identically_in_every_format() {
 
 #[test]
 fn text_only_ends_the_turn() {
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let o = &decode(format, &ResponseScript::text("Hello there."))[0];
         assert_eq!(o.message.status, MessageStatus::Complete, "{format}");
         assert_eq!(o.stop_reason, Some(StopReason::EndTurn), "{format}");
@@ -135,7 +135,7 @@ fn a_max_tokens_cut_never_yields_an_executable_call() {
             r#"{"path": "a.txt", "content": "a long text"}"#,
         )
         .with_stop(ScriptStop::MaxTokens);
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let o = &decode(format, &script)[0];
         assert_eq!(o.message.status, MessageStatus::Length, "{format}");
         assert_eq!(o.stop_reason, Some(StopReason::MaxTokens), "{format}");
@@ -156,7 +156,7 @@ fn an_error_mid_stream_is_reported_and_nothing_runs() {
             message: "Overloaded, try again".into(),
         },
     );
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let o = &decode(format, &script)[0];
         let err = o
             .error
@@ -172,7 +172,7 @@ fn an_error_mid_stream_is_reported_and_nothing_runs() {
 fn a_truncated_body_is_cancelled() {
     let script = ResponseScript::tool_call("call_1", "get_time", r#"{"tz": "UTC"}"#)
         .with_stop(ScriptStop::Truncated);
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let o = &decode(format, &script)[0];
         assert_eq!(o.message.status, MessageStatus::Cancelled, "{format}");
         assert_eq!(o.message.executable_tool_calls().count(), 0, "{format}");
@@ -182,15 +182,15 @@ fn a_truncated_body_is_cancelled() {
 #[test]
 fn whole_call_wires_refuse_arguments_that_are_not_an_object() {
     let script = ResponseScript::tool_call("c", "w", r#"{"path": "a.txt""#);
-    for format in [Format::Gemini, Format::Ollama] {
+    for format in [Format::GEMINI, Format::OLLAMA] {
         let err = render_stream(format, &script).unwrap_err();
         assert!(err.to_string().contains("not a JSON object"), "{err}");
     }
     // Fragment wires carry it, and the decoder reports the call as invalid.
     for format in [
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
-        Format::Anthropic,
+        Format::OPENAI_CHAT,
+        Format::OPENAI_RESPONSES,
+        Format::ANTHROPIC,
     ] {
         let o = &decode(format, &script)[0];
         assert_eq!(o.invalid_tool_calls.len(), 1, "{format}");

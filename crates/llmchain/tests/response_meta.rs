@@ -8,11 +8,11 @@ use codec_support::*;
 use llmchain::provider::{DecodeOutcome, DecoderConfig, Format};
 
 const FORMATS: [(&str, Format); 5] = [
-    ("openai_chat", Format::OpenAiChat),
-    ("openai_responses", Format::OpenAiResponses),
-    ("anthropic", Format::Anthropic),
-    ("gemini", Format::Gemini),
-    ("ollama", Format::Ollama),
+    ("openai_chat", Format::OPENAI_CHAT),
+    ("openai_responses", Format::OPENAI_RESPONSES),
+    ("anthropic", Format::ANTHROPIC),
+    ("gemini", Format::GEMINI),
+    ("ollama", Format::OLLAMA),
 ];
 
 fn meta(o: &DecodeOutcome) -> String {
@@ -49,11 +49,15 @@ fn every_fixture_keeps_the_response_id_and_model() {
 #[test]
 fn a_whole_body_keeps_them_as_its_stream_does() {
     for (dir, format, name) in [
-        ("openai_chat", Format::OpenAiChat, "response.json"),
-        ("openai_responses", Format::OpenAiResponses, "response.json"),
-        ("anthropic", Format::Anthropic, "message.json"),
-        ("gemini", Format::Gemini, "response.json"),
-        ("ollama", Format::Ollama, "response.json"),
+        ("openai_chat", Format::OPENAI_CHAT, "response.json"),
+        (
+            "openai_responses",
+            Format::OPENAI_RESPONSES,
+            "response.json",
+        ),
+        ("anthropic", Format::ANTHROPIC, "message.json"),
+        ("gemini", Format::GEMINI, "response.json"),
+        ("ollama", Format::OLLAMA, "response.json"),
     ] {
         let o = format
             .codec()
@@ -68,7 +72,9 @@ fn azures_empty_first_chunk_does_not_hide_the_real_id() {
     // Azure opens with `"id":"","model":""` (prompt filter results): the next chunk's
     // values are the ones kept.
     let body = fixture("openai_chat", "azure_model_router.sse");
-    let o = decode_checked(Format::OpenAiChat.codec(), &body).1.unwrap();
+    let o = decode_checked(Format::OPENAI_CHAT.codec(), &body)
+        .1
+        .unwrap();
     assert_eq!(
         o.response_id.as_deref(),
         Some("chatcmpl-CYPS1lijGoK8gd9lYzY3r9Sx50nbt")
@@ -78,7 +84,7 @@ fn azures_empty_first_chunk_does_not_hide_the_real_id() {
 
 #[test]
 fn odd_values_are_ignored_or_bounded_never_an_error() {
-    let chat = Format::OpenAiChat.codec();
+    let chat = Format::OPENAI_CHAT.codec();
     let long = "m".repeat(10_000);
     for (body, id, model) in [
         // A numeric id: not a string, not kept; the chunk still decodes.

@@ -8,7 +8,7 @@ use llmchain::provider::Format;
 use proptest::prelude::*;
 
 fn check(body: &[u8]) -> Result<(), String> {
-    for format in Format::ALL {
+    for &format in Format::ALL {
         let c = format.codec();
         let whole = c.is_stream_body(body);
         for end in 0..=body.len() {
@@ -49,8 +49,8 @@ fn every_prefix_of_every_fixture_agrees_with_the_whole_body() {
 
 #[test]
 fn the_bom_and_an_unfinished_document_cannot_tell() {
-    let ollama = Format::Ollama.codec();
-    let chat = Format::OpenAiChat.codec();
+    let ollama = Format::OLLAMA.codec();
+    let chat = Format::OPENAI_CHAT.codec();
     for c in [ollama, chat] {
         assert_eq!(c.is_stream_prefix(b""), None);
         assert_eq!(c.is_stream_prefix(b" \n"), None);

@@ -254,7 +254,7 @@ proptest! {
         extra in prop::collection::vec((0usize..64, anthropic_extra()), 1..6),
     ) {
         let base = fixture("anthropic", "thinking_parallel.sse");
-        check(Format::Anthropic, &base, sse_with(&base, &extra));
+        check(Format::ANTHROPIC, &base, sse_with(&base, &extra));
     }
 
     #[test]
@@ -262,7 +262,7 @@ proptest! {
         extra in prop::collection::vec((0usize..64, responses_extra()), 1..6),
     ) {
         let base = fixture("openai_responses", "reasoning_function_call.sse");
-        check(Format::OpenAiResponses, &base, sse_with(&base, &extra));
+        check(Format::OPENAI_RESPONSES, &base, sse_with(&base, &extra));
     }
 
     #[test]
@@ -270,7 +270,7 @@ proptest! {
         extra in prop::collection::vec((0usize..64, chat_extra()), 1..6),
     ) {
         let base = fixture("openai_chat", "parallel_calls.sse");
-        check(Format::OpenAiChat, &base, sse_with(&base, &extra));
+        check(Format::OPENAI_CHAT, &base, sse_with(&base, &extra));
     }
 
     #[test]
@@ -278,7 +278,7 @@ proptest! {
         extra in prop::collection::vec((0usize..64, gemini_extra()), 1..6),
     ) {
         let base = fixture("gemini", "parallel_calls.sse");
-        check(Format::Gemini, &base, sse_with(&base, &extra));
+        check(Format::GEMINI, &base, sse_with(&base, &extra));
     }
 
     #[test]
@@ -286,6 +286,6 @@ proptest! {
         extra in prop::collection::vec((0usize..64, ollama_extra()), 1..6),
     ) {
         let base = fixture("ollama", "tool_calls.ndjson");
-        check(Format::Ollama, &base, ndjson_with(&base, &extra));
+        check(Format::OLLAMA, &base, ndjson_with(&base, &extra));
     }
 }

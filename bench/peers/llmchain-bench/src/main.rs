@@ -107,7 +107,7 @@ fn decode(body: &[u8], expect: &[usize]) {
         max_argument_bytes: 64 << 20,
         ..DecoderConfig::default()
     };
-    let mut dec = Format::OpenAiChat.codec().stream_decoder(config);
+    let mut dec = Format::OPENAI_CHAT.codec().stream_decoder(config);
     let mut events = 0usize;
     let mut sink = |_: StreamEvent<'_>| events += 1;
     for chunk in body.chunks(CHUNK) {
@@ -224,7 +224,7 @@ fn main() {
         stream: true,
         ..RequestOptions::default()
     };
-    let codec = Format::OpenAiChat.codec();
+    let codec = Format::OPENAI_CHAT.codec();
     let body = codec.encode(&conv, &opts).expect("encodes");
     let wire: Value = serde_json::from_slice(&body).expect("json");
     let n = wire["messages"].as_array().map_or(0, Vec::len);

@@ -419,7 +419,7 @@ async fn resume(
         ),
     );
     // Only tools run here; this model is never called (it has no turns).
-    let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OpenAiChat)), state)
+    let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OPENAI_CHAT)), state)
         .with_review_handler(reviewer.clone().for_run(&run_id));
     for t in builtins
         .into_iter()

@@ -23,7 +23,8 @@ const READ_BYTES: usize = 64 * 1024;
 /// Arguments of `llmchain decode`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DecodeArgs {
-    /// The wire format: openai_chat (or openai), openai_responses, anthropic, gemini, ollama.
+    /// The wire format, by name or alias (openai_chat, openai_responses, anthropic, gemini,
+    /// ollama, bedrock_converse, and any registered; an unknown name lists them).
     #[arg(long)]
     pub format: String,
     /// Feed a streamed body to the decoder N bytes at a time (default: as it is read,

@@ -15,7 +15,8 @@ use crate::shown;
 /// Arguments of `llmchain encode`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct EncodeArgs {
-    /// The wire format: openai_chat (or openai), openai_responses, anthropic, gemini, ollama.
+    /// The wire format, by name or alias (openai_chat, openai_responses, anthropic, gemini,
+    /// ollama, bedrock_converse, and any registered; an unknown name lists them).
     #[arg(long)]
     pub format: String,
     /// The model id [default: the one `llmchain run` uses for the format].
@@ -65,11 +66,12 @@ pub(crate) fn run(args: EncodeArgs) -> CliResult {
         .map_err(|e| CliError::Usage(format!("invalid conversation {}: {e}", args.conversation)))?;
     check(&conv, &args.conversation)?;
     let opts = RequestOptions {
-        model: args.model.unwrap_or_else(|| {
-            llmchain::http::providers::for_format(format)
-                .default_model
-                .to_owned()
-        }),
+        model: match args.model {
+            Some(model) => model,
+            None => llmchain::http::providers::for_format(format)
+                .map(|p| p.default_model.to_owned())
+                .map_err(|e| CliError::Usage(format!("{e}; or name the model with --model")))?,
+        },
         stream: args.stream,
         ..RequestOptions::default()
     };

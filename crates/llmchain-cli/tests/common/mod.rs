@@ -710,7 +710,7 @@ pub(crate) fn serve_hello(dir: &std::path::Path, env: &[(&str, &str)]) -> Served
     use llmchain::provider::Format;
     use llmchain::provider::render::{ResponseScript, render_stream};
     let (base, _) = serve(vec![
-        render_stream(Format::OpenAiChat, &ResponseScript::text("Hello.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Hello.")).unwrap(),
     ]);
     write_config(dir, &format!("base_url = \"{base}\"\nmodel = \"m\"\n"));
     let db = format!("sqlite://{}", dir.join("chats.db").display());
@@ -761,7 +761,7 @@ impl QueuedWrite {
         let files = files_server_cmd(test, &root, 0)?;
         let (base, _) = serve(vec![
             render_stream(
-                Format::OpenAiChat,
+                Format::OPENAI_CHAT,
                 &ResponseScript::tool_call(
                     "call_1",
                     "write_file",
@@ -769,7 +769,7 @@ impl QueuedWrite {
                 ),
             )
             .unwrap(),
-            render_stream(Format::OpenAiChat, &ResponseScript::text("Written.")).unwrap(),
+            render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Written.")).unwrap(),
         ]);
         write_config(
             dir,

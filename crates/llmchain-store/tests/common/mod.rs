@@ -432,7 +432,7 @@ pub(crate) fn charge_once(
         .messages
         .iter()
         .any(|m| !m.tool_calls.is_empty());
-    let mut model = llmchain::chain::ScriptedModel::new(llmchain::provider::Format::OpenAiChat);
+    let mut model = llmchain::chain::ScriptedModel::new(llmchain::provider::Format::OPENAI_CHAT);
     if !asked {
         model = model.respond(ResponseScript::tool_call("call_1", "charge", "{}"))?;
     }

@@ -28,7 +28,7 @@ impl Server {
     /// Queues the model's next answers.
     pub(crate) fn script(&self, turns: &[ResponseScript]) {
         for t in turns {
-            let bytes = render_stream(Format::OpenAiChat, t).unwrap();
+            let bytes = render_stream(Format::OPENAI_CHAT, t).unwrap();
             self.model.push(ScriptedTurn::Stream(bytes.into()));
         }
     }
@@ -43,7 +43,7 @@ pub(crate) async fn start(config: ServeConfig, delay: Option<Duration>) -> Serve
             .await
             .unwrap(),
     );
-    let mut model = ScriptedModel::new(Format::OpenAiChat);
+    let mut model = ScriptedModel::new(Format::OPENAI_CHAT);
     if let Some(d) = delay {
         model = model.chunk_size(3).chunk_delay(d);
     }

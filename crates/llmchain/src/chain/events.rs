@@ -163,7 +163,7 @@ impl LLMChain {
     /// use llmchain::message::Message;
     /// use llmchain::provider::{Format, render::ResponseScript};
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-    /// let model = ScriptedModel::new(Format::OpenAiChat).respond(ResponseScript::text("Hi!")).unwrap();
+    /// let model = ScriptedModel::new(Format::OPENAI_CHAT).respond(ResponseScript::text("Hi!")).unwrap();
     /// let mut chain = LLMChain::new(model);
     /// chain.add_message(Message::user("Hello")).await.unwrap();
     /// let mut text = String::new();

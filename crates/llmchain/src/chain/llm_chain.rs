@@ -216,7 +216,7 @@ impl LLMChain {
     /// ```
     /// # use llmchain::chain::{LLMChain, ReviewDecision, ScriptedModel};
     /// # use llmchain::provider::Format;
-    /// let chain = LLMChain::new(ScriptedModel::new(Format::Anthropic)).with_review(|call| {
+    /// let chain = LLMChain::new(ScriptedModel::new(Format::ANTHROPIC)).with_review(|call| {
     ///     match call.name.as_deref() {
     ///         Some("delete_file") => ReviewDecision::Interrupt,
     ///         _ => ReviewDecision::Approve,

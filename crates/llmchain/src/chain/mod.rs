@@ -12,7 +12,7 @@
 //! use serde_json::json;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-//! let model = ScriptedModel::new(Format::OpenAiChat)
+//! let model = ScriptedModel::new(Format::OPENAI_CHAT)
 //!     .respond(ResponseScript::tool_call("call_1", "add", r#"{"a": 2, "b": 3}"#))?
 //!     .respond(ResponseScript::text("2 + 3 = 5"))?;
 //! let add = Tool::builder("add")

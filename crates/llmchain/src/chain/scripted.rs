@@ -35,7 +35,7 @@ pub enum ScriptedTurn {
 /// use llmchain::provider::Format;
 /// use llmchain::provider::render::ResponseScript;
 ///
-/// let model = ScriptedModel::new(Format::Anthropic)
+/// let model = ScriptedModel::new(Format::ANTHROPIC)
 ///     .respond(ResponseScript::text("Hello!"))
 ///     .unwrap();
 /// let mut conv = Conversation::new();

@@ -68,11 +68,11 @@ fn from_env(
 }
 
 fn chat_codec() -> &'static dyn Codec {
-    Format::OpenAiChat.codec()
+    Format::OPENAI_CHAT.codec()
 }
 
 fn responses_codec() -> &'static dyn Codec {
-    Format::OpenAiResponses.codec()
+    Format::OPENAI_RESPONSES.codec()
 }
 
 /// Azure OpenAI, Chat Completions.

@@ -38,7 +38,7 @@ const MAX_MODEL_LIST: usize = 16 << 20;
 /// use llmchain::http::HttpModel;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let model = HttpModel::from_env(Format::Anthropic, "claude-sonnet-4-5")?;
+/// let model = HttpModel::from_env(Format::ANTHROPIC, "claude-sonnet-4-5")?;
 /// let mut conv = Conversation::new();
 /// conv.messages.push(Message::user("Hi"));
 /// let outcome = collect_stream(model.stream(&conv), |_| {}).await?;

@@ -201,10 +201,12 @@ impl fmt::Debug for HttpModelConfig {
 }
 
 impl HttpModelConfig {
-    /// A config with defaults for the built-in provider of `format` (OpenAI, OpenAI
-    /// Responses, Anthropic, Gemini, Ollama): its base URL, no key, streaming.
-    pub fn new(format: Format, model: impl Into<String>) -> Self {
-        Self::for_provider(providers::for_format(format), model)
+    /// A config with defaults for the built-in provider of `format` (OpenAI for OpenAI
+    /// Chat, Bedrock for Bedrock Converse…, [`providers::for_format`]): its base URL,
+    /// no key, streaming. An error naming the format when no built-in provider speaks
+    /// it.
+    pub fn new(format: Format, model: impl Into<String>) -> Result<Self, ModelError> {
+        Ok(Self::for_provider(providers::for_format(format)?, model))
     }
 
     /// A config with defaults for `spec`, one of [`providers::PROVIDERS`] or a
@@ -271,7 +273,7 @@ impl HttpModelConfig {
     /// A config for the built-in provider of `format` from the environment
     /// ([`from_env_for`](Self::from_env_for)).
     pub fn from_env(format: Format, model: impl Into<String>) -> Result<Self, ModelError> {
-        Self::from_env_for(providers::for_format(format), model)
+        Self::from_env_for(providers::for_format(format)?, model)
     }
 
     /// A config for `spec` from the environment: its key, base URL and settings from
@@ -292,7 +294,7 @@ impl HttpModelConfig {
         model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelError> {
-        Self::from_lookup_for(providers::for_format(format), model, lookup)
+        Self::from_lookup_for(providers::for_format(format)?, model, lookup)
     }
 
     /// As [`from_env_for`](Self::from_env_for) with a custom variable lookup.
@@ -569,19 +571,19 @@ mod tests {
             "GEMINI_BASE_URL" => Some("http://127.0.0.1:9/".to_owned()),
             _ => None,
         };
-        let c = HttpModelConfig::from_lookup(Format::Gemini, "gemini-2.5-flash", env).unwrap();
+        let c = HttpModelConfig::from_lookup(Format::GEMINI, "gemini-2.5-flash", env).unwrap();
         assert_eq!(c.api_key.unwrap().expose_secret(), "g-key");
         assert_eq!(c.base_url, "http://127.0.0.1:9/");
     }
 
     #[test]
     fn missing_key_says_what_to_set() {
-        let e = HttpModelConfig::from_lookup(Format::Anthropic, "m", |_| None).unwrap_err();
+        let e = HttpModelConfig::from_lookup(Format::ANTHROPIC, "m", |_| None).unwrap_err();
         assert!(e.to_string().contains("ANTHROPIC_API_KEY"), "{e}");
         // A compatible server needs no key; Ollama never does.
         let env = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://localhost:8000/v1".into());
-        assert!(HttpModelConfig::from_lookup(Format::OpenAiChat, "m", env).is_ok());
-        let ollama = HttpModelConfig::from_lookup(Format::Ollama, "m", |k| {
+        assert!(HttpModelConfig::from_lookup(Format::OPENAI_CHAT, "m", env).is_ok());
+        let ollama = HttpModelConfig::from_lookup(Format::OLLAMA, "m", |k| {
             (k == "OLLAMA_HOST").then(|| "0.0.0.0:11434".into())
         })
         .unwrap();

@@ -303,23 +303,23 @@ fn openai_from_env(
 }
 
 fn openai_chat_codec() -> &'static dyn Codec {
-    Format::OpenAiChat.codec()
+    Format::OPENAI_CHAT.codec()
 }
 
 fn openai_responses_codec() -> &'static dyn Codec {
-    Format::OpenAiResponses.codec()
+    Format::OPENAI_RESPONSES.codec()
 }
 
 fn anthropic_codec() -> &'static dyn Codec {
-    Format::Anthropic.codec()
+    Format::ANTHROPIC.codec()
 }
 
 fn gemini_codec() -> &'static dyn Codec {
-    Format::Gemini.codec()
+    Format::GEMINI.codec()
 }
 
 fn ollama_codec() -> &'static dyn Codec {
-    Format::Ollama.codec()
+    Format::OLLAMA.codec()
 }
 
 fn gemini_route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
@@ -574,16 +574,28 @@ pub fn names() -> Vec<&'static str> {
     PROVIDERS.iter().map(|p| p.name).collect()
 }
 
-/// The built-in provider that speaks `format` at its own service (OpenAI, Anthropic,
-/// Gemini, Ollama).
-pub fn for_format(format: Format) -> &'static ProviderSpec {
-    match format {
-        Format::OpenAiResponses => &OPENAI_RESPONSES,
-        Format::Anthropic => &ANTHROPIC,
-        Format::Gemini => &GEMINI,
-        Format::Ollama => &OLLAMA,
-        _ => &OPENAI,
-    }
+/// The built-in provider that speaks `format` at its own service: the first of
+/// [`PROVIDERS`] whose codec it is (OpenAI for OpenAI Chat, Bedrock for Bedrock
+/// Converse…). An error naming the format when none does (a format defined outside
+/// this crate, or one whose provider's feature is off): give such a format a
+/// [`ProviderSpec`] of its own and use [`HttpModelConfig::for_provider`].
+pub fn for_format(format: Format) -> Result<&'static ProviderSpec, ModelError> {
+    PROVIDERS
+        .iter()
+        .copied()
+        .find(|p| p.format() == format)
+        .ok_or_else(|| {
+            ModelError::Config(format!(
+                "no built-in provider speaks the {} format ({format}){}: describe the service \
+                 with a ProviderSpec and use HttpModelConfig::for_provider",
+                format.title(),
+                if Format::ALL.contains(&format) {
+                    ", its provider's feature is off"
+                } else {
+                    ""
+                }
+            ))
+        })
 }
 
 /// A key read from the first of `vars` that is set.
@@ -618,6 +630,33 @@ mod tests {
                 .contains("bedrock")
                 || !names().contains(&"bedrock")
         );
+    }
+
+    #[test]
+    fn each_format_has_its_own_provider_and_default_model() {
+        assert_eq!(for_format(Format::OPENAI_CHAT).unwrap().name, "openai");
+        assert_eq!(
+            for_format(Format::OPENAI_RESPONSES).unwrap().name,
+            "openai_responses"
+        );
+        #[cfg(feature = "bedrock")]
+        {
+            let bedrock = for_format(Format::BEDROCK_CONVERSE).unwrap();
+            assert_eq!(bedrock.name, "bedrock");
+            assert!(!bedrock.default_model.starts_with("gpt"));
+        }
+        #[cfg(not(feature = "bedrock"))]
+        assert!(
+            for_format(Format::BEDROCK_CONVERSE)
+                .unwrap_err()
+                .to_string()
+                .contains("bedrock_converse")
+        );
+        for f in Format::ALL {
+            if let Ok(p) = for_format(*f) {
+                assert_eq!(p.format(), *f);
+            }
+        }
     }
 
     #[test]

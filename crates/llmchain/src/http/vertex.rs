@@ -174,11 +174,11 @@ fn anthropic_body(body: Vec<u8>) -> Result<Vec<u8>, ModelError> {
 }
 
 fn gemini_codec() -> &'static dyn Codec {
-    Format::Gemini.codec()
+    Format::GEMINI.codec()
 }
 
 fn anthropic_codec() -> &'static dyn Codec {
-    Format::Anthropic.codec()
+    Format::ANTHROPIC.codec()
 }
 
 /// Google OAuth tokens from `gcp_auth`: a service account's, or the application

@@ -142,7 +142,7 @@ mod tests {
             conv.messages.push(Message::tool(results));
         }
         let hint = body_size_hint(&conv);
-        for format in Format::ALL {
+        for &format in Format::ALL {
             let body = format
                 .codec()
                 .encode(&conv, &RequestOptions::default())
@@ -180,7 +180,7 @@ mod extra_fields {
             .unwrap(),
         );
         conv.messages.push(Message::user("hi"));
-        for format in Format::ALL {
+        for &format in Format::ALL {
             let opts = RequestOptions {
                 model: "m".into(),
                 stream: true,

@@ -49,16 +49,12 @@ pub enum DecodeError {
     },
 }
 
-/// A format's name as people write it.
+/// A format's name as people write it (its descriptor's title), or the name itself
+/// for a name the registry does not know.
 fn title(format: &str) -> &str {
-    match format {
-        "openai_chat" => "OpenAI Chat",
-        "openai_responses" => "OpenAI Responses",
-        "anthropic" => "Anthropic",
-        "gemini" => "Gemini",
-        "ollama" => "Ollama",
-        "bedrock_converse" => "Bedrock Converse",
-        other => other,
+    match super::Format::named(format) {
+        Some(f) => f.title(),
+        None => format,
     }
 }
 

@@ -1,7 +1,6 @@
 //! [`Format`], the [`Codec`] trait and the [`StreamDecoder`] trait.
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde_json::{Map, Value};
 
@@ -11,74 +10,196 @@ use super::outcome::DecodeOutcome;
 use crate::conversation::Conversation;
 use crate::message::{DEFAULT_MAX_ARGUMENT_BYTES, Message, MessageStatus};
 
-/// A provider wire format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A provider wire format: a handle on its descriptor, the [`FormatSpec`] that holds
+/// everything about it (name, aliases, title, codec, framing, test renderer).
+///
+/// The built-in formats are the constants ([`Format::OPENAI_CHAT`], …); a format
+/// defined outside this crate is a `static` [`FormatSpec`] of its own, given to
+/// [`Format::register`] so that its name is known (`"my_format".parse()`, the CLI's
+/// `--format`) and used through [`Format::new`] like a built-in one. Two formats are
+/// equal when their names are; a format prints as its name.
+///
+/// ```
+/// use llmchain::provider::Format;
+/// let f: Format = "bedrock".parse().unwrap();
+/// assert_eq!(f, Format::BEDROCK_CONVERSE);
+/// assert_eq!(f.title(), "Bedrock Converse");
+/// ```
+#[derive(Clone, Copy)]
+pub struct Format(&'static FormatSpec);
+
+/// How a format's streamed responses are framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Format {
-    /// OpenAI Chat Completions, and every compatible server (Mistral, DeepSeek, vLLM,
-    /// llama.cpp, OpenRouter, LiteLLM, ...).
-    OpenAiChat,
-    /// OpenAI Responses.
-    OpenAiResponses,
-    /// Anthropic Messages.
-    Anthropic,
-    /// Google Gemini `generateContent`.
-    Gemini,
-    /// Ollama `/api/chat`.
-    Ollama,
-    /// AWS Bedrock Converse and ConverseStream (event-stream frames).
-    BedrockConverse,
+pub enum Framing {
+    /// Server-Sent Events (`text/event-stream`).
+    Sse,
+    /// Newline-delimited JSON.
+    Ndjson,
+    /// AWS event-stream binary frames.
+    EventStream,
+    /// A framing of the format's own.
+    Other,
+}
+
+/// A renderer of a scripted response into the format's wire bytes (feature
+/// `test-util`): what [`render_stream`](crate::provider::render::render_stream) calls.
+#[cfg(feature = "test-util")]
+pub type RenderFn = fn(
+    &crate::provider::render::ResponseScript,
+) -> Result<Vec<u8>, crate::provider::render::RenderError>;
+
+/// The descriptor of a wire format: the one place its name, aliases, title, codec,
+/// framing and test renderer are written. Build one in a `static` with
+/// [`FormatSpec::new`] and the `const` setters:
+///
+/// ```
+/// # use llmchain::provider::{Codec, FormatSpec, Framing};
+/// # fn codec() -> &'static dyn Codec { Format::OPENAI_CHAT.codec() }
+/// # use llmchain::provider::Format;
+/// static MY_FORMAT: FormatSpec = FormatSpec::new("my_format", "My Format", &MyCodec)
+///     .aliases(&["mine"])
+///     .framing(Framing::Ndjson);
+/// # struct MyCodec;
+/// # impl Codec for MyCodec {
+/// #     fn format(&self) -> Format { Format::new(&MY_FORMAT) }
+/// #     fn encode(&self, c: &llmchain::conversation::Conversation, o: &llmchain::provider::RequestOptions) -> Result<Vec<u8>, llmchain::provider::EncodeError> { codec().encode(c, o) }
+/// #     fn stream_decoder(&self, c: llmchain::provider::DecoderConfig) -> Box<dyn llmchain::provider::StreamDecoder> { codec().stream_decoder(c) }
+/// #     fn decode_response(&self, b: &[u8], c: llmchain::provider::DecoderConfig) -> Result<llmchain::provider::DecodeOutcome, llmchain::provider::DecodeError> { codec().decode_response(b, c) }
+/// # }
+/// ```
+#[non_exhaustive]
+pub struct FormatSpec {
+    /// The canonical name (`openai_chat`): lowercase, for configs and `--format`.
+    pub name: &'static str,
+    /// Other names it is found by (`openai`, `chat`).
+    pub aliases: &'static [&'static str],
+    /// The name as people write it (`OpenAI Chat`), for messages.
+    pub title: &'static str,
+    /// The codec.
+    pub codec: &'static dyn Codec,
+    /// How its streamed responses are framed.
+    pub framing: Framing,
+    /// Renders scripted responses (feature `test-util`); `None`: not renderable.
+    #[cfg(feature = "test-util")]
+    pub renderer: Option<RenderFn>,
+}
+
+impl FormatSpec {
+    /// A descriptor with no aliases, SSE framing and no renderer.
+    pub const fn new(name: &'static str, title: &'static str, codec: &'static dyn Codec) -> Self {
+        FormatSpec {
+            name,
+            aliases: &[],
+            title,
+            codec,
+            framing: Framing::Sse,
+            #[cfg(feature = "test-util")]
+            renderer: None,
+        }
+    }
+
+    /// With these aliases.
+    #[must_use]
+    pub const fn aliases(mut self, aliases: &'static [&'static str]) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// With this framing.
+    #[must_use]
+    pub const fn framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
+    }
+
+    /// With this renderer of scripted responses.
+    #[cfg(feature = "test-util")]
+    #[must_use]
+    pub const fn renderer(mut self, renderer: RenderFn) -> Self {
+        self.renderer = Some(renderer);
+        self
+    }
+
+    /// Whether `name` names it (its name or an alias, ignoring case).
+    pub fn is_named(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name)
+            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    }
+}
+
+impl fmt::Debug for FormatSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FormatSpec")
+            .field("name", &self.name)
+            .field("aliases", &self.aliases)
+            .field("title", &self.title)
+            .field("framing", &self.framing)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Format {
-    /// All formats.
-    pub const ALL: [Format; 6] = [
-        Format::OpenAiChat,
-        Format::OpenAiResponses,
-        Format::Anthropic,
-        Format::Gemini,
-        Format::Ollama,
-        Format::BedrockConverse,
-    ];
+    /// The format `spec` describes (built in or not; [`Format::register`] makes its
+    /// name known).
+    pub const fn new(spec: &'static FormatSpec) -> Format {
+        Format(spec)
+    }
+
+    /// The descriptor.
+    pub fn spec(self) -> &'static FormatSpec {
+        self.0
+    }
 
     /// The canonical name (`openai_chat`, ...).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Format::OpenAiChat => "openai_chat",
-            Format::OpenAiResponses => "openai_responses",
-            Format::Anthropic => "anthropic",
-            Format::Gemini => "gemini",
-            Format::Ollama => "ollama",
-            Format::BedrockConverse => "bedrock_converse",
-        }
+        self.0.name
+    }
+
+    /// The name as people write it (`OpenAI Chat`).
+    pub fn title(self) -> &'static str {
+        self.0.title
+    }
+
+    /// The other names it is found by.
+    pub fn aliases(self) -> &'static [&'static str] {
+        self.0.aliases
+    }
+
+    /// This format's codec.
+    pub fn codec(self) -> &'static dyn Codec {
+        self.0.codec
+    }
+
+    /// How its streamed responses are framed.
+    pub fn framing(self) -> Framing {
+        self.0.framing
+    }
+}
+
+impl PartialEq for Format {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Format {}
+
+impl std::hash::Hash for Format {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state);
+    }
+}
+
+impl fmt::Debug for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Format({})", self.0.name)
     }
 }
 
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// An unknown format name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown format '{0}': expected one of openai_chat (or openai), openai_responses, anthropic, gemini, ollama, bedrock_converse (or bedrock)"
-)]
-pub struct UnknownFormat(pub String);
-
-impl FromStr for Format {
-    type Err = UnknownFormat;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "openai_chat" | "openai" | "chat" => Format::OpenAiChat,
-            "openai_responses" | "responses" => Format::OpenAiResponses,
-            "anthropic" => Format::Anthropic,
-            "gemini" | "google" => Format::Gemini,
-            "ollama" => Format::Ollama,
-            "bedrock_converse" | "bedrock" | "converse" => Format::BedrockConverse,
-            other => return Err(UnknownFormat(other.to_owned())),
-        })
     }
 }
 

@@ -20,6 +20,7 @@ pub mod openai_responses;
 mod outcome;
 mod placement;
 pub mod preview;
+mod registry;
 #[cfg(feature = "test-util")]
 pub mod render;
 mod scan;
@@ -30,24 +31,15 @@ pub use assembly::{SYNTHESIZED_ID_KEY, SYNTHETIC_CALL_ID, THOUGHT_SIGNATURE_KEY}
 pub use bedrock::BedrockCodec;
 pub use error::{DecodeError, EncodeError};
 pub use event::{EventBatch, StopReason, StreamEvent};
-pub use format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
+#[cfg(feature = "test-util")]
+pub use format::RenderFn;
+pub use format::{
+    Codec, DecoderConfig, Format, FormatSpec, Framing, RequestOptions, StreamDecoder,
+};
 pub use gemini::{GeminiCodec, gemini_schema};
 pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,
 };
 pub use placement::unsent_in_user_message;
-
-impl Format {
-    /// This format's codec. One line per format: each codec registers itself here.
-    pub fn codec(self) -> &'static dyn Codec {
-        match self {
-            Format::OpenAiChat => &openai_chat::OpenAiChatCodec,
-            Format::OpenAiResponses => &openai_responses::OpenAiResponsesCodec,
-            Format::Anthropic => &AnthropicCodec,
-            Format::Gemini => &gemini::GeminiCodec,
-            Format::Ollama => &OllamaCodec,
-            Format::BedrockConverse => &BedrockCodec,
-        }
-    }
-}
+pub use registry::{FormatTaken, UnknownFormat};

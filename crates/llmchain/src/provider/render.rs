@@ -137,7 +137,7 @@ impl ResponseScript {
 }
 
 /// The formats [`render_stream`] can write: every format.
-pub const RENDERABLE: [Format; 6] = Format::ALL;
+pub const RENDERABLE: &[Format] = Format::ALL;
 
 /// A script that a format's wire cannot carry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,6 +155,9 @@ pub enum RenderError {
         /// The call's tool name.
         name: String,
     },
+    /// The format's descriptor has no renderer.
+    #[error("{0} has no renderer of scripted responses")]
+    NoRenderer(Format),
 }
 
 /// Renders the script as the streamed body `format` would send.
@@ -169,7 +172,7 @@ pub enum RenderError {
 /// use llmchain::provider::{DecoderConfig, Format};
 ///
 /// let script = ResponseScript::tool_call("call_1", "get_weather", r#"{"city": "Paris"}"#);
-/// for format in Format::ALL {
+/// for &format in Format::ALL {
 ///     let body = render_stream(format, &script).unwrap();
 ///     let codec = format.codec();
 ///     let message = codec.decode_body(&body, 7, DecoderConfig::default()).unwrap().message;
@@ -177,14 +180,11 @@ pub enum RenderError {
 /// }
 /// ```
 pub fn render_stream(format: Format, script: &ResponseScript) -> Result<Vec<u8>, RenderError> {
-    match format {
-        Format::OpenAiChat => Ok(openai_chat(script)),
-        Format::OpenAiResponses => Ok(openai_responses(script)),
-        Format::Anthropic => Ok(anthropic(script)),
-        Format::Gemini => gemini(script),
-        Format::Ollama => ollama(script),
-        Format::BedrockConverse => Ok(bedrock(script)),
-    }
+    let render = format
+        .spec()
+        .renderer
+        .ok_or(RenderError::NoRenderer(format))?;
+    render(script)
 }
 
 /// The calls a whole-call wire sends (all but a MaxTokens-cut last one), with their
@@ -260,7 +260,7 @@ fn sse_event(out: &mut Vec<u8>, name: &str, v: &serde_json::Value) {
     sse_data(out, v);
 }
 
-fn openai_chat(s: &ResponseScript) -> Vec<u8> {
+pub(crate) fn openai_chat(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
     let mut out = Vec::new();
     let chunk = |delta: serde_json::Value, finish: Option<&str>| {
         json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1_700_000_000,
@@ -301,13 +301,13 @@ fn openai_chat(s: &ResponseScript) -> Vec<u8> {
         }
     }
     match &s.stop {
-        ScriptStop::Truncated => return out,
+        ScriptStop::Truncated => return Ok(out),
         ScriptStop::Error { kind, message } => {
             sse_data(
                 &mut out,
                 &json!({"error": {"type": kind, "message": message, "code": null}}),
             );
-            return out;
+            return Ok(out);
         }
         ScriptStop::MaxTokens => sse_data(&mut out, &chunk(json!({}), Some("length"))),
         ScriptStop::Natural => {
@@ -327,10 +327,10 @@ fn openai_chat(s: &ResponseScript) -> Vec<u8> {
                           "total_tokens": s.usage.total()}}),
     );
     out.extend_from_slice(b"data: [DONE]\n\n");
-    out
+    Ok(out)
 }
 
-fn anthropic(s: &ResponseScript) -> Vec<u8> {
+pub(crate) fn anthropic(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
     let mut out = Vec::new();
     sse_event(
         &mut out,
@@ -418,14 +418,14 @@ fn anthropic(s: &ResponseScript) -> Vec<u8> {
         index += 1;
     }
     let stop = match &s.stop {
-        ScriptStop::Truncated => return out,
+        ScriptStop::Truncated => return Ok(out),
         ScriptStop::Error { kind, message } => {
             sse_event(
                 &mut out,
                 "error",
                 &json!({"type": "error", "error": {"type": kind, "message": message}}),
             );
-            return out;
+            return Ok(out);
         }
         ScriptStop::MaxTokens => "max_tokens",
         ScriptStop::Natural if s.tool_calls.is_empty() => "end_turn",
@@ -438,7 +438,7 @@ fn anthropic(s: &ResponseScript) -> Vec<u8> {
                 "usage": {"output_tokens": s.usage.output_tokens}}),
     );
     sse_event(&mut out, "message_stop", &json!({"type": "message_stop"}));
-    out
+    Ok(out)
 }
 
 /// One ConverseStream event frame, padded as AWS pads them.
@@ -454,7 +454,7 @@ fn bedrock_event(out: &mut Vec<u8>, event: &str, mut payload: serde_json::Value)
     ));
 }
 
-fn bedrock(s: &ResponseScript) -> Vec<u8> {
+pub(crate) fn bedrock(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
     let mut out = Vec::new();
     bedrock_event(&mut out, "messageStart", json!({"role": "assistant"}));
     let mut index = 0usize;
@@ -520,7 +520,7 @@ fn bedrock(s: &ResponseScript) -> Vec<u8> {
         index += 1;
     }
     let stop = match &s.stop {
-        ScriptStop::Truncated => return out,
+        ScriptStop::Truncated => return Ok(out),
         ScriptStop::Error { kind, message } => {
             out.extend(crate::provider::framing::encode_frame(
                 &[
@@ -530,7 +530,7 @@ fn bedrock(s: &ResponseScript) -> Vec<u8> {
                 ],
                 json!({"message": message}).to_string().as_bytes(),
             ));
-            return out;
+            return Ok(out);
         }
         ScriptStop::MaxTokens => "max_tokens",
         ScriptStop::Natural if s.tool_calls.is_empty() => "end_turn",
@@ -546,10 +546,10 @@ fn bedrock(s: &ResponseScript) -> Vec<u8> {
                          "totalTokens": s.usage.input_tokens + s.usage.output_tokens},
                "metrics": {"latencyMs": 100}}),
     );
-    out
+    Ok(out)
 }
 
-fn openai_responses(s: &ResponseScript) -> Vec<u8> {
+pub(crate) fn openai_responses(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
     let mut out = Vec::new();
     let mut seq = 0u64;
     let mut event = |out: &mut Vec<u8>, name: &str, mut v: serde_json::Value| {
@@ -667,11 +667,11 @@ fn openai_responses(s: &ResponseScript) -> Vec<u8> {
             json!({"response": response("completed", usage, json!(null))}),
         ),
     }
-    out
+    Ok(out)
 }
 
-fn gemini(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
-    let calls = whole_calls(Format::Gemini, s)?;
+pub(crate) fn gemini(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
+    let calls = whole_calls(Format::GEMINI, s)?;
     let mut out = Vec::new();
     let chunk = |parts: serde_json::Value, finish: Option<&str>, output: u64| {
         let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
@@ -727,8 +727,8 @@ fn gemini(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
     Ok(out)
 }
 
-fn ollama(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
-    let calls = whole_calls(Format::Ollama, s)?;
+pub(crate) fn ollama(s: &ResponseScript) -> Result<Vec<u8>, RenderError> {
+    let calls = whole_calls(Format::OLLAMA, s)?;
     let mut out = Vec::new();
     let mut line = |v: serde_json::Value| {
         out.extend_from_slice(v.to_string().as_bytes());
@@ -782,20 +782,20 @@ mod tests {
         let script = ResponseScript::tool_call("call_1", "calc", r#"{"expression": "2+2"}"#)
             .with_text("Let me compute.")
             .with_usage(10, 5);
-        let chat = String::from_utf8(render_stream(Format::OpenAiChat, &script).unwrap()).unwrap();
+        let chat = String::from_utf8(render_stream(Format::OPENAI_CHAT, &script).unwrap()).unwrap();
         assert!(chat.ends_with("data: [DONE]\n\n"));
         assert!(chat.contains("\"finish_reason\":\"tool_calls\""));
-        let ant = String::from_utf8(render_stream(Format::Anthropic, &script).unwrap()).unwrap();
+        let ant = String::from_utf8(render_stream(Format::ANTHROPIC, &script).unwrap()).unwrap();
         assert!(ant.contains("\"stop_reason\":\"tool_use\""));
         assert!(ant.contains("input_json_delta"));
         let bad = ResponseScript::tool_call("c", "w", "{not json");
-        let err = render_stream(Format::Gemini, &bad).unwrap_err();
+        let err = render_stream(Format::GEMINI, &bad).unwrap_err();
         assert_eq!(
             err.to_string(),
             "gemini cannot carry tool call 'w': its arguments are not a JSON object, and gemini sends arguments as whole objects (script invalid arguments with openai_chat, openai_responses or anthropic)"
         );
-        assert!(render_stream(Format::Ollama, &bad).is_err());
-        assert!(render_stream(Format::OpenAiResponses, &bad).is_ok());
+        assert!(render_stream(Format::OLLAMA, &bad).is_err());
+        assert!(render_stream(Format::OPENAI_RESPONSES, &bad).is_ok());
     }
 
     #[test]
@@ -803,7 +803,7 @@ mod tests {
         let script =
             ResponseScript::tool_call("c", "w", r#"{"path": "a.txt", "content": "xxxxxxxx"}"#)
                 .with_stop(ScriptStop::MaxTokens);
-        let ant = String::from_utf8(render_stream(Format::Anthropic, &script).unwrap()).unwrap();
+        let ant = String::from_utf8(render_stream(Format::ANTHROPIC, &script).unwrap()).unwrap();
         assert!(ant.contains("max_tokens"));
         assert!(!ant.contains("content_block_stop\",\"index\":0"));
     }

@@ -347,12 +347,12 @@ pub(crate) fn ollama(body: &Value) -> Check {
 
 /// The check of `format`.
 pub(crate) fn check(format: Format, body: &Value) -> Check {
-    match format {
-        Format::OpenAiChat => openai_chat(body),
-        Format::OpenAiResponses => openai_responses(body),
-        Format::Anthropic => anthropic(body),
-        Format::Gemini => gemini(body),
-        Format::Ollama => ollama(body),
+    match format.as_str() {
+        "openai_chat" => openai_chat(body),
+        "openai_responses" => openai_responses(body),
+        "anthropic" => anthropic(body),
+        "gemini" => gemini(body),
+        "ollama" => ollama(body),
         _ => Ok(()),
     }
 }

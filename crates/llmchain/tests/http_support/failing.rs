@@ -33,7 +33,7 @@ pub(crate) fn openai(server: &Server, n: u32) -> HttpModel {
 pub(crate) fn call_body() -> Vec<u8> {
     let script = ResponseScript::tool_call("call_1", "get_weather", r#"{"city":"Paris","days":3}"#)
         .with_text("Looking it up.");
-    render_stream(Format::OpenAiChat, &script).unwrap()
+    render_stream(Format::OPENAI_CHAT, &script).unwrap()
 }
 
 /// Offset just after the first occurrence of `needle`.

@@ -296,16 +296,16 @@ pub(crate) fn fixture(path: &str) -> Vec<u8> {
 pub(crate) fn content_validator(format: llmchain::provider::Format) -> Validator {
     Arc::new(move |seen: &Seen| {
         let message = content_rules::check(format, &seen.body).err()?;
-        Some(match format {
-            llmchain::provider::Format::Anthropic => Reply::json(
+        Some(match format.as_str() {
+            "anthropic" => Reply::json(
                 400,
                 &json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
             ),
-            llmchain::provider::Format::Gemini => Reply::json(
+            "gemini" => Reply::json(
                 400,
                 &json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}),
             ),
-            llmchain::provider::Format::Ollama => Reply::json(400, &json!({"error": message})),
+            "ollama" => Reply::json(400, &json!({"error": message})),
             _ => Reply::json(
                 400,
                 &json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),

@@ -20,7 +20,7 @@ fn fastest_ns(body: &[u8], config: DecoderConfig, samples: usize) -> f64 {
     for _ in 0..samples {
         let t = Instant::now();
         for _ in 0..BATCH {
-            let mut dec = Format::OpenAiChat.codec().stream_decoder(config);
+            let mut dec = Format::OPENAI_CHAT.codec().stream_decoder(config);
             let mut sink = |_: StreamEvent<'_>| {};
             dec.feed(body, &mut sink).expect("feeds");
             let outcome = dec.finish(&mut sink).expect("finishes");

@@ -28,7 +28,7 @@ fn main() {
     for _ in 0..samples {
         let t = Instant::now();
         for _ in 0..batch {
-            let mut dec = Format::OpenAiChat.codec().stream_decoder(config);
+            let mut dec = Format::OPENAI_CHAT.codec().stream_decoder(config);
             let mut sink = |_: StreamEvent<'_>| {};
             for chunk in body.chunks(64 * 1024) {
                 dec.feed(chunk, &mut sink).expect("feeds");

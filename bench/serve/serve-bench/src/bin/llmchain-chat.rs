@@ -63,7 +63,7 @@ impl ChatModel for ClockModel {
     }
 
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
-        let codec = Format::OpenAiChat.codec();
+        let codec = Format::OPENAI_CHAT.codec();
         let opts = RequestOptions {
             model: "clock".into(),
             stream: true,

@@ -38,7 +38,7 @@ fn route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
 }
 
 fn codec() -> &'static dyn Codec {
-    Format::BedrockConverse.codec()
+    Format::BEDROCK_CONVERSE.codec()
 }
 
 fn auth(config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {

@@ -22,7 +22,7 @@ use crate::provider::scan::fragment_run::{FragmentShape, RunScratch, take_fragme
 use crate::provider::scan::json::Cursor;
 use crate::provider::wire::AnyText;
 
-const FORMAT: &str = "anthropic";
+use super::NAME as FORMAT;
 
 /// Normalises an Anthropic `stop_reason`.
 pub(crate) fn stop_reason(raw: &str) -> StopReason {

@@ -23,7 +23,7 @@ use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
 
-const FORMAT: &str = "anthropic";
+use super::NAME as FORMAT;
 
 /// The `max_tokens` sent when the options set none (the API requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;

@@ -12,6 +12,7 @@ use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder}
 use super::framed::SseDecoder;
 use super::outcome::DecodeOutcome;
 use crate::conversation::Conversation;
+use crate::provider::FormatSpec;
 
 /// The Anthropic Messages codec.
 ///
@@ -24,9 +25,27 @@ use crate::conversation::Conversation;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AnthropicCodec;
 
+/// The format's name, written once.
+const NAME: &str = "anthropic";
+
+/// The format's descriptor (its line in the registry: `provider/registry.rs`).
+static FORMAT: FormatSpec = spec();
+
+const fn spec() -> FormatSpec {
+    let spec = FormatSpec::new(NAME, "Anthropic", &AnthropicCodec);
+    #[cfg(feature = "test-util")]
+    let spec = spec.renderer(super::render::anthropic);
+    spec
+}
+
+impl Format {
+    /// Anthropic.
+    pub const ANTHROPIC: Format = Format::new(&FORMAT);
+}
+
 impl Codec for AnthropicCodec {
     fn format(&self) -> Format {
-        Format::Anthropic
+        Format::ANTHROPIC
     }
 
     fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
@@ -34,11 +53,7 @@ impl Codec for AnthropicCodec {
     }
 
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
-        Box::new(SseDecoder::new(
-            "anthropic",
-            decode::Events::new(config),
-            config,
-        ))
+        Box::new(SseDecoder::new(NAME, decode::Events::new(config), config))
     }
 
     fn decode_response(

@@ -23,7 +23,7 @@ use crate::provider::framing::{EventStreamFramer, Frame};
 use crate::provider::outcome::DecodeOutcome;
 use crate::provider::scan::json::Cursor;
 
-pub(crate) const FORMAT: &str = "bedrock_converse";
+use super::NAME as FORMAT;
 
 /// Normalises a Converse `stopReason`.
 pub(crate) fn stop_reason(raw: &str) -> StopReason {

@@ -29,7 +29,7 @@ use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
 
-use super::decode::FORMAT;
+use super::NAME as FORMAT;
 
 /// The wire's name in placeholders.
 const WIRE: &str = "Bedrock";

@@ -10,6 +10,7 @@ use super::error::{DecodeError, EncodeError};
 use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
 use super::outcome::DecodeOutcome;
 use crate::conversation::Conversation;
+use crate::provider::{FormatSpec, Framing};
 
 /// The Bedrock Converse codec.
 ///
@@ -23,9 +24,29 @@ use crate::conversation::Conversation;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BedrockCodec;
 
+/// The format's name, written once.
+const NAME: &str = "bedrock_converse";
+
+/// The format's descriptor (its line in the registry: `provider/registry.rs`).
+static FORMAT: FormatSpec = spec();
+
+const fn spec() -> FormatSpec {
+    let spec = FormatSpec::new(NAME, "Bedrock Converse", &BedrockCodec)
+        .aliases(&["bedrock", "converse"])
+        .framing(Framing::EventStream);
+    #[cfg(feature = "test-util")]
+    let spec = spec.renderer(super::render::bedrock);
+    spec
+}
+
+impl Format {
+    /// Bedrock Converse.
+    pub const BEDROCK_CONVERSE: Format = Format::new(&FORMAT);
+}
+
 impl Codec for BedrockCodec {
     fn format(&self) -> Format {
-        Format::BedrockConverse
+        Format::BEDROCK_CONVERSE
     }
 
     fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {

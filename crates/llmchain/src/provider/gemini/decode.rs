@@ -30,7 +30,7 @@ use crate::provider::format::DecoderConfig;
 use crate::provider::framed::EventHandler;
 use crate::provider::outcome::DecodeOutcome;
 
-const FORMAT: &str = "gemini";
+use super::NAME as FORMAT;
 
 /// Normalises a Gemini `finishReason`; `STOP` means tool calls when calls were made.
 pub(crate) fn stop_reason(raw: &str, has_calls: bool) -> StopReason {

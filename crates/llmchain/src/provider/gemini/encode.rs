@@ -31,7 +31,7 @@ use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
 
-const FORMAT: &str = "gemini";
+use super::NAME as FORMAT;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

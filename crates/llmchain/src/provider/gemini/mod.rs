@@ -13,6 +13,7 @@ use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder}
 use super::framed::SseDecoder;
 use super::outcome::DecodeOutcome;
 use crate::conversation::Conversation;
+use crate::provider::FormatSpec;
 
 /// The Gemini codec. Calls without ids get synthesised ones (see the decoder docs:
 /// `call_<hash of responseId>_<n>`, marked `metadata.synthesized_id`).
@@ -28,9 +29,27 @@ use crate::conversation::Conversation;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GeminiCodec;
 
+/// The format's name, written once.
+const NAME: &str = "gemini";
+
+/// The format's descriptor (its line in the registry: `provider/registry.rs`).
+static FORMAT: FormatSpec = spec();
+
+const fn spec() -> FormatSpec {
+    let spec = FormatSpec::new(NAME, "Gemini", &GeminiCodec).aliases(&["google"]);
+    #[cfg(feature = "test-util")]
+    let spec = spec.renderer(super::render::gemini);
+    spec
+}
+
+impl Format {
+    /// Gemini.
+    pub const GEMINI: Format = Format::new(&FORMAT);
+}
+
 impl Codec for GeminiCodec {
     fn format(&self) -> Format {
-        Format::Gemini
+        Format::GEMINI
     }
 
     fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
@@ -38,11 +57,7 @@ impl Codec for GeminiCodec {
     }
 
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
-        Box::new(SseDecoder::new(
-            "gemini",
-            decode::Events::new(config),
-            config,
-        ))
+        Box::new(SseDecoder::new(NAME, decode::Events::new(config), config))
     }
 
     fn decode_response(

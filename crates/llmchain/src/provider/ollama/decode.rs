@@ -20,7 +20,7 @@ use crate::provider::format::StreamDecoder;
 use crate::provider::framed::{EventHandler, NdjsonDecoder};
 use crate::provider::outcome::DecodeOutcome;
 
-const FORMAT: &str = "ollama";
+use super::NAME as FORMAT;
 
 /// Normalises a `done_reason`; `stop` means tool calls when calls were made.
 pub(crate) fn stop_reason(raw: &str, has_calls: bool) -> StopReason {

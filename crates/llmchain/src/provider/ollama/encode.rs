@@ -24,7 +24,7 @@ use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
 
-const FORMAT: &str = "ollama";
+use super::NAME as FORMAT;
 
 #[derive(Serialize)]
 struct Body<'a> {

@@ -10,6 +10,7 @@ use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder}
 use super::framed::NdjsonDecoder;
 use super::outcome::DecodeOutcome;
 use crate::conversation::Conversation;
+use crate::provider::{FormatSpec, Framing};
 
 /// The Ollama native chat codec. Calls without ids get synthesised ones
 /// (`call_<hash of created_at>_<n>`, marked `metadata.synthesized_id`).
@@ -24,9 +25,27 @@ use crate::conversation::Conversation;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OllamaCodec;
 
+/// The format's name, written once.
+const NAME: &str = "ollama";
+
+/// The format's descriptor (its line in the registry: `provider/registry.rs`).
+static FORMAT: FormatSpec = spec();
+
+const fn spec() -> FormatSpec {
+    let spec = FormatSpec::new(NAME, "Ollama", &OllamaCodec).framing(Framing::Ndjson);
+    #[cfg(feature = "test-util")]
+    let spec = spec.renderer(super::render::ollama);
+    spec
+}
+
+impl Format {
+    /// Ollama.
+    pub const OLLAMA: Format = Format::new(&FORMAT);
+}
+
 impl Codec for OllamaCodec {
     fn format(&self) -> Format {
-        Format::Ollama
+        Format::OLLAMA
     }
 
     fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
@@ -55,7 +74,7 @@ impl Codec for OllamaCodec {
 
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
         Box::new(NdjsonDecoder::new(
-            "ollama",
+            NAME,
             decode::Events::new(config),
             config,
         ))

@@ -26,7 +26,7 @@ use crate::provider::scan::json::Cursor;
 use crate::provider::wire::{ArgsField, chat_stop_reason, malformed, provider_error, wrong_format};
 use crate::provider::{DecodeError, DecodeOutcome, DecoderConfig, StopReason, StreamEvent};
 
-const FORMAT: &str = "openai_chat";
+use super::NAME as FORMAT;
 
 /// Decoding state shared by the streaming and the whole-body decoders.
 #[derive(Debug)]

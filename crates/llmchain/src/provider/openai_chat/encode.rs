@@ -23,7 +23,7 @@ use crate::provider::encoding::{body_size_hint, to_body};
 use crate::provider::placement::{self, Kind};
 use crate::provider::{EncodeError, RequestOptions};
 
-const FORMAT: &str = "openai_chat";
+use super::NAME as FORMAT;
 
 /// Encodes a Chat Completions request body.
 pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {

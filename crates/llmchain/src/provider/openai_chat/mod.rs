@@ -13,6 +13,7 @@ pub(crate) use encode::{
 pub use encode::{encode, strict_schema};
 
 use crate::conversation::Conversation;
+use crate::provider::FormatSpec;
 use crate::provider::{
     Codec, DecodeError, DecodeOutcome, DecoderConfig, EncodeError, Format, RequestOptions,
     StreamDecoder,
@@ -22,9 +23,27 @@ use crate::provider::{
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenAiChatCodec;
 
+/// The format's name, written once.
+const NAME: &str = "openai_chat";
+
+/// The format's descriptor (its line in the registry: `provider/registry.rs`).
+static FORMAT: FormatSpec = spec();
+
+const fn spec() -> FormatSpec {
+    let spec = FormatSpec::new(NAME, "OpenAI Chat", &OpenAiChatCodec).aliases(&["openai", "chat"]);
+    #[cfg(feature = "test-util")]
+    let spec = spec.renderer(super::render::openai_chat);
+    spec
+}
+
+impl Format {
+    /// OpenAI Chat.
+    pub const OPENAI_CHAT: Format = Format::new(&FORMAT);
+}
+
 impl Codec for OpenAiChatCodec {
     fn format(&self) -> Format {
-        Format::OpenAiChat
+        Format::OPENAI_CHAT
     }
 
     fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {

@@ -22,7 +22,7 @@ use crate::provider::{
     DecodeError, DecodeOutcome, DecoderConfig, ProviderError, StopReason, StreamEvent,
 };
 
-const FORMAT: &str = "openai_responses";
+use super::NAME as FORMAT;
 
 #[derive(Debug, Deserialize)]
 struct Event<'a> {

@@ -19,7 +19,7 @@ use crate::provider::openai_chat::{
 use crate::provider::placement::{self, Kind};
 use crate::provider::{EncodeError, RequestOptions};
 
-const FORMAT: &str = "openai_responses";
+use super::NAME as FORMAT;
 
 /// The wire's name in placeholders.
 const WIRE: &str = "OpenAI Responses";
