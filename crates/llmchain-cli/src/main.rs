@@ -31,8 +31,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, Subcommand};
 
-use error::CliError;
-
 /// LLM tool calling from the terminal.
 #[derive(Debug, Parser)]
 #[command(name = "llmchain", version, about)]
@@ -161,11 +159,6 @@ fn print_json_error(kind: &str, message: &str, exit_code: u8) {
 fn usage_text(text: &str) -> String {
     let text = text.trim_end();
     format!("llmchain: {}", text.strip_prefix("error: ").unwrap_or(text))
-}
-
-#[allow(dead_code)]
-fn usage(msg: impl Into<String>) -> CliError {
-    CliError::Usage(msg.into())
 }
 
 #[cfg(test)]

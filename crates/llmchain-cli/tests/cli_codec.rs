@@ -198,6 +198,18 @@ fn encode_prints_the_body() {
     assert!(out.status.success(), "{out:?}");
     let body: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(body["input"][2]["type"], "function_call_output");
+
+    // Bedrock by its alias: Bedrock's own body and default model, never OpenAI's
+    // (a wildcard once made every unlisted format OpenAI Chat with gpt-4.1).
+    let out = run(&["encode", "--format", "bedrock", conv.path()], None);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("gpt-"), "{text}");
+    let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        body["messages"][1]["content"][0]["toolUse"]["name"], "get_weather",
+        "{body}"
+    );
 }
 
 #[test]

@@ -115,7 +115,7 @@ pub use leased_run::{Claim, Drive, Ended, LeasedRun, RunEnd, Undecided};
 pub use model::{
     Change, ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Opening, Run,
     RunFilter, RunKind, RunOptions, RunState, RunStatus, StoredConversation, Superseded, Writer,
-    backoff,
+    backoff, title_of,
 };
 pub use postgres::PostgresStore;
 pub use recovery::Recovery;

@@ -72,6 +72,24 @@ impl NewConversation {
         self.title = Some(title.into());
         self
     }
+
+    /// Sets the title a conversation started with `prompt` gets: [`title_of`].
+    pub fn titled_by(self, prompt: &str) -> Self {
+        self.with_title(title_of(prompt))
+    }
+}
+
+/// The title of a conversation started with `prompt`, wherever it starts (the CLI,
+/// `llmchain serve`): its first non-blank line, trimmed, at most 60 characters.
+pub fn title_of(prompt: &str) -> String {
+    prompt
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .take(60)
+        .collect()
 }
 
 /// What a listing shows of a conversation.

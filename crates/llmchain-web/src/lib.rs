@@ -546,15 +546,7 @@ async fn chat<S: Store + 'static>(
                     ),
                 );
             }
-            title = Some(
-                text.lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or_default()
-                    .trim()
-                    .chars()
-                    .take(60)
-                    .collect(),
-            );
+            title = Some(llmchain_store::title_of(text));
         }
         Intent::Approvals { answers } => {
             // Decided here, in the store, before anything runs: the one authority.

@@ -67,6 +67,7 @@ fn auth(config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
 /// `Accept`...).
 static GATEWAY: ProviderSpec = ProviderSpec {
     name: "acme-gateway",
+    genai_name: "acme",
     aliases: &[],
     summary: "ACME's LLM gateway (OpenAI Chat wire format)",
     default_model: "acme-large",

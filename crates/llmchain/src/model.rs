@@ -311,8 +311,14 @@ pub trait ChatModel: Send + Sync {
     /// The model id (e.g. `gpt-4.1`), for logs and tracing.
     fn model_name(&self) -> &str;
 
-    /// The provider name (e.g. `openai`), for logs and tracing (`gen_ai.provider.name`).
+    /// The provider name (e.g. `openai`), for logs and errors.
     fn provider_name(&self) -> &str;
+
+    /// The provider as the GenAI conventions name it (`gen_ai.provider.name`: `openai`,
+    /// `aws.bedrock`, `gcp.vertex_ai`…). By default [`provider_name`](Self::provider_name).
+    fn genai_provider_name(&self) -> &str {
+        self.provider_name()
+    }
 
     /// Starts a call.
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a>;
@@ -357,6 +363,10 @@ impl<M: ChatModel + ?Sized> ChatModel for std::sync::Arc<M> {
 
     fn provider_name(&self) -> &str {
         (**self).provider_name()
+    }
+
+    fn genai_provider_name(&self) -> &str {
+        (**self).genai_provider_name()
     }
 
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {

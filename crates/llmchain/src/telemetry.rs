@@ -8,36 +8,6 @@
 //! layer exports them as the conventions name them, and one that does not pays only
 //! for `tracing`'s disabled spans.
 
-/// The conventions' `gen_ai.provider.name` for one of llmchain's provider names (the
-/// registry's, or a compatible preset's); a name the conventions do not list is kept
-/// as it is.
-///
-/// ```
-/// use llmchain::telemetry::provider_name;
-/// assert_eq!(provider_name("bedrock"), "aws.bedrock");
-/// assert_eq!(provider_name("vertex-anthropic"), "gcp.vertex_ai");
-/// assert_eq!(provider_name("azure_responses"), "azure.ai.openai");
-/// assert_eq!(provider_name("openai_responses"), "openai");
-/// assert_eq!(provider_name("ollama"), "ollama");
-/// ```
-pub fn provider_name(ours: &str) -> &str {
-    match ours {
-        "openai" | "openai_responses" => "openai",
-        "anthropic" => "anthropic",
-        "gemini" => "gcp.gemini",
-        "vertex" | "vertex-anthropic" => "gcp.vertex_ai",
-        "bedrock" => "aws.bedrock",
-        "azure" | "azure_responses" => "azure.ai.openai",
-        "mistral" => "mistral_ai",
-        "xai" | "grok" => "x_ai",
-        "deepseek" => "deepseek",
-        "groq" => "groq",
-        "perplexity" => "perplexity",
-        "cohere" => "cohere",
-        other => other,
-    }
-}
-
 /// `chat {model}`: the name of a model call's span.
 pub fn chat_span_name(model: &str) -> String {
     format!("chat {model}")
@@ -161,7 +131,7 @@ pub fn record_call(
     took: std::time::Duration,
     outcome: Result<Option<crate::message::TokenUsage>, &'static str>,
 ) {
-    let provider = provider_name(model.provider_name());
+    let provider = model.genai_provider_name();
     let request_model = model.model_name();
     match outcome {
         Ok(usage) => {

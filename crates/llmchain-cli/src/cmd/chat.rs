@@ -15,7 +15,7 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
 use crate::cmd::conversations::{open_store, redact_url, resolve_id, store_error};
-use crate::cmd::run::{RunArgs, title_of};
+use crate::cmd::run::RunArgs;
 use crate::error::{CliError, CliResult};
 
 /// Arguments of `llmchain chat`: those of `run` (`--provider`, `--model`, `-s`, `-o`,
@@ -173,8 +173,7 @@ impl Session {
                     conversation.system = base.system.clone();
                     store
                         .create_conversation(
-                            NewConversation::from_conversation(conversation)
-                                .with_title(title_of(question)),
+                            NewConversation::from_conversation(conversation).titled_by(question),
                         )
                         .await
                         .map_err(store_error)

@@ -505,9 +505,7 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
     )?);
     conversation.messages.push(message);
     let id = store
-        .create_conversation(
-            NewConversation::from_conversation(conversation).with_title(title_of(&prompt)),
-        )
+        .create_conversation(NewConversation::from_conversation(conversation).titled_by(&prompt))
         .await
         .map_err(store_error)?;
     let options = QueuedOptions {
@@ -576,19 +574,6 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
     );
     Ok(())
 }
-
-/// A conversation's title: the prompt's first line, at most 60 characters.
-pub(crate) fn title_of(prompt: &str) -> String {
-    prompt
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default()
-        .trim()
-        .chars()
-        .take(60)
-        .collect()
-}
-
 /// Runs the job here, holding the conversation's run lease: a new conversation, or
 /// `continued` with the prompt as its next user message (without one, a continued
 /// conversation that waits for the model gets its answer: an interrupted run finishes).
@@ -624,7 +609,7 @@ async fn agent(
             store
                 .create_conversation(
                     NewConversation::from_conversation(conversation)
-                        .with_title(title_of(prompt.as_deref().unwrap_or_default())),
+                        .titled_by(prompt.as_deref().unwrap_or_default()),
                 )
                 .await
                 .map_err(store_error)?

@@ -519,7 +519,7 @@ impl LLMChain {
                 "otel.kind" = "client",
                 "otel.status_code" = tracing::field::Empty,
                 "gen_ai.operation.name" = "chat",
-                "gen_ai.provider.name" = crate::telemetry::provider_name(model.provider_name()),
+                "gen_ai.provider.name" = model.genai_provider_name(),
                 "gen_ai.request.model" = model.model_name(),
                 "gen_ai.request.stream" = true,
                 "gen_ai.request.max_tokens" = tracing::field::Empty,

@@ -21,7 +21,7 @@ impl LLMChain {
             "otel.kind" = "internal",
             "otel.status_code" = tracing::field::Empty,
             "gen_ai.operation.name" = "invoke_agent",
-            "gen_ai.provider.name" = crate::telemetry::provider_name(self.model.provider_name()),
+            "gen_ai.provider.name" = self.model.genai_provider_name(),
             "gen_ai.request.model" = self.model.model_name(),
             "gen_ai.agent.name" = telemetry.agent_name.as_deref(),
             "gen_ai.conversation.id" = telemetry.conversation_id.as_deref(),

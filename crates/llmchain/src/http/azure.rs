@@ -90,6 +90,7 @@ pub static AZURE_RESPONSES: ProviderSpec = ProviderSpec {
 
 const AZURE_SPEC: ProviderSpec = ProviderSpec {
     name: "azure",
+    genai_name: "azure.ai.openai",
     aliases: &["azure_openai"],
     summary: "Azure OpenAI, Chat Completions (model = deployment name)",
     codec: chat_codec,

@@ -911,6 +911,17 @@ impl ChatModel for HttpModel {
         &self.config.provider
     }
 
+    /// The provider's [`genai_name`](crate::http::providers::ProviderSpec::genai_name),
+    /// or the display name the config was given instead of the provider's own.
+    fn genai_provider_name(&self) -> &str {
+        let spec = self.config.spec;
+        if self.config.provider == spec.name {
+            spec.genai_name
+        } else {
+            &self.config.provider
+        }
+    }
+
     fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
         self.run(conversation, None)
     }

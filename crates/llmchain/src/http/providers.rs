@@ -173,6 +173,9 @@ pub struct ProviderSpec {
     pub name: &'static str,
     /// Other names it answers to.
     pub aliases: &'static [&'static str],
+    /// Its name in the OpenTelemetry GenAI conventions (`gen_ai.provider.name`:
+    /// `openai`, `aws.bedrock`, `gcp.vertex_ai`, `azure.ai.openai`…).
+    pub genai_name: &'static str,
     /// One line for `--help`.
     pub summary: &'static str,
     /// Its codec (encoder, decoder, framing).
@@ -343,6 +346,7 @@ pub static OPENAI: ProviderSpec = OPENAI_SPEC;
 /// [`OPENAI`], as a constant the OpenAI-compatible providers start from.
 pub const OPENAI_SPEC: ProviderSpec = ProviderSpec {
     name: "openai",
+    genai_name: "openai",
     aliases: &["openai_chat", "chat"],
     summary: "OpenAI Chat Completions (and any compatible server: --base-url)",
     codec: openai_chat_codec,
@@ -369,6 +373,7 @@ pub const OPENAI_SPEC: ProviderSpec = ProviderSpec {
 /// OpenAI Responses.
 pub static OPENAI_RESPONSES: ProviderSpec = ProviderSpec {
     name: "openai_responses",
+    genai_name: "openai",
     aliases: &["responses"],
     summary: "OpenAI Responses",
     codec: openai_responses_codec,
@@ -380,6 +385,7 @@ pub static OPENAI_RESPONSES: ProviderSpec = ProviderSpec {
 /// Anthropic Messages.
 pub static ANTHROPIC: ProviderSpec = ProviderSpec {
     name: "anthropic",
+    genai_name: "anthropic",
     aliases: &[],
     summary: "Anthropic Messages",
     codec: anthropic_codec,
@@ -409,6 +415,7 @@ pub static ANTHROPIC: ProviderSpec = ProviderSpec {
 /// Google Gemini (the Gemini API; Gemini on Vertex AI is `vertex`).
 pub static GEMINI: ProviderSpec = ProviderSpec {
     name: "gemini",
+    genai_name: "gcp.gemini",
     aliases: &["google"],
     summary: "Google Gemini API",
     codec: gemini_codec,
@@ -438,6 +445,7 @@ pub static GEMINI: ProviderSpec = ProviderSpec {
 /// Ollama's native `/api/chat`.
 pub static OLLAMA: ProviderSpec = ProviderSpec {
     name: "ollama",
+    genai_name: "ollama",
     aliases: &[],
     summary: "Ollama's native API (no key)",
     codec: ollama_codec,
@@ -466,10 +474,11 @@ pub static OLLAMA: ProviderSpec = ProviderSpec {
 
 /// An OpenAI-compatible service by name: its base URL and key variable.
 macro_rules! compatible {
-    ($id:ident, $name:literal, $summary:literal, $url:literal, $key:literal, $model:literal) => {
+    ($id:ident, $name:literal, $genai:literal, $summary:literal, $url:literal, $key:literal, $model:literal) => {
         #[doc = concat!($summary, " (OpenAI-compatible: `", $url, "`, key `", $key, "`).")]
         pub static $id: ProviderSpec = ProviderSpec {
             name: $name,
+            genai_name: $genai,
             aliases: &[],
             summary: $summary,
             default_model: $model,
@@ -485,6 +494,7 @@ macro_rules! compatible {
 compatible!(
     MISTRAL,
     "mistral",
+    "mistral_ai",
     "Mistral",
     "https://api.mistral.ai/v1",
     "MISTRAL_API_KEY",
@@ -492,6 +502,7 @@ compatible!(
 );
 compatible!(
     DEEPSEEK,
+    "deepseek",
     "deepseek",
     "DeepSeek",
     "https://api.deepseek.com/v1",
@@ -501,6 +512,7 @@ compatible!(
 compatible!(
     GROQ,
     "groq",
+    "groq",
     "Groq",
     "https://api.groq.com/openai/v1",
     "GROQ_API_KEY",
@@ -509,6 +521,7 @@ compatible!(
 compatible!(
     XAI,
     "xai",
+    "x_ai",
     "xAI",
     "https://api.x.ai/v1",
     "XAI_API_KEY",
@@ -516,6 +529,7 @@ compatible!(
 );
 compatible!(
     OPENROUTER,
+    "openrouter",
     "openrouter",
     "OpenRouter",
     "https://openrouter.ai/api/v1",
@@ -525,6 +539,7 @@ compatible!(
 compatible!(
     TOGETHER,
     "together",
+    "together_ai",
     "Together AI",
     "https://api.together.xyz/v1",
     "TOGETHER_API_KEY",
@@ -656,6 +671,28 @@ mod tests {
             if let Ok(p) = for_format(*f) {
                 assert_eq!(p.format(), *f);
             }
+        }
+    }
+
+    #[test]
+    fn providers_carry_the_conventions_names() {
+        let genai = |name: &str| provider(name).map(|p| p.genai_name);
+        assert_eq!(genai("openai"), Some("openai"));
+        assert_eq!(genai("openai_responses"), Some("openai"));
+        assert_eq!(genai("gemini"), Some("gcp.gemini"));
+        assert_eq!(genai("azure"), Some("azure.ai.openai"));
+        assert_eq!(genai("azure_responses"), Some("azure.ai.openai"));
+        assert_eq!(genai("mistral"), Some("mistral_ai"));
+        assert_eq!(genai("xai"), Some("x_ai"));
+        #[cfg(feature = "bedrock")]
+        assert_eq!(genai("bedrock"), Some("aws.bedrock"));
+        #[cfg(feature = "vertex")]
+        {
+            assert_eq!(genai("vertex"), Some("gcp.vertex_ai"));
+            assert_eq!(genai("vertex-anthropic"), Some("gcp.vertex_ai"));
+        }
+        for p in PROVIDERS {
+            assert!(!p.genai_name.is_empty(), "{}", p.name);
         }
     }
 

@@ -358,6 +358,7 @@ pub static VERTEX: ProviderSpec = VERTEX_SPEC;
 
 const VERTEX_SPEC: ProviderSpec = ProviderSpec {
     name: "vertex",
+    genai_name: "gcp.vertex_ai",
     aliases: &["vertex_gemini", "google_vertex"],
     summary: "Google Vertex AI, Gemini (service account, application default credentials, or an express-mode key)",
     codec: gemini_codec,

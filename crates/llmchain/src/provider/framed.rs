@@ -1,4 +1,8 @@
 //! Streaming decoders made of a framer (SSE or NDJSON) and a format's event handler.
+//! Bedrock's ConverseStream has its own driver (`bedrock/decode.rs`): its frames are
+//! binary (AWS event-stream, with a CRC per frame and the event type in a header), so
+//! it feeds an `EventStreamFramer` and keeps the frame's event type beside its payload,
+//! which the text framers here do not carry.
 
 use super::assembly::{Emit, malformed, wrong_format};
 use super::error::DecodeError;

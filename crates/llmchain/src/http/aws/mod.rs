@@ -155,6 +155,7 @@ fn from_env(
 /// AWS Bedrock, Converse.
 pub static BEDROCK: ProviderSpec = ProviderSpec {
     name: "bedrock",
+    genai_name: "aws.bedrock",
     aliases: &["aws_bedrock", "bedrock_converse"],
     summary: "AWS Bedrock, Converse (SigV4 from AWS credentials, or a Bedrock API key)",
     codec,
