@@ -200,7 +200,7 @@ pub(crate) fn load() -> Result<Config, CliError> {
 }
 
 fn parse(text: &str) -> Result<Config, String> {
-    let one_line = |e: toml::de::Error| crate::job::one_line(&e.to_string());
+    let one_line = |e: toml::de::Error| crate::shown::one_line(&e.to_string());
     let mut table: toml::Table = toml::from_str(text).map_err(one_line)?;
     let aliases: BTreeMap<String, String> = match table.remove("aliases") {
         None => BTreeMap::new(),

@@ -54,7 +54,7 @@ pub(crate) async fn claim(
             store
                 .release_leases(&owner)
                 .await
-                .map_err(crate::cmd::conversations::store_error)?;
+                .map_err(crate::store_access::store_error)?;
             LeasedRun::claim(store, claim(state), &holder, LEASE).await
         }
         other => other,
@@ -63,7 +63,7 @@ pub(crate) async fn claim(
         StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
             CliError::Runtime(e.to_string())
         }
-        other => crate::cmd::conversations::store_error(other),
+        other => crate::store_access::store_error(other),
     })
 }
 

@@ -330,7 +330,9 @@ impl JobSpec {
         let spec = parse_provider(&self.provider)?;
         let policy = self.policy()?;
         let model_err = |e: llmchain::model::ModelError| {
-            CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string())))
+            CliError::Runtime(llmchain::redact::urls_in(&crate::shown::one_line(
+                &e.to_string(),
+            )))
         };
         // The environment, then the keys file (`llmchain keys`).
         let mut config = HttpModelConfig::for_provider(spec, self.model.clone())
@@ -495,11 +497,6 @@ pub(crate) fn provider_help() -> String {
         ));
     }
     s
-}
-
-/// Whitespace folded to single spaces: one line for an error message.
-pub(crate) fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

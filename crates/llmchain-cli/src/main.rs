@@ -18,6 +18,7 @@ mod review;
 mod shown;
 mod stdout;
 mod stop;
+mod store_access;
 mod telemetry;
 mod tools;
 mod usage;

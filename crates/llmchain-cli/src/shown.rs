@@ -48,6 +48,11 @@ fn push(out: &mut String, c: char, keep_lines: bool) {
     }
 }
 
+/// Whitespace folded to single spaces: one line for an error message.
+pub(crate) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

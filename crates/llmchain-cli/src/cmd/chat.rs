@@ -14,9 +14,9 @@ use llmchain_store::{NewConversation, Store};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
-use crate::cmd::conversations::{open_store, redact_url, resolve_id, store_error};
 use crate::cmd::run::RunArgs;
 use crate::error::{CliError, CliResult};
+use crate::store_access::{open_store, redact_url, resolve_id, store_error};
 
 /// Arguments of `llmchain chat`: those of `run` (`--provider`, `--model`, `-s`, `-o`,
 /// `--mcp`, `--approve`, `-c`...); a prompt given is the first question.

@@ -186,13 +186,13 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
         .with_callbacks(callbacks);
 
     // The conversation is stored as it goes: every message and every tool status.
-    let (store, location) = crate::cmd::conversations::open_store(db).await?;
+    let (store, location) = crate::store_access::open_store(db).await?;
     let store = Arc::new(store);
     let header = chain.conversation().clone();
     let conversation_id = store
         .create_conversation(NewConversation::from_conversation(header).with_title("llmchain demo"))
         .await
-        .map_err(crate::cmd::conversations::store_error)?;
+        .map_err(crate::store_access::store_error)?;
     let mut chain = chain.with_sink(Arc::new(StoreSink::new(
         store.clone(),
         conversation_id.clone(),

@@ -4,7 +4,8 @@
 use llmchain::http::{HttpModel, HttpModelConfig};
 
 use crate::error::{CliError, CliResult};
-use crate::job::{one_line, parse_provider};
+use crate::job::parse_provider;
+use crate::shown::one_line;
 use crate::stdout::outln;
 
 /// Arguments of `llmchain models`.

@@ -13,10 +13,10 @@ use llmchain::chain::HumanDecision;
 use llmchain_store::{AnyStore, Review, ReviewFilter, ReviewStatus, Store, StoreError};
 use serde_json::{Value, json};
 
-use crate::cmd::conversations::{open_store, store_error};
-use crate::cmd::runs::format_ms;
 use crate::error::{CliError, CliResult};
 use crate::stdout::out;
+use crate::store_access::format_ms;
+use crate::store_access::{open_store, store_error};
 
 /// Arguments of `llmchain reviews`.
 #[derive(Debug, clap::Args)]
@@ -231,7 +231,7 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
     // Reading never creates the database.
     let (store, location) = match &args.action {
         ReviewsAction::List { .. } | ReviewsAction::Show { .. } => {
-            match crate::cmd::conversations::open_existing(args.db.clone()).await? {
+            match crate::store_access::open_existing(args.db.clone()).await? {
                 Some(opened) => opened,
                 None => {
                     if let ReviewsAction::Show { id, .. } = &args.action {
@@ -258,7 +258,7 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
             json,
         } => {
             let conversation = match conversation {
-                Some(c) => Some(crate::cmd::conversations::resolve_id(&store, &c).await?),
+                Some(c) => Some(crate::store_access::resolve_id(&store, &c).await?),
                 None => None,
             };
             let list = store

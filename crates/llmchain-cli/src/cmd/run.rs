@@ -21,18 +21,19 @@ use llmchain_store::{
     AnyStore, Drive, NewConversation, RunEnd, RunOptions, RunState, Store, StoreError,
 };
 
-use crate::cmd::conversations::{open_store, resolve_id, store_error};
 use crate::cmd::mcp::ServerArgs;
 use crate::config::{Config, DEFAULT_PROFILE};
 use crate::error::{CliError, CliResult};
 use crate::interactive_run::AskAtTerminal;
 use crate::job::{
-    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, one_line, parse_options,
-    parse_provider, policy_name,
+    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, parse_options, parse_provider,
+    policy_name,
 };
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
+use crate::shown::one_line;
 use crate::stdout::{out, outln};
+use crate::store_access::{open_store, resolve_id, store_error};
 
 /// Arguments of `llmchain run`.
 #[derive(Debug, Clone, Default, clap::Args)]

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use llmchain_store::{AnyStore, Run, RunFilter, RunKind, RunStatus, Store};
 use serde_json::{Value, json};
 
-use crate::cmd::conversations::{open_store, store_error};
 use crate::error::{CliError, CliResult};
 use crate::job::{JOB_KEY, OPTIONS_KEY};
 use crate::stdout::out;
+use crate::store_access::{format_ms, open_store, store_error};
 
 /// Arguments of `llmchain runs`.
 #[derive(Debug, clap::Args)]
@@ -122,7 +122,7 @@ async fn runs(args: RunsArgs) -> CliResult {
     // Reading never creates the database.
     let store = match &args.action {
         RunsAction::List { .. } | RunsAction::Show { .. } => {
-            match crate::cmd::conversations::open_existing(args.db).await? {
+            match crate::store_access::open_existing(args.db).await? {
                 Some((store, _)) => store,
                 None => {
                     if let RunsAction::Show { id, .. } = &args.action {
@@ -348,6 +348,3 @@ fn show(v: &Value) -> String {
     }
     s
 }
-
-/// Times for humans, in UTC.
-pub(crate) use crate::cmd::conversations::format_ms;

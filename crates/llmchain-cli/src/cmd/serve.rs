@@ -17,10 +17,10 @@ use llmchain_store::Run;
 use llmchain_store::worker::BoxError;
 use llmchain_web::{ChatServer, ServeConfig};
 
-use crate::cmd::conversations::open_store;
 use crate::config::DEFAULT_PROFILE;
 use crate::error::{CliError, CliResult};
 use crate::job::{JobSpec, Reviewer};
+use crate::store_access::open_store;
 
 /// The environment variable holding the bearer token.
 const TOKEN_ENV: &str = "LLMCHAIN_SERVE_TOKEN";
@@ -156,7 +156,7 @@ async fn serve(args: ServeArgs) -> CliResult {
     server
         .release_own_leases()
         .await
-        .map_err(crate::cmd::conversations::store_error)?;
+        .map_err(crate::store_access::store_error)?;
     let shutdown = server.shutdown_token();
     let _resumer = server.spawn_resumer(Duration::from_secs(2));
     eprintln!(

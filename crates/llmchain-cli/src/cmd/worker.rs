@@ -22,10 +22,10 @@ use llmchain::tool::CancellationToken;
 use llmchain_store::worker::{BoxError, Permanent};
 use llmchain_store::{AnyStore, Run, Worker, WorkerEvent};
 
-use crate::cmd::conversations::open_store;
 use crate::config::Config;
 use crate::error::{CliError, CliResult};
 use crate::job::{JobSpec, QueuedOptions, Reviewer};
+use crate::store_access::open_store;
 
 /// Arguments of `llmchain worker`.
 #[derive(Debug, clap::Args)]
