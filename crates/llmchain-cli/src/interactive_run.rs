@@ -141,6 +141,13 @@ impl Undecided for AskAtTerminal {
                     ReviewDecision::Reject { reason } => HumanDecision::Reject {
                         reason: Some(reason),
                     },
+                    // A decision this version cannot read never runs the call.
+                    _ => HumanDecision::Deny {
+                        reason: Some(
+                            "the review gave a decision this version of llmchain does not know"
+                                .into(),
+                        ),
+                    },
                 };
                 self.store
                     .decide_review(&r.id, &decision, &crate::cmd::reviews::who())

@@ -33,7 +33,11 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         let text = std::fs::read_to_string(file).unwrap();
         let mut edges = BTreeSet::new();
         let in_cmd = me.starts_with("cmd::");
-        for (prefix, within) in [("crate::cmd::", "cmd::"), ("crate::", ""), ("super::", "cmd::")] {
+        for (prefix, within) in [
+            ("crate::cmd::", "cmd::"),
+            ("crate::", ""),
+            ("super::", "cmd::"),
+        ] {
             if prefix == "super::" && !in_cmd {
                 continue;
             }
@@ -99,7 +103,10 @@ fn the_cli_modules_import_one_way() {
     let g = graph(&src);
     assert!(g.contains_key("cmd::run") && g.contains_key("store_access"));
     if let Some(c) = circle(&g) {
-        panic!("an import circle among the CLI's modules: {}", c.join(" → "));
+        panic!(
+            "an import circle among the CLI's modules: {}",
+            c.join(" → ")
+        );
     }
 }
 

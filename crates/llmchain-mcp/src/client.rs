@@ -26,6 +26,7 @@ const PREFIX_SEPARATOR: &str = "__";
 
 /// How MCP tool names become llmchain tool names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Prefix {
     /// Keep the server's names; prefix a tool with the server name (`server__tool`)
     /// only when its name is already taken ([`connect_all`]).

@@ -6,6 +6,7 @@ use crate::McpError;
 
 /// How to reach an MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerSpec {
     /// Start a child process and speak MCP over its stdin/stdout.
     Stdio {

@@ -20,6 +20,7 @@ use llmchain::chain::HumanDecision;
 
 /// Either backend, chosen by [`AnyStore::open`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum AnyStore {
     /// SQLite.
     Sqlite(SqliteStore),

@@ -134,8 +134,7 @@ pub(crate) fn run(row: RunRow) -> StoreResult<Run> {
         message,
     };
     let mut state: RunState = serde_json::from_str(&state).map_err(|e| corrupt(e.to_string()))?;
-    state.status = RunStatus::parse(&status)
-        .ok_or_else(|| corrupt(format!("unknown run status {status:?}")))?;
+    state.status = RunStatus::read(&status);
     let kind =
         RunKind::parse(&kind).ok_or_else(|| corrupt(format!("unknown run kind {kind:?}")))?;
     Ok(Run {

@@ -48,6 +48,7 @@ use crate::store::Store;
 
 /// How an interactive front end claims a run ([`LeasedRun::claim`]). A worker claims
 /// queued runs from the queue itself and hands each to [`LeasedRun::claimed`].
+#[non_exhaustive]
 pub enum Claim {
     /// A conversation's interactive run (`llmchain run -c`, `resume`): its open run if it
     /// is pending, paused or its lease expired, else a new one with `state`

@@ -132,6 +132,7 @@ impl StoredConversation {
 /// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Waiting for a worker.
     #[default]
@@ -178,6 +179,14 @@ impl RunStatus {
             "cancelled" => RunStatus::Cancelled,
             _ => return None,
         })
+    }
+
+    /// Reads a status from the database: [`parse`](Self::parse), and a status this
+    /// version does not know (written by a newer one) as [`Paused`](Self::Paused): open,
+    /// so the conversation gets no second run, and never claimed or run by this version;
+    /// a person sees it paused.
+    pub fn read(s: &str) -> RunStatus {
+        RunStatus::parse(s).unwrap_or(RunStatus::Paused)
     }
 
     /// `Done`, `Failed`, `Discarded` or `Cancelled`: nothing will run it again (unless
@@ -358,6 +367,7 @@ pub struct Lease {
 /// assert_eq!(Writer::from(&lease), Writer::Lease(&lease));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Writer<'a> {
     /// Anyone writing the conversation with this id, unfenced: a CLI command, a chain
     /// run without a worker, a test.
@@ -373,6 +383,7 @@ pub enum Writer<'a> {
 /// [`Store::write_leased`](crate::Store::write_leased): several are written in one
 /// transaction under the run's lease.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Change<'a> {
     /// Append these messages to the conversation.
     Append(&'a [Message]),

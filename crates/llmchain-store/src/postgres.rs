@@ -710,7 +710,7 @@ impl Store for PostgresStore {
         .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+            .map(|(s, n)| (RunStatus::read(&s), n))
             .collect())
     }
 

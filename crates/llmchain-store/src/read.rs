@@ -233,6 +233,6 @@ where
             .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+        .map(|(s, n)| (RunStatus::read(&s), n))
         .collect())
 }

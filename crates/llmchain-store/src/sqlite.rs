@@ -61,6 +61,7 @@ use llmchain::chain::HumanDecision;
 
 /// How hard SQLite syncs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Durability {
     /// `synchronous=FULL`: a returned write survives power loss. The default.
     #[default]
@@ -730,7 +731,7 @@ impl Store for SqliteStore {
         .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(s, n)| Some((RunStatus::parse(&s)?, n)))
+            .map(|(s, n)| (RunStatus::read(&s), n))
             .collect())
     }
 

@@ -681,3 +681,41 @@ async fn postgres_stores_no_echoed_secret() {
     let store = PostgresStore::connect_options(opts, 2).await.unwrap();
     echoed_secrets_are_not_stored(&store).await;
 }
+
+/// A run status written by a newer version reads as paused: listed, open (the
+/// conversation gets no second run), and never claimed by this version.
+#[tokio::test]
+async fn a_run_status_this_version_does_not_know_reads_as_paused_and_is_never_claimed() {
+    use llmchain_store::{RunOptions, RunState, RunStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let id = store
+        .create_conversation(NewConversation::default())
+        .await
+        .unwrap();
+    let run = store
+        .enqueue_run(&id, &RunState::default(), &RunOptions::default())
+        .await
+        .unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET status = 'escalated' WHERE id = ?1",
+            [&run.id],
+        )
+        .unwrap();
+    let read = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(read.state.status, RunStatus::Paused);
+    assert_eq!(
+        store.run_counts().await.unwrap().get(&RunStatus::Paused),
+        Some(&1)
+    );
+    assert!(
+        store
+            .claim_run("w", std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

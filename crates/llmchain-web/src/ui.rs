@@ -42,6 +42,7 @@ pub struct ApprovalAnswer {
 
 /// What a request asks of the chat.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Intent {
     /// A new user message (its text, and the client's id for it).
     Message {
@@ -172,7 +173,8 @@ pub fn ui_messages(conversation: &Conversation, reviews: &[Review]) -> Vec<Value
                 }
                 out.push(json!({"id": id_of(start), "role": "assistant", "parts": parts}));
             }
-            Role::System => i += 1,
+            // System prompts, and roles this version does not know, are not shown.
+            _ => i += 1,
         }
     }
     out

@@ -150,6 +150,7 @@ fn any_result() -> impl Strategy<Value = ToolResult> {
                         },
                     ),
                     ResultKind::Interrupt => ToolResult::interrupt(id, parts, data),
+                    other => unreachable!("any_kind gives no {other:?}"),
                 };
                 r.name = name;
                 r.processed_content = processed;
@@ -559,4 +560,19 @@ proptest! {
         prop_assert_eq!(&err.path, &path, "{}", err);
         prop_assert!(err.to_string().contains(&path));
     }
+}
+
+/// Statuses and decisions written by a newer version read as the ones that never run a
+/// call: a cut-off message, an incomplete call, a call that waits for a person.
+#[test]
+fn persisted_values_this_version_does_not_know_read_as_never_running() {
+    use llmchain::message::{MessageStatus, ToolCallStatus};
+    let m: MessageStatus = serde_json::from_str("\"stopped_by_moderation\"").unwrap();
+    assert_eq!(m, MessageStatus::Cancelled);
+    let c: ToolCallStatus = serde_json::from_str("\"queued_remotely\"").unwrap();
+    assert_eq!(c, ToolCallStatus::Incomplete);
+    assert_eq!(
+        serde_json::from_str::<MessageStatus>("\"length\"").unwrap(),
+        MessageStatus::Length
+    );
 }

@@ -615,6 +615,7 @@ fn show_message(out: &mut String, seq: usize, m: &Message) {
         llmchain::message::MessageStatus::Complete => "",
         llmchain::message::MessageStatus::Cancelled => " (cut off)",
         llmchain::message::MessageStatus::Length => " (hit the token limit)",
+        _ => " (ended in a way this version does not know)",
     };
     out.push_str(&format!(
         "[{seq}] {}{status}: {}\n",

@@ -146,6 +146,7 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
                     ReviewDecision::Edit { .. } => "edited",
                     ReviewDecision::Reject { .. } => "rejected",
                     ReviewDecision::Interrupt => "waiting for a human",
+                    _ => "decided",
                 }
             )
         })

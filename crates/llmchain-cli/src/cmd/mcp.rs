@@ -300,6 +300,12 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
                     return Err(CliError::Runtime(format!("{tool} was not run: {reason}")));
                 }
                 ReviewDecision::Interrupt => return Err(CliError::Runtime("interrupted".into())),
+                // Never run on a decision this version cannot read.
+                _ => {
+                    return Err(CliError::Runtime(format!(
+                        "{tool} was not run: the review gave a decision this version of llmchain does not know"
+                    )));
+                }
             };
             let r = t.tool.execute(arguments, ToolContext::new("cli_1")).await;
             let (parts, lines) = crate::parts::describe(&r.content, out.as_deref())?;

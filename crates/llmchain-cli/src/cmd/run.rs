@@ -936,7 +936,7 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
             ReviewDecision::Edit { .. } => {
                 p2.line(&format!("  ✎ {}: arguments edited", name(call)))
             }
-            ReviewDecision::Approve | ReviewDecision::Interrupt => {}
+            _ => {}
         })
         .on_tool_execution_started(move |call| p3.line(&format!("  → {}", describe(call))))
         .on_tool_pre_execution(move |call| {

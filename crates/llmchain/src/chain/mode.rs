@@ -103,6 +103,7 @@ pub trait CustomMode: Send + Sync {
 
 /// A run mode.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Mode {
     /// One model call; tools are not executed.
     Single,

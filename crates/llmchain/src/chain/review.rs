@@ -11,6 +11,7 @@ use crate::message::ToolCall;
 /// What a review handler decides about one call, before it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ReviewDecision {
     /// Run the call as it is.
     Approve,
@@ -31,12 +32,19 @@ pub enum ReviewDecision {
         /// Shown to the model.
         reason: String,
     },
-    /// Pause the run until a human decides (see [`HumanDecision`]).
+    /// Pause the run until a human decides (see [`HumanDecision`]). A decision this
+    /// version does not know (stored by a newer one) reads as this: the call waits for
+    /// a person, never runs on a guess.
+    #[serde(other)]
     Interrupt,
 }
 
 /// What a human decides about a paused call, on resume: the same words as
 /// [`ReviewDecision`] (a human cannot pause a call again).
+///
+/// Deliberately **not** `#[non_exhaustive]`: the review inbox records each decision as
+/// a status of its own (`llmchain-store`'s `ReviewStatus::of` matches this closed set),
+/// so a new kind of decision is a new status there, never one guessed by a wildcard.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "decision",
@@ -159,6 +167,21 @@ where
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_decision_this_version_does_not_know_waits_for_a_person() {
+        let d: ReviewDecision =
+            serde_json::from_str(r#"{"decision": "approve_always", "scope": "tool"}"#).unwrap();
+        assert_eq!(d, ReviewDecision::Interrupt);
+        let d: ReviewDecision =
+            serde_json::from_str(r#"{"decision": "deny", "reason": "no"}"#).unwrap();
+        assert_eq!(
+            d,
+            ReviewDecision::Deny {
+                reason: "no".into()
+            }
+        );
+    }
 
     #[test]
     fn human_decisions_read_both_spellings_of_a_denial() {

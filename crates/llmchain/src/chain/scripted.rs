@@ -15,6 +15,7 @@ use crate::provider::{Codec, DecoderConfig, EventBatch, Format, RequestOptions, 
 
 /// One scripted turn.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ScriptedTurn {
     /// Wire bytes of a streamed response, decoded by the format's real decoder. Shared,
     /// so one recorded body can be replayed by many turns and models without copies.

@@ -66,6 +66,7 @@ pub enum ToolChoice {
 /// The three tool-choice modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolChoiceMode {
     /// The model decides.
     Auto,

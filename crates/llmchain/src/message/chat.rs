@@ -12,6 +12,7 @@ use super::usage::TokenUsage;
 /// Who speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Role {
     /// Instructions.
     System,
@@ -39,14 +40,17 @@ impl Role {
 /// How a message ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum MessageStatus {
     /// Finished normally.
     #[default]
     Complete,
-    /// Stopped by cancellation or a stream error; its calls never run.
-    Cancelled,
     /// Cut off by a length limit; its calls never run.
     Length,
+    /// Stopped by cancellation or a stream error; its calls never run. A status this
+    /// version does not know (written by a newer one) reads as this: its calls never run.
+    #[serde(other)]
+    Cancelled,
 }
 
 /// A tool call that failed to complete, reported by its position in `tool_calls`.

@@ -178,6 +178,7 @@ pub fn parts_to_string(parts: &[ContentPart], r#type: ContentType) -> Option<Str
 
 /// Content given as text or as parts; text becomes one text part.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Content {
     /// Text.
     Text(String),

@@ -10,6 +10,7 @@ use super::usage::TokenUsage;
 
 /// Where a streamed message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum DeltaStatus {
     /// Still streaming.
     #[default]

@@ -5,6 +5,7 @@ use super::content_part::{ContentPart, ContentType};
 
 /// What a result keeps of its own content once its expansion messages are in.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub enum KeepContent {
     /// Keep everything.
     #[default]

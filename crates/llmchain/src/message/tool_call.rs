@@ -16,17 +16,21 @@ pub const INVALID_JSON: &str = "invalid json";
 /// Whether a call is still being streamed or is ready to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolCallStatus {
-    /// Still streaming, or cut off: needs nothing, runs never.
-    #[default]
-    Incomplete,
     /// `call_id` and `name` present, arguments parsed into an object.
     Complete,
+    /// Still streaming, or cut off: needs nothing, runs never. A status this version
+    /// does not know (written by a newer one) reads as this: the call never runs.
+    #[default]
+    #[serde(other)]
+    Incomplete,
 }
 
 /// The kind of tool call. `function` is the only kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolType {
     /// A function (tool) call.
     #[default]

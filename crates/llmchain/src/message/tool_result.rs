@@ -14,6 +14,7 @@ use super::tool_call::ToolType;
 /// subset rules hold by construction: a refusal and an exception are always errors,
 /// an exception is never a refusal, an interrupt is never an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ResultKind {
     /// The tool answered. Also a call *denied* by a review handler: a decision about
     /// the call, not a fault in it, so it is not an error.

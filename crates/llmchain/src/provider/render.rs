@@ -23,6 +23,7 @@ pub struct ScriptedCall {
 
 /// How a scripted response ends.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub enum ScriptStop {
     /// A natural end (`tool_calls`/`tool_use` when there are calls, else end of turn).
     #[default]

@@ -40,6 +40,7 @@ use crate::message::{Content, ContentPart, ToolResult};
 /// Unlike the reference, a bare `ToolResult` is accepted: in Rust the type says what
 /// it is, so there is nothing to guess.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ToolOutput {
     /// Text for the model.
     Text(String),

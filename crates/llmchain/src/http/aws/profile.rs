@@ -20,6 +20,7 @@ pub type Profile = BTreeMap<String, String>;
 
 /// Which file a text is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FileKind {
     /// `~/.aws/config`: sections `[profile NAME]` and `[default]`.
     Config,
