@@ -276,6 +276,11 @@ pub trait StreamDecoder: Send {
     }
 }
 
+/// The first byte that is not ASCII whitespace.
+fn first_non_blank(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
 /// `message` marked cut off: `Cancelled`, so none of its calls is ever executed.
 pub(crate) fn cut_off(mut message: Message) -> Message {
     message.status = MessageStatus::Cancelled;
@@ -298,27 +303,52 @@ pub trait Codec: Send + Sync {
     ) -> Result<DecodeOutcome, DecodeError>;
 
     /// True when `body` is a streamed response rather than one JSON document. The
-    /// default says a body is streamed unless its first non-blank byte opens a JSON
-    /// object or array (right for SSE formats; NDJSON formats override it).
+    /// default follows the format's [`Framing`]: SSE (and a framing of its own) is
+    /// streamed unless the first non-blank byte opens a JSON object or array; NDJSON
+    /// unless the body is exactly one JSON value; AWS event-stream unless it starts
+    /// with `{`.
     fn is_stream_body(&self, body: &[u8]) -> bool {
-        super::wire::looks_like_sse(body)
+        match self.format().framing() {
+            Framing::Ndjson => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err(),
+            Framing::EventStream => first_non_blank(body) != Some(b'{'),
+            _ => super::wire::looks_like_sse(body),
+        }
     }
 
     /// Whether a body that begins with `prefix` (and may go on) is streamed, or `None`
     /// while the prefix cannot tell; once it tells, it agrees with
     /// [`Codec::is_stream_body`] on every body with that prefix. Lets a reader decode a
-    /// body of any size as it arrives (`llmchain decode`). The default decides on the
-    /// first non-blank byte, like the default `is_stream_body`; a codec that overrides
-    /// that must override this too.
+    /// body of any size as it arrives (`llmchain decode`). The default follows the
+    /// format's [`Framing`] as `is_stream_body` does; a codec that overrides that must
+    /// override this too.
     fn is_stream_prefix(&self, prefix: &[u8]) -> Option<bool> {
-        const BOM: &[u8] = b"\xEF\xBB\xBF";
-        if BOM.starts_with(prefix) {
-            return None;
+        match self.format().framing() {
+            Framing::Ndjson => {
+                // Streamed once a second value starts after the first, or the first is
+                // not JSON; undecided while the first may still be going.
+                let mut values = serde_json::Deserializer::from_slice(prefix)
+                    .into_iter::<serde::de::IgnoredAny>();
+                match values.next()? {
+                    Ok(_) => prefix[values.byte_offset()..]
+                        .iter()
+                        .any(|b| !b.is_ascii_whitespace())
+                        .then_some(true),
+                    Err(e) if e.is_eof() => None,
+                    Err(_) => Some(true),
+                }
+            }
+            Framing::EventStream => first_non_blank(prefix).map(|b| b != b'{'),
+            _ => {
+                const BOM: &[u8] = b"\xEF\xBB\xBF";
+                if BOM.starts_with(prefix) {
+                    return None;
+                }
+                let body = prefix.strip_prefix(BOM).unwrap_or(prefix);
+                body.iter()
+                    .any(|b| !b.is_ascii_whitespace())
+                    .then(|| self.is_stream_body(prefix))
+            }
         }
-        let body = prefix.strip_prefix(BOM).unwrap_or(prefix);
-        body.iter()
-            .any(|b| !b.is_ascii_whitespace())
-            .then(|| self.is_stream_body(prefix))
     }
 
     /// Decodes a captured body, streamed or not ([`Codec::is_stream_body`]). A stream

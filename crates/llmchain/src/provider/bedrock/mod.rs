@@ -54,17 +54,6 @@ impl Codec for BedrockCodec {
     }
 
     /// Event-stream frames, unless the body is one JSON document.
-    fn is_stream_body(&self, body: &[u8]) -> bool {
-        body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
-    }
-
-    fn is_stream_prefix(&self, prefix: &[u8]) -> Option<bool> {
-        prefix
-            .iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .map(|b| *b != b'{')
-    }
-
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
         Box::new(decode::StreamDec::new(config))
     }

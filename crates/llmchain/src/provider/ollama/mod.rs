@@ -53,25 +53,6 @@ impl Codec for OllamaCodec {
     }
 
     /// NDJSON: a body is a stream unless it is one JSON document.
-    fn is_stream_body(&self, body: &[u8]) -> bool {
-        serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err()
-    }
-
-    /// A prefix tells once it holds a whole JSON value followed by more (NDJSON), or
-    /// bytes that are not JSON; not while its first value is unfinished.
-    fn is_stream_prefix(&self, prefix: &[u8]) -> Option<bool> {
-        let mut values =
-            serde_json::Deserializer::from_slice(prefix).into_iter::<serde::de::IgnoredAny>();
-        match values.next()? {
-            Ok(_) => prefix[values.byte_offset()..]
-                .iter()
-                .any(|b| !b.is_ascii_whitespace())
-                .then_some(true),
-            Err(e) if e.is_eof() => None,
-            Err(_) => Some(true),
-        }
-    }
-
     fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
         Box::new(NdjsonDecoder::new(
             NAME,
