@@ -241,3 +241,78 @@ fn its_own_llmchain_decodes_and_encodes_it_by_name() {
     linechat::register().unwrap();
     assert_eq!("LC".parse::<Format>().unwrap().title(), "LineChat");
 }
+
+/// LineChat's wire bytes for a scripted response (text and calls, ended naturally).
+fn render_script(
+    s: &llmchain::provider::render::ResponseScript,
+) -> Result<Vec<u8>, llmchain::provider::render::RenderError> {
+    let calls: Vec<(&str, &str, &str)> = s
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+        .collect();
+    Ok(linechat::render(
+        s.text.as_deref().unwrap_or_default(),
+        &calls,
+        s.fragment_bytes,
+    ))
+}
+
+#[test]
+fn it_passes_the_codec_conformance_suite() {
+    use llmchain::provider::conformance;
+    conformance::check_codec(&linechat::LineChatCodec, &render_script).unwrap();
+}
+
+/// The suite is not a formality: a codec that calls a cut-off answer finished fails it.
+#[test]
+fn a_codec_that_runs_truncated_calls_fails_the_suite() {
+    use llmchain::provider::{
+        DecodeError, DecodeOutcome, EncodeError, RequestOptions, StreamDecoder,
+    };
+
+    struct Sloppy;
+    impl Codec for Sloppy {
+        fn format(&self) -> Format {
+            linechat::LineChatCodec.format()
+        }
+        fn encode(
+            &self,
+            conv: &llmchain::conversation::Conversation,
+            opts: &RequestOptions,
+        ) -> Result<Vec<u8>, EncodeError> {
+            linechat::LineChatCodec.encode(conv, opts)
+        }
+        fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
+            linechat::LineChatCodec.stream_decoder(config)
+        }
+        fn decode_response(
+            &self,
+            body: &[u8],
+            config: DecoderConfig,
+        ) -> Result<DecodeOutcome, DecodeError> {
+            linechat::LineChatCodec.decode_response(body, config)
+        }
+        // Whatever arrived counts as finished, its calls completed as far as they parse.
+        fn decode_body(
+            &self,
+            body: &[u8],
+            chunk: usize,
+            config: DecoderConfig,
+        ) -> Result<DecodeOutcome, DecodeError> {
+            let mut out = linechat::LineChatCodec.decode_body(body, chunk, config)?;
+            out.message.status = MessageStatus::Complete;
+            for c in &mut out.message.tool_calls {
+                let _ = c.complete_in_place();
+            }
+            Ok(out)
+        }
+    }
+    let body = linechat::render(
+        "",
+        &[("c1", "f", r#"{"path": "/tmp/a", "recursive": true}"#)],
+        3,
+    );
+    let e = llmchain::provider::conformance::check_truncation(&Sloppy, &body).unwrap_err();
+    assert!(e.contains("a truncated call would run"), "{e}");
+}

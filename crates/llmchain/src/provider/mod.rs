@@ -7,6 +7,8 @@
 mod anthropic;
 mod assembly;
 mod bedrock;
+#[cfg(feature = "test-util")]
+pub mod conformance;
 mod encoding;
 mod error;
 mod event;
