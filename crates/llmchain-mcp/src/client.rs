@@ -470,9 +470,9 @@ async fn start(spec: &ServerSpec, opts: &McpOptions) -> Result<(Conn, Watch), Mc
             }
             let (transport, watch) =
                 ChildTransport::spawn(cmd, opts.max_message_bytes, opts.inherit_stderr).map_err(
-                    |source| McpError::Spawn {
+                    |cause| McpError::Spawn {
                         command: program.clone(),
-                        source,
+                        cause,
                     },
                 )?;
             match tokio::time::timeout(opts.handshake_timeout, ().serve(transport)).await {

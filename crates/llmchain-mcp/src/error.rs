@@ -14,13 +14,12 @@ pub enum McpError {
         reason: String,
     },
     /// The server process could not be started (not found, not executable, ...).
-    #[error("MCP server `{command}` could not start: {source}")]
+    #[error("MCP server `{command}` could not start: {cause}")]
     Spawn {
         /// The program.
         command: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (its text is in this error's; not repeated as `source()`).
+        cause: std::io::Error,
     },
     /// The server started (or the URL answered) but the MCP handshake failed: it
     /// exited, spoke something that is not MCP, or did not answer in time.

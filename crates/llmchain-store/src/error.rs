@@ -135,20 +135,20 @@ pub enum StoreError {
     #[error("cannot find the data directory: set XDG_DATA_HOME or HOME, or pass a database URL")]
     NoDataDir,
     /// A value could not be serialised.
-    #[error("cannot serialise {what}: {source}")]
+    #[error("cannot serialise {what}: {cause}")]
     Serialize {
         /// What was being serialised.
         what: &'static str,
-        /// The cause.
-        source: serde_json::Error,
+        /// The cause (its text is in this error's; not repeated as `source()`).
+        cause: serde_json::Error,
     },
     /// An I/O failure outside the database driver (e.g. creating the data directory).
-    #[error("{context}: {source}")]
+    #[error("{context}: {cause}")]
     Io {
         /// What was being done.
         context: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (its text is in this error's; not repeated as `source()`).
+        cause: std::io::Error,
     },
     /// A message too large for the database to keep whole (TEXT holds at most about
     /// 1 GB in SQLite and PostgreSQL): refused before anything is written.
@@ -180,11 +180,26 @@ pub enum StoreError {
     WriterStopped,
     /// The database driver failed (connection, SQL, constraint).
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// SQLite failed under the writer thread, which calls it directly (SQL, constraint,
     /// disk full, the database busy for longer than the 30 s busy timeout).
     #[error("SQLite error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+}
+
+// The convention of `std::error::Error`: a cause is shown in this error's own text or
+// returned from `source()`, never both (a reporter would print it twice). The store's
+// errors show it, so they return none.
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(e)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e)
+    }
 }
 
 impl StoreError {
@@ -260,7 +275,7 @@ pub(crate) fn ser<T: serde::Serialize + ?Sized>(
     what: &'static str,
     value: &T,
 ) -> StoreResult<String> {
-    serde_json::to_string(value).map_err(|source| StoreError::Serialize { what, source })
+    serde_json::to_string(value).map_err(|cause| StoreError::Serialize { what, cause })
 }
 
 #[cfg(test)]

@@ -362,9 +362,9 @@ impl GroupCommitter {
         std::thread::Builder::new()
             .name("llmchain-sqlite-writer".into())
             .spawn(move || run(conn, requests))
-            .map_err(|source| StoreError::Io {
+            .map_err(|cause| StoreError::Io {
                 context: "cannot start the SQLite writer thread".into(),
-                source,
+                cause,
             })?;
         Ok(GroupCommitter { queue })
     }

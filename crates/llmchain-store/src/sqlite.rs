@@ -92,9 +92,9 @@ pub fn default_sqlite_path() -> StoreResult<PathBuf> {
 fn private_file(path: &Path) -> StoreResult<()> {
     let io = |what: &Path| {
         let what = what.display().to_string();
-        move |source| StoreError::Io {
+        move |cause| StoreError::Io {
             context: format!("cannot create {what}"),
-            source,
+            cause,
         }
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -140,14 +140,14 @@ fn tighten(path: &Path) -> StoreResult<()> {
                 continue;
             }
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(
-                |source| StoreError::Io {
+                |cause| StoreError::Io {
                     context: format!(
                         "{} can be read by other users (mode {:o}) and cannot be made private; fix it with `chmod 600 {}`",
                         file.display(),
                         meta.permissions().mode() & 0o777,
                         file.display()
                     ),
-                    source,
+                    cause,
                 },
             )?;
         }

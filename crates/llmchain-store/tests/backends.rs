@@ -719,3 +719,27 @@ async fn a_run_status_this_version_does_not_know_reads_as_paused_and_is_never_cl
             .is_none()
     );
 }
+
+/// The store's errors show their cause in their own text and do not return it from
+/// `source()` too (a reporter walking the chain would print it twice).
+#[test]
+fn store_errors_show_each_cause_once() {
+    use std::error::Error as _;
+    let errors = [
+        StoreError::Io {
+            context: "cannot create /x".into(),
+            cause: std::io::Error::other("denied"),
+        },
+        StoreError::Database(sqlx::Error::RowNotFound),
+        StoreError::Sqlite(rusqlite::Error::InvalidQuery),
+        StoreError::Serialize {
+            what: "a run",
+            cause: serde_json::from_str::<u8>("x").unwrap_err(),
+        },
+    ];
+    for e in &errors {
+        if let Some(s) = e.source() {
+            assert!(!e.to_string().contains(&s.to_string()), "{e} repeats {s}");
+        }
+    }
+}

@@ -177,8 +177,8 @@ pub enum ModelError {
         url: String,
         /// What went wrong.
         message: String,
-        /// The transport's own error (without its URL), for `Error::source`.
-        #[source]
+        /// The transport's own error (without its URL), to downcast (its text is in the
+        /// message: not repeated as `source()`).
         cause: Option<Cause>,
     },
     /// No answer in time.
@@ -205,8 +205,8 @@ pub enum ModelError {
         provider: String,
         /// What happened.
         message: String,
-        /// The transport's own error, when one broke the stream, for `Error::source`.
-        #[source]
+        /// The transport's own error, when one broke the stream, to downcast (its text is
+        /// in the message: not repeated as `source()`).
         cause: Option<Cause>,
     },
     /// The provider reported an error inside a 200 response.
@@ -231,13 +231,13 @@ pub enum ModelError {
     Config(String),
     /// Credentials could not be read or turned into a token: an AWS credentials file, a
     /// Google service-account key, application default credentials, a token endpoint.
-    /// `Error::source` walks to what failed underneath (an I/O error, `gcp_auth`'s).
+    /// `cause` holds what failed underneath (an I/O error, `gcp_auth`'s), to downcast;
+    /// its text is in the message.
     #[error("{message}")]
     Credentials {
         /// What failed and how to fix it.
         message: String,
         /// The error underneath, when there is one.
-        #[source]
         cause: Option<Cause>,
     },
     /// The call was cancelled.

@@ -15,10 +15,10 @@ pub enum ChainError {
     NoMessages,
     /// Every model (primary and fallbacks) failed; the last error is kept.
     #[error("the model call failed: {0}")]
-    Model(#[source] ModelError),
+    Model(ModelError),
     /// All fallbacks failed.
     #[error("all fallbacks failed; last error: {0}")]
-    AllFallbacksFailed(#[source] ModelError),
+    AllFallbacksFailed(ModelError),
     /// The failure budget is used up (`exceeded_failure_count`).
     #[error("Exceeded max failure count ({count}/{max})")]
     ExceededFailureCount {
@@ -51,17 +51,26 @@ pub enum ChainError {
     ToolNotUsed(String),
     /// A stream delta could not be merged.
     #[error("Error applying delta message: {0}")]
-    Delta(#[from] DeltaError),
+    Delta(DeltaError),
     /// Resume was called with decisions that do not match the pending calls.
     #[error("cannot resume: {0}")]
     Resume(String),
     /// Persisting the conversation failed; the run stopped before going further. Match
     /// [`SinkError::kind`] for a lost lease or a cancelled run.
     #[error("could not persist the conversation: {0}")]
-    Persist(#[source] SinkError),
+    Persist(SinkError),
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+}
+
+// The convention of `std::error::Error`: a cause is shown in this error's own text or
+// returned from `source()`, never both. The chain's errors show it (the variant holds
+// it, to match on), so they return none.
+impl From<DeltaError> for ChainError {
+    fn from(e: DeltaError) -> Self {
+        ChainError::Delta(e)
+    }
 }
 
 impl ChainError {

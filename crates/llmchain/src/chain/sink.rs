@@ -65,8 +65,8 @@ pub enum SinkErrorKind {
     Other,
 }
 
-/// A sink write that failed. Keeps its cause, so a caller can downcast
-/// [`source`](StdError::source) to the store's own error type.
+/// A sink write that failed. Keeps its cause, so a caller can downcast it to the
+/// store's own error type ([`SinkError::downcast_source`]).
 #[derive(Clone)]
 pub struct SinkError {
     kind: SinkErrorKind,
@@ -128,13 +128,9 @@ impl fmt::Display for SinkError {
     }
 }
 
-impl StdError for SinkError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
-}
+/// Its cause's text is its message, so `source()` does not return the cause again (the
+/// convention of `std::error::Error`); [`SinkError::downcast_source`] reaches it.
+impl StdError for SinkError {}
 
 /// Equal when kind and message are (the cause is not compared).
 impl PartialEq for SinkError {
