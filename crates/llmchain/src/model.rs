@@ -59,7 +59,8 @@ impl Retry {
 /// The stream a [`ChatModel`] returns.
 pub type ModelStream<'a> = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send + 'a>>;
 
-/// The class of an HTTP failure.
+/// The class of a provider's failure: by its HTTP status ([`HttpErrorKind::from_status`])
+/// or by the error type it wrote in a body ([`HttpErrorKind::from_error_type`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HttpErrorKind {
@@ -96,6 +97,46 @@ impl HttpErrorKind {
             529 => HttpErrorKind::Overloaded,
             500..=599 => HttpErrorKind::Server,
             _ => HttpErrorKind::Other,
+        }
+    }
+
+    /// The kind of an error type a provider wrote in a response body (Anthropic's
+    /// `overloaded_error`, OpenAI's `rate_limit_exceeded`, Gemini's `RESOURCE_EXHAUSTED`,
+    /// Bedrock's `throttlingException`…), read once where the error is made.
+    pub fn from_error_type(kind: &str) -> Self {
+        let k = kind.to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| k.contains(w));
+        if has(&["overloaded", "unavailable", "capacity"]) {
+            HttpErrorKind::Overloaded
+        } else if has(&[
+            "rate_limit",
+            "ratelimit",
+            "rate-limit",
+            "throttl",
+            "resource_exhausted",
+            "too_many",
+        ]) {
+            HttpErrorKind::RateLimited
+        } else if has(&[
+            "api_error",
+            "internal",
+            "server_error",
+            "servererror",
+            "service",
+        ]) {
+            HttpErrorKind::Server
+        } else if has(&["authentication", "unauthenticated", "invalid_api_key"]) {
+            HttpErrorKind::Authentication
+        } else if has(&["permission", "forbidden", "access_denied", "accessdenied"]) {
+            HttpErrorKind::PermissionDenied
+        } else if has(&["not_found", "notfound"]) {
+            HttpErrorKind::NotFound
+        } else if has(&["too_large", "toolarge"]) {
+            HttpErrorKind::RequestTooLarge
+        } else if has(&["invalid", "validation", "bad_request"]) {
+            HttpErrorKind::InvalidRequest
+        } else {
+            HttpErrorKind::Other
         }
     }
 
@@ -210,12 +251,14 @@ pub enum ModelError {
         cause: Option<Cause>,
     },
     /// The provider reported an error inside a 200 response.
-    #[error("{provider} reported {kind}: {message}")]
+    #[error("{provider} reported {error_type}: {message}")]
     Provider {
         /// Provider name.
         provider: String,
-        /// Provider error type (e.g. `overloaded_error`).
-        kind: String,
+        /// The error's class, read from its type ([`HttpErrorKind::from_error_type`]).
+        kind: HttpErrorKind,
+        /// The provider's own error type, as written (e.g. `overloaded_error`).
+        error_type: String,
         /// Message.
         message: String,
     },
@@ -271,11 +314,7 @@ impl ModelError {
             ModelError::Connect { .. }
             | ModelError::Timeout { .. }
             | ModelError::StreamInterrupted { .. } => true,
-            ModelError::Provider { kind, .. } => {
-                kind.contains("overloaded")
-                    || kind.contains("rate_limit")
-                    || kind.contains("api_error")
-            }
+            ModelError::Provider { kind, .. } => kind.is_retryable(),
             _ => false,
         }
     }
@@ -403,4 +442,43 @@ pub async fn collect_stream(
         message: "the stream ended without a final message".into(),
         cause: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_types_in_bodies_are_classed_once_and_retried_by_class() {
+        let cases = [
+            ("overloaded_error", HttpErrorKind::Overloaded),
+            ("rate_limit_exceeded", HttpErrorKind::RateLimited),
+            ("RESOURCE_EXHAUSTED", HttpErrorKind::RateLimited),
+            ("throttlingException", HttpErrorKind::RateLimited),
+            ("api_error", HttpErrorKind::Server),
+            ("internalServerException", HttpErrorKind::Server),
+            ("authentication_error", HttpErrorKind::Authentication),
+            ("permission_error", HttpErrorKind::PermissionDenied),
+            ("not_found_error", HttpErrorKind::NotFound),
+            ("request_too_large", HttpErrorKind::RequestTooLarge),
+            ("invalid_request_error", HttpErrorKind::InvalidRequest),
+            ("validationException", HttpErrorKind::InvalidRequest),
+            ("something_new", HttpErrorKind::Other),
+        ];
+        for (error_type, kind) in cases {
+            assert_eq!(
+                HttpErrorKind::from_error_type(error_type),
+                kind,
+                "{error_type}"
+            );
+            let e = ModelError::Provider {
+                provider: "p".into(),
+                kind,
+                error_type: error_type.into(),
+                message: "m".into(),
+            };
+            assert_eq!(e.is_retryable(), kind.is_retryable(), "{error_type}");
+            assert_eq!(e.to_string(), format!("p reported {error_type}: m"));
+        }
+    }
 }

@@ -714,7 +714,8 @@ impl LLMChain {
                         // An error inside a 200 stream: the message is cut off.
                         let e = ModelError::Provider {
                             provider: model.provider_name().to_owned(),
-                            kind: err.kind.clone(),
+                            kind: crate::model::HttpErrorKind::from_error_type(&err.kind),
+                            error_type: err.kind.clone(),
                             message: err.message.clone(),
                         };
                         let mut m = outcome.message.clone();

@@ -308,7 +308,8 @@ impl HttpModel {
         let body = read_limited(resp, MAX_MODEL_LIST).await;
         let mut ids = (list.parse)(&body).map_err(|e| ModelError::Provider {
             provider: provider.clone(),
-            kind: "model_list".into(),
+            kind: crate::model::HttpErrorKind::Other,
+            error_type: "model_list".into(),
             message: e,
         })?;
         ids.sort();
