@@ -719,6 +719,13 @@ pub(crate) fn decode_whole(
     Ok(asm.into_outcome(status, emit))
 }
 
+/// A streaming decoder of this format (its codec's [`Codec::stream_decoder`]).
+///
+/// [`Codec::stream_decoder`]: crate::provider::Codec::stream_decoder
+pub(crate) fn stream_decoder(config: DecoderConfig) -> crate::provider::framed::SseDecoder<Events> {
+    crate::provider::framed::SseDecoder::new(FORMAT, Events::new(config), config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,14 +6,6 @@ mod encode;
 
 pub use encode::DEFAULT_MAX_TOKENS;
 
-use super::assembly::Emit;
-use super::error::{DecodeError, EncodeError};
-use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
-use super::framed::SseDecoder;
-use super::outcome::DecodeOutcome;
-use crate::conversation::Conversation;
-use crate::provider::FormatSpec;
-
 /// The Anthropic Messages codec.
 ///
 /// ```
@@ -25,44 +17,13 @@ use crate::provider::FormatSpec;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AnthropicCodec;
 
-/// The format's name, written once.
-const NAME: &str = "anthropic";
-
-/// The format's descriptor (its line in the registry: `provider/registry.rs`).
-static FORMAT: FormatSpec = spec();
-
-const fn spec() -> FormatSpec {
-    let spec = FormatSpec::new(NAME, "Anthropic", &AnthropicCodec);
-    #[cfg(feature = "test-util")]
-    let spec = spec.renderer(super::render::anthropic);
-    spec
-}
-
-impl Format {
+built_in_format! {
     /// Anthropic.
-    pub const ANTHROPIC: Format = Format::new(&FORMAT);
-}
-
-impl Codec for AnthropicCodec {
-    fn format(&self) -> Format {
-        Format::ANTHROPIC
-    }
-
-    fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
-        encode::encode(conv, opts)
-    }
-
-    fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
-        Box::new(SseDecoder::new(NAME, decode::Events::new(config), config))
-    }
-
-    fn decode_response(
-        &self,
-        body: &[u8],
-        config: DecoderConfig,
-    ) -> Result<DecodeOutcome, DecodeError> {
-        let mut sink = |_: super::StreamEvent<'_>| {};
-        let emit: Emit<'_> = &mut sink;
-        decode::decode_whole(body, config, emit)
+    const ANTHROPIC = AnthropicCodec {
+        name: "anthropic",
+        title: "Anthropic",
+        aliases: [],
+        framing: Sse,
+        renderer: anthropic,
     }
 }

@@ -708,6 +708,13 @@ pub(crate) fn decode_whole(
     ev.finish(emit)
 }
 
+/// A streaming decoder of this format (its codec's [`Codec::stream_decoder`]).
+///
+/// [`Codec::stream_decoder`]: crate::provider::Codec::stream_decoder
+pub(crate) fn stream_decoder(config: DecoderConfig) -> StreamDec {
+    StreamDec::new(config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

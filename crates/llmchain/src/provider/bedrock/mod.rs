@@ -6,12 +6,6 @@
 mod decode;
 mod encode;
 
-use super::error::{DecodeError, EncodeError};
-use super::format::{Codec, DecoderConfig, Format, RequestOptions, StreamDecoder};
-use super::outcome::DecodeOutcome;
-use crate::conversation::Conversation;
-use crate::provider::{FormatSpec, Framing};
-
 /// The Bedrock Converse codec.
 ///
 /// ```
@@ -24,45 +18,13 @@ use crate::provider::{FormatSpec, Framing};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BedrockCodec;
 
-/// The format's name, written once.
-const NAME: &str = "bedrock_converse";
-
-/// The format's descriptor (its line in the registry: `provider/registry.rs`).
-static FORMAT: FormatSpec = spec();
-
-const fn spec() -> FormatSpec {
-    let spec = FormatSpec::new(NAME, "Bedrock Converse", &BedrockCodec)
-        .aliases(&["bedrock", "converse"])
-        .framing(Framing::EventStream);
-    #[cfg(feature = "test-util")]
-    let spec = spec.renderer(super::render::bedrock);
-    spec
-}
-
-impl Format {
+built_in_format! {
     /// Bedrock Converse.
-    pub const BEDROCK_CONVERSE: Format = Format::new(&FORMAT);
-}
-
-impl Codec for BedrockCodec {
-    fn format(&self) -> Format {
-        Format::BEDROCK_CONVERSE
-    }
-
-    fn encode(&self, conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
-        encode::encode(conv, opts)
-    }
-
-    /// Event-stream frames, unless the body is one JSON document.
-    fn stream_decoder(&self, config: DecoderConfig) -> Box<dyn StreamDecoder> {
-        Box::new(decode::StreamDec::new(config))
-    }
-
-    fn decode_response(
-        &self,
-        body: &[u8],
-        config: DecoderConfig,
-    ) -> Result<DecodeOutcome, DecodeError> {
-        decode::decode_whole(body, config, &mut |_| {})
+    const BEDROCK_CONVERSE = BedrockCodec {
+        name: "bedrock_converse",
+        title: "Bedrock Converse",
+        aliases: ["bedrock", "converse"],
+        framing: EventStream,
+        renderer: bedrock,
     }
 }

@@ -351,3 +351,10 @@ pub(crate) fn decode_whole(
 ) -> Result<DecodeOutcome, DecodeError> {
     Events::new(config).decode_whole(body, emit)
 }
+
+/// A streaming decoder of this format (its codec's [`Codec::stream_decoder`]).
+///
+/// [`Codec::stream_decoder`]: crate::provider::Codec::stream_decoder
+pub(crate) fn stream_decoder(config: DecoderConfig) -> crate::provider::framed::SseDecoder<Events> {
+    crate::provider::framed::SseDecoder::new(FORMAT, Events::new(config), config)
+}

@@ -224,3 +224,10 @@ pub(crate) fn decode_whole(
 ) -> Result<DecodeOutcome, DecodeError> {
     Events::new(config).decode_whole(body, emit)
 }
+
+/// A streaming decoder of this format (its codec's [`Codec::stream_decoder`]).
+///
+/// [`Codec::stream_decoder`]: crate::provider::Codec::stream_decoder
+pub(crate) fn stream_decoder(config: DecoderConfig) -> NdjsonDecoder<Events> {
+    NdjsonDecoder::new(FORMAT, Events::new(config), config)
+}

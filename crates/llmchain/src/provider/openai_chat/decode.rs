@@ -479,6 +479,16 @@ pub(crate) fn stream_decoder(config: DecoderConfig) -> SseDecoder<impl EventHand
     SseDecoder::new(FORMAT, State::new(config), config)
 }
 
+/// A whole body, as every built-in codec decodes one (its events are not reported:
+/// [`decode_response`] reads it in one piece).
+pub(crate) fn decode_whole(
+    body: &[u8],
+    config: DecoderConfig,
+    _emit: Emit<'_>,
+) -> Result<DecodeOutcome, DecodeError> {
+    decode_response(body, config)
+}
+
 /// Decodes a whole non-streaming Chat Completions body.
 pub fn decode_response(body: &[u8], config: DecoderConfig) -> Result<DecodeOutcome, DecodeError> {
     let chunk = Chunk::parse(body).map_err(|e| bad_json(body, &e))?;
