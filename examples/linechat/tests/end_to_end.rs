@@ -185,9 +185,24 @@ fn every_chunking_decodes_the_same_and_hostile_input_is_bounded() {
     assert!(codec.decode_body(&big, 100, tight).is_err());
 }
 
+/// The format's own `llmchain`, hermetic: none of the user's files, keys, database or
+/// collector (its home, config and data are `dir`).
+fn own_llmchain(dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_linechat-llmchain"));
+    for (name, _) in std::env::vars_os() {
+        let n = name.to_string_lossy();
+        if n.starts_with("LLMCHAIN_") || n.starts_with("OTEL_") || n.starts_with("XDG_") {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd.env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir)
+        .env("XDG_DATA_HOME", dir);
+    cmd
+}
+
 #[test]
 fn its_own_llmchain_decodes_and_encodes_it_by_name() {
-    let bin = env!("CARGO_BIN_EXE_linechat-llmchain");
     let dir = tempfile::tempdir().unwrap();
     let body = dir.path().join("answer.ndjson");
     std::fs::write(
@@ -195,11 +210,9 @@ fn its_own_llmchain_decodes_and_encodes_it_by_name() {
         linechat::render("", &[("c1", "get_weather", r#"{"city": "Paris"}"#)], 6),
     )
     .unwrap();
-    let out = Command::new(bin)
+    let out = own_llmchain(dir.path())
         .args(["decode", "--format", "linechat"])
         .arg(&body)
-        .env("XDG_CONFIG_HOME", dir.path())
-        .env("XDG_DATA_HOME", dir.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -216,10 +229,9 @@ fn its_own_llmchain_decodes_and_encodes_it_by_name() {
         json!({"version": 1, "messages": [{"role": "user", "content": "Hi"}]}).to_string(),
     )
     .unwrap();
-    let out = Command::new(bin)
+    let out = own_llmchain(dir.path())
         .args(["encode", "--format", "lc", "--model", "line-1"])
         .arg(&conv)
-        .env("XDG_CONFIG_HOME", dir.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -227,7 +239,7 @@ fn its_own_llmchain_decodes_and_encodes_it_by_name() {
     assert_eq!(request["turns"][0], json!({"role": "user", "text": "Hi"}));
 
     // An unknown name lists the registered format among the built-in ones.
-    let out = Command::new(bin)
+    let out = own_llmchain(dir.path())
         .args(["decode", "--format", "nope"])
         .arg(&body)
         .output()
