@@ -36,10 +36,36 @@ use serde_json::{Map, Value, json};
 /// The format's name.
 pub const NAME: &str = "linechat";
 
-/// LineChat's descriptor.
-pub static FORMAT: FormatSpec = FormatSpec::new(NAME, "LineChat", &LineChatCodec)
-    .aliases(&["lc"])
-    .framing(Framing::Ndjson);
+/// LineChat's descriptor (with its renderer of scripted responses under the feature
+/// `test-util`, so `ScriptedModel` speaks it).
+pub static FORMAT: FormatSpec = spec();
+
+const fn spec() -> FormatSpec {
+    let spec = FormatSpec::new(NAME, "LineChat", &LineChatCodec)
+        .aliases(&["lc"])
+        .framing(Framing::Ndjson);
+    #[cfg(feature = "test-util")]
+    let spec = spec.renderer(render_script);
+    spec
+}
+
+/// A scripted response as LineChat's wire bytes: its text and calls, ended naturally
+/// (what `ScriptedModel` replays).
+#[cfg(feature = "test-util")]
+pub fn render_script(
+    s: &llmchain::provider::render::ResponseScript,
+) -> Result<Vec<u8>, llmchain::provider::render::RenderError> {
+    let calls: Vec<(&str, &str, &str)> = s
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+        .collect();
+    Ok(render(
+        s.text.as_deref().unwrap_or_default(),
+        &calls,
+        s.fragment_bytes,
+    ))
+}
 
 /// A LineChat server over HTTP: `POST {base}/chat`, a bearer key when one is set.
 pub static PROVIDER: ProviderSpec = ProviderSpec {

@@ -254,26 +254,10 @@ fn its_own_llmchain_decodes_and_encodes_it_by_name() {
     assert_eq!("LC".parse::<Format>().unwrap().title(), "LineChat");
 }
 
-/// LineChat's wire bytes for a scripted response (text and calls, ended naturally).
-fn render_script(
-    s: &llmchain::provider::render::ResponseScript,
-) -> Result<Vec<u8>, llmchain::provider::render::RenderError> {
-    let calls: Vec<(&str, &str, &str)> = s
-        .tool_calls
-        .iter()
-        .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
-        .collect();
-    Ok(linechat::render(
-        s.text.as_deref().unwrap_or_default(),
-        &calls,
-        s.fragment_bytes,
-    ))
-}
-
 #[test]
 fn it_passes_the_codec_conformance_suite() {
     use llmchain::provider::conformance;
-    conformance::check_codec(&linechat::LineChatCodec, &render_script).unwrap();
+    conformance::check_codec(&linechat::LineChatCodec, &linechat::render_script).unwrap();
 }
 
 /// The suite is not a formality: a codec that calls a cut-off answer finished fails it.
@@ -327,4 +311,33 @@ fn a_codec_that_runs_truncated_calls_fails_the_suite() {
     );
     let e = llmchain::provider::conformance::check_truncation(&Sloppy, &body).unwrap_err();
     assert!(e.contains("a truncated call would run"), "{e}");
+}
+
+/// `ScriptedModel` replays LineChat through its real decoder, like a built-in format: a
+/// chain turn with a tool call, the requests encoded by its real encoder.
+#[tokio::test]
+async fn scripted_model_speaks_it() {
+    use llmchain::chain::ScriptedModel;
+    use llmchain::provider::render::ResponseScript;
+    let model = ScriptedModel::new(Format::new(&linechat::FORMAT))
+        .respond(ResponseScript::tool_call(
+            "c1",
+            "get_weather",
+            r#"{"city": "Oslo"}"#,
+        ))
+        .unwrap()
+        .respond(ResponseScript::text("Cold in Oslo."))
+        .unwrap();
+    let model = Arc::new(model);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut chain = LLMChain::new(model.clone()).with_tool(weather(ran.clone()));
+    chain.add_message(Message::user("Oslo?")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        chain.last_message().unwrap().text().as_deref(),
+        Some("Cold in Oslo.")
+    );
+    let second: Value = serde_json::from_slice(&model.requests()[1]).unwrap();
+    assert_eq!(second["turns"][2]["id"], "c1");
 }
