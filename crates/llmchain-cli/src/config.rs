@@ -136,7 +136,7 @@ impl Config {
         let target = self.aliases.get(name)?;
         Some(match target.split_once(':') {
             Some((p, model)) => match llmchain::http::provider(p) {
-                Some(spec) => (Some(spec.name), model.to_owned()),
+                Some(spec) => (Some(spec.name()), model.to_owned()),
                 None => (None, target.clone()),
             },
             None => (None, target.clone()),

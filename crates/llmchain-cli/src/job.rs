@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use llmchain::chain::{ChainState, LLMChain};
-use llmchain::http::{HttpModel, HttpModelConfig, ProviderSpec};
+use llmchain::http::{HttpModel, HttpModelConfig, Provider};
 use llmchain::tool::Tool;
 use llmchain_mcp::McpTool;
 use serde::{Deserialize, Serialize};
@@ -204,7 +204,7 @@ pub(crate) struct Built {
 #[derive(Clone)]
 pub(crate) struct Parts {
     model: Arc<HttpModel>,
-    spec: &'static ProviderSpec,
+    spec: &'static dyn Provider,
     builtins: Vec<Tool>,
     mcp_tools: Vec<McpTool>,
     trust: Vec<String>,
@@ -237,7 +237,7 @@ impl JobSpec {
             model: p
                 .model
                 .clone()
-                .unwrap_or_else(|| spec.default_model.to_owned()),
+                .unwrap_or_else(|| spec.default_model().to_owned()),
             provider,
             base_url: p.base_url.clone(),
             mcp: p.mcp.clone(),
@@ -427,7 +427,7 @@ impl JobSpec {
 
 impl Parts {
     /// The provider.
-    pub(crate) fn spec(&self) -> &'static ProviderSpec {
+    pub(crate) fn spec(&self) -> &'static dyn Provider {
         self.spec
     }
 
@@ -473,7 +473,7 @@ impl Parts {
 }
 
 /// The provider of a `--provider` name (the library's registry: names, aliases).
-pub(crate) fn parse_provider(p: &str) -> Result<&'static ProviderSpec, CliError> {
+pub(crate) fn parse_provider(p: &str) -> Result<&'static dyn Provider, CliError> {
     llmchain::http::provider(p).ok_or_else(|| {
         CliError::Usage(format!(
             "unknown --provider '{p}': expected one of {}",
@@ -490,9 +490,9 @@ pub(crate) fn provider_help() -> String {
     for p in llmchain::http::providers::PROVIDERS {
         s.push_str(&format!(
             "\n  {:<17} {} (model {}; {})",
-            p.name,
-            p.summary,
-            p.default_model,
+            p.name(),
+            p.summary(),
+            p.default_model(),
             p.env_vars().join(", ")
         ));
     }

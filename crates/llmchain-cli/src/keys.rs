@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use llmchain::http::ProviderSpec;
+use llmchain::http::Provider;
 
 use crate::error::CliError;
 
@@ -103,16 +103,16 @@ pub(crate) fn save(keys: &BTreeMap<String, String>) -> Result<PathBuf, CliError>
 /// The environment, then the keys file for `spec`'s key variables: what a provider's
 /// config reads.
 pub(crate) fn lookup_for(
-    spec: &'static ProviderSpec,
+    spec: &'static dyn Provider,
 ) -> Result<impl Fn(&str) -> Option<String>, CliError> {
-    let from_file = if spec.key_env.iter().any(|v| std::env::var_os(v).is_some()) {
+    let from_file = if spec.key_env().iter().any(|v| std::env::var_os(v).is_some()) {
         None
     } else {
-        load()?.remove(spec.name)
+        load()?.remove(spec.name())
     };
     Ok(move |k: &str| {
         std::env::var(k).ok().or_else(|| {
-            spec.key_env
+            spec.key_env()
                 .contains(&k)
                 .then(|| from_file.clone())
                 .flatten()

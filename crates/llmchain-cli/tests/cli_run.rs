@@ -524,8 +524,8 @@ fn the_providers_come_from_the_registry() {
     let out = llmchain(&["run", "--help"], dir.path());
     let help = String::from_utf8_lossy(&out.stdout);
     for p in llmchain::http::providers::PROVIDERS {
-        assert!(help.contains(p.name), "{} missing from --help", p.name);
-        assert!(help.contains(p.default_model), "{}'s model", p.name);
+        assert!(help.contains(p.name()), "{} missing from --help", p.name());
+        assert!(help.contains(p.default_model()), "{}'s model", p.name());
     }
     assert!(help.contains("AZURE_OPENAI_API_KEY") && help.contains("GROQ_API_KEY"));
     let out = llmchain(&["run", "--provider", "azure", "hello"], dir.path());

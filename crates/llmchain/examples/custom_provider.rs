@@ -1,8 +1,9 @@
 //! A provider written outside llmchain, against its public traits: a company's LLM
 //! gateway that speaks OpenAI Chat Completions under its own path, with its own
-//! request-signing auth. It is a `static ProviderSpec` (name, codec, route, auth, default
-//! model...), given to `HttpModelConfig::for_provider`; `HttpModel` does the rest
-//! (streaming, retries, limits, errors). A local server stands in for the gateway.
+//! request-signing auth. It implements the `Provider` trait (name, codec, route, default
+//! model, base URL; here also its auth and variables) and is given to
+//! `HttpModelConfig::for_provider`; `HttpModel` does the rest (streaming, retries,
+//! limits, errors). A local server stands in for the gateway.
 //!
 //! `cargo run -p llmchain --example custom_provider`
 
@@ -12,11 +13,12 @@ use std::sync::Arc;
 
 use llmchain::chain::{ChatModel, collect_stream};
 use llmchain::conversation::Conversation;
-use llmchain::http::providers::{OPENAI_SPEC, ProviderSpec, Route, RouteContext};
+use llmchain::http::providers::{Provider, Route, RouteContext};
 use llmchain::http::reqwest::{self, header::HeaderValue};
 use llmchain::http::{Auth, AuthFuture, HttpModel, HttpModelConfig};
 use llmchain::message::Message;
 use llmchain::model::ModelError;
+use llmchain::provider::{Codec, Format};
 
 /// The gateway's scheme: the key and what it covers (method, path, body length) in one
 /// header. (A real gateway would put an HMAC of these; the hook sees the whole request.)
@@ -47,38 +49,52 @@ impl Auth for GatewaySignature {
     }
 }
 
-/// `{base}/gateway/v2/models/{model}/chat`.
-fn route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
-    Ok(Route::path(format!(
-        "/gateway/v2/models/{}/chat",
-        c.model_segment
-    )))
+/// The whole provider. What it does not say has the trait's defaults (the `Accept` of
+/// its codec's framing, no extra headers, no settings...).
+struct Gateway;
+
+impl Provider for Gateway {
+    fn name(&self) -> &'static str {
+        "acme-gateway"
+    }
+    fn codec(&self) -> &'static dyn Codec {
+        Format::OPENAI_CHAT.codec()
+    }
+    fn default_model(&self) -> &'static str {
+        "acme-large"
+    }
+    fn base_url_template(&self) -> &'static str {
+        "https://llm.acme.internal"
+    }
+    /// `{base}/gateway/v2/models/{model}/chat`.
+    fn route(&self, c: &RouteContext<'_>) -> Result<Route, ModelError> {
+        Ok(Route::path(format!(
+            "/gateway/v2/models/{}/chat",
+            c.model_segment
+        )))
+    }
+    fn genai_name(&self) -> &'static str {
+        "acme"
+    }
+    fn summary(&self) -> &'static str {
+        "ACME's LLM gateway (OpenAI Chat wire format)"
+    }
+    fn base_url_env(&self) -> &'static [&'static str] {
+        &["ACME_GATEWAY_URL"]
+    }
+    fn key_env(&self) -> &'static [&'static str] {
+        &["ACME_GATEWAY_KEY"]
+    }
+    fn auth(&self, config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
+        Ok(config.api_key.as_ref().map(|k| {
+            Arc::new(GatewaySignature {
+                key: k.expose_secret().to_owned(),
+            }) as Arc<dyn Auth>
+        }))
+    }
 }
 
-fn auth(config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
-    Ok(config.api_key.as_ref().map(|k| {
-        Arc::new(GatewaySignature {
-            key: k.expose_secret().to_owned(),
-        }) as Arc<dyn Auth>
-    }))
-}
-
-/// The whole provider. What it does not say is OpenAI's (its codec, headers, stream
-/// `Accept`...).
-static GATEWAY: ProviderSpec = ProviderSpec {
-    name: "acme-gateway",
-    genai_name: "acme",
-    aliases: &[],
-    summary: "ACME's LLM gateway (OpenAI Chat wire format)",
-    default_model: "acme-large",
-    default_base_url: "https://llm.acme.internal",
-    base_url_env: &["ACME_GATEWAY_URL"],
-    key_env: &["ACME_GATEWAY_KEY"],
-    route,
-    auth,
-    from_env: None,
-    ..OPENAI_SPEC
-};
+static GATEWAY: Gateway = Gateway;
 
 /// Answers one request with an OpenAI Chat stream holding a tool call, after checking
 /// the path and the signature.
@@ -142,11 +158,11 @@ fn gateway() -> String {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let config = HttpModelConfig::for_provider(&GATEWAY, GATEWAY.default_model)
+    let config = HttpModelConfig::for_provider(&GATEWAY, GATEWAY.default_model())
         .base_url(gateway())
         .api_key("k-123");
     let model = HttpModel::new(config)?;
-    println!("{} sends to {}", GATEWAY.name, model.url());
+    println!("{} sends to {}", GATEWAY.name(), model.url());
 
     let mut conversation = Conversation::new();
     conversation

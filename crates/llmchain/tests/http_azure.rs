@@ -32,7 +32,7 @@ async fn the_v1_api_sends_the_deployment_as_model_and_the_key_in_api_key() {
     let body = render_stream(Format::OPENAI_CHAT, &ResponseScript::text("hi")).unwrap();
     let server = Server::start(vec![Reply::sse(body)]).await;
     // A base URL given with Azure's own `/openai/v1` is not doubled.
-    let config = HttpModelConfig::for_provider(&AZURE, "my-gpt-deployment")
+    let config = HttpModelConfig::for_provider(AZURE, "my-gpt-deployment")
         .base_url(format!("{}/openai/v1/", server.base))
         .api_key("azure-key-123456");
     let model = HttpModel::new(config).unwrap();
@@ -61,12 +61,12 @@ async fn an_api_version_uses_the_deployment_url() {
         ("AZURE_OPENAI_API_KEY", "k-abcdef"),
         ("AZURE_OPENAI_API_VERSION", "2024-10-21"),
     ]));
-    let config = HttpModelConfig::from_lookup_for(&AZURE, "dep/with space", env(vars)).unwrap();
+    let config = HttpModelConfig::from_lookup_for(AZURE, "dep/with space", env(vars)).unwrap();
     let model = HttpModel::new(config).unwrap();
     collect_stream(model.stream(&ask("x")), |_| {})
         .await
         .unwrap();
-    let config = HttpModelConfig::from_lookup_for(&AZURE_RESPONSES, "dep", env(vars)).unwrap();
+    let config = HttpModelConfig::from_lookup_for(AZURE_RESPONSES, "dep", env(vars)).unwrap();
     let model = HttpModel::new(config).unwrap();
     collect_stream(model.stream(&ask("x")), |_| {})
         .await
@@ -83,7 +83,7 @@ async fn an_api_version_uses_the_deployment_url() {
 #[test]
 fn the_resource_builds_the_host_and_its_absence_says_what_to_set() {
     let config = HttpModelConfig::from_lookup_for(
-        &AZURE,
+        AZURE,
         "d",
         env(&[
             ("AZURE_OPENAI_RESOURCE", "contoso"),
@@ -96,7 +96,7 @@ fn the_resource_builds_the_host_and_its_absence_says_what_to_set() {
         model.url(),
         "https://contoso.openai.azure.com/openai/v1/chat/completions"
     );
-    let e = HttpModelConfig::from_lookup_for(&AZURE, "d", env(&[("AZURE_OPENAI_API_KEY", "k")]))
+    let e = HttpModelConfig::from_lookup_for(AZURE, "d", env(&[("AZURE_OPENAI_API_KEY", "k")]))
         .unwrap_err()
         .to_string();
     assert!(
@@ -105,7 +105,7 @@ fn the_resource_builds_the_host_and_its_absence_says_what_to_set() {
     );
     // A resource that is not a host name is refused, not spliced into the URL.
     let e = HttpModelConfig::from_lookup_for(
-        &AZURE,
+        AZURE,
         "d",
         env(&[
             ("AZURE_OPENAI_RESOURCE", "evil.com/x?"),
@@ -116,7 +116,7 @@ fn the_resource_builds_the_host_and_its_absence_says_what_to_set() {
     .to_string();
     assert!(e.contains("host name"), "{e}");
     let e =
-        HttpModelConfig::from_lookup_for(&AZURE, "d", env(&[("AZURE_OPENAI_RESOURCE", "contoso")]))
+        HttpModelConfig::from_lookup_for(AZURE, "d", env(&[("AZURE_OPENAI_RESOURCE", "contoso")]))
             .unwrap_err()
             .to_string();
     assert!(e.contains("AZURE_OPENAI_API_KEY"), "{e}");
@@ -137,7 +137,7 @@ async fn an_entra_token_goes_as_a_bearer_token_and_is_fetched_once() {
             })
         }
     });
-    let config = HttpModelConfig::for_provider(&AZURE, "d")
+    let config = HttpModelConfig::for_provider(AZURE, "d")
         .base_url(&server.base)
         .auth(Arc::new(tokens))
         .retry(RetryPolicy::none());
@@ -154,7 +154,7 @@ async fn an_entra_token_goes_as_a_bearer_token_and_is_fetched_once() {
     }
     // From the environment: AZURE_OPENAI_AD_TOKEN when there is no key.
     let config = HttpModelConfig::from_lookup_for(
-        &AZURE,
+        AZURE,
         "d",
         env(&[
             ("AZURE_OPENAI_RESOURCE", "contoso"),
@@ -178,7 +178,7 @@ async fn content_filtered_output_is_a_typed_stop_reason() {
         "data: [DONE]\n\n",
     );
     let server = Server::start(vec![Reply::sse(body.as_bytes().to_vec())]).await;
-    let config = HttpModelConfig::for_provider(&AZURE, "d")
+    let config = HttpModelConfig::for_provider(AZURE, "d")
         .base_url(&server.base)
         .api_key("k-123456");
     let model = HttpModel::new(config).unwrap();

@@ -148,7 +148,7 @@ async fn signed_requests_for_model_ids_with_colons_and_arns_stream_parallel_call
         "anthropic.claude-3-5-sonnet-20241022-v2:0",
         "arn:aws:bedrock:us-west-2:123456789012:inference-profile/us.anthropic.claude-3-5-sonnet-20241022-v2:0",
     ] {
-        let config = HttpModelConfig::from_lookup_for(&BEDROCK, model, &env).unwrap();
+        let config = HttpModelConfig::from_lookup_for(BEDROCK, model, &env).unwrap();
         assert!(!format!("{config:?}").contains(SECRET));
         let out = collect_stream(HttpModel::new(config).unwrap().stream(&ask()), |_| {})
             .await
@@ -177,7 +177,7 @@ async fn signed_requests_for_model_ids_with_colons_and_arns_stream_parallel_call
         assert_eq!((usage.input_tokens, usage.cache_read_tokens), (30, Some(8)));
     }
     // Unstreamed: /converse.
-    let config = HttpModelConfig::from_lookup_for(&BEDROCK, "amazon.nova-pro-v1:0", &env)
+    let config = HttpModelConfig::from_lookup_for(BEDROCK, "amazon.nova-pro-v1:0", &env)
         .unwrap()
         .stream(false);
     let out = collect_stream(HttpModel::new(config).unwrap().stream(&ask()), |_| {})
@@ -239,7 +239,7 @@ async fn credentials_from_the_shared_files_and_a_bedrock_api_key() {
         ("AWS_CONFIG_FILE".into(), config_file),
     ];
     let env = move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let config = HttpModelConfig::from_lookup_for(&BEDROCK, "m:1", &env).unwrap();
+    let config = HttpModelConfig::from_lookup_for(BEDROCK, "m:1", &env).unwrap();
     assert_eq!(config.settings["region"], "eu-central-1");
     collect_stream(HttpModel::new(config).unwrap().stream(&ask()), |_| {})
         .await
@@ -249,7 +249,7 @@ async fn credentials_from_the_shared_files_and_a_bedrock_api_key() {
         &mock.base,
         &[("AWS_BEARER_TOKEN_BEDROCK", "ABSKbedrockapikey123")],
     );
-    let config = HttpModelConfig::from_lookup_for(&BEDROCK, "m:1", &env).unwrap();
+    let config = HttpModelConfig::from_lookup_for(BEDROCK, "m:1", &env).unwrap();
     collect_stream(HttpModel::new(config).unwrap().stream(&ask()), |_| {})
         .await
         .unwrap();
@@ -261,11 +261,11 @@ async fn credentials_from_the_shared_files_and_a_bedrock_api_key() {
 #[test]
 fn missing_credentials_and_regions_say_what_to_set() {
     let none = |_: &str| None;
-    let e = HttpModelConfig::from_lookup_for(&BEDROCK, "m", none)
+    let e = HttpModelConfig::from_lookup_for(BEDROCK, "m", none)
         .unwrap_err()
         .to_string();
     assert!(e.contains("AWS_REGION"), "{e}");
-    let e = HttpModelConfig::from_lookup_for(&BEDROCK, "m", |k| {
+    let e = HttpModelConfig::from_lookup_for(BEDROCK, "m", |k| {
         (k == "AWS_REGION").then(|| "us-east-1".to_owned())
     })
     .unwrap_err()
@@ -281,7 +281,7 @@ fn missing_credentials_and_regions_say_what_to_set() {
     )
     .unwrap();
     let path = dir.path().join("config").display().to_string();
-    let e = HttpModelConfig::from_lookup_for(&BEDROCK, "m", |k| match k {
+    let e = HttpModelConfig::from_lookup_for(BEDROCK, "m", |k| match k {
         "AWS_PROFILE" => Some("sso".to_owned()),
         "AWS_CONFIG_FILE" => Some(path.clone()),
         _ => None,
@@ -321,7 +321,7 @@ async fn exceptions_errors_and_corrupt_frames_are_typed() {
     );
     let model = || {
         HttpModel::new(
-            HttpModelConfig::from_lookup_for(&BEDROCK, "m:0", &env)
+            HttpModelConfig::from_lookup_for(BEDROCK, "m:0", &env)
                 .unwrap()
                 .retry(RetryPolicy::none()),
         )

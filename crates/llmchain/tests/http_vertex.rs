@@ -17,7 +17,7 @@ use llmchain::chain::{ChatModel, collect_stream};
 use llmchain::conversation::Conversation;
 use llmchain::http::vertex::{VERTEX, VERTEX_ANTHROPIC};
 use llmchain::http::{
-    ApiKey, BearerTokens, HttpModel, HttpModelConfig, ProviderSpec, RetryPolicy, Token,
+    ApiKey, BearerTokens, HttpModel, HttpModelConfig, Provider, RetryPolicy, Token,
 };
 use llmchain::message::Message;
 use llmchain::provider::StopReason;
@@ -83,7 +83,7 @@ impl Mock {
         move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     }
 
-    fn model(&self, spec: &'static ProviderSpec, model: &str, extra: &[(&str, &str)]) -> HttpModel {
+    fn model(&self, spec: &'static dyn Provider, model: &str, extra: &[(&str, &str)]) -> HttpModel {
         let config = HttpModelConfig::from_lookup_for(spec, model, self.env(extra))
             .unwrap()
             .retry(RetryPolicy::none());
@@ -130,7 +130,7 @@ async fn gemini_with_a_service_account_key_caches_its_token() {
     };
     let creds = [("GOOGLE_APPLICATION_CREDENTIALS", mock.key_file.as_str())];
     let config =
-        HttpModelConfig::from_lookup_for(&VERTEX, "gemini-2.5-flash", mock.env(&creds)).unwrap();
+        HttpModelConfig::from_lookup_for(VERTEX, "gemini-2.5-flash", mock.env(&creds)).unwrap();
     // The project comes from the key file; the host from the location.
     assert_eq!(config.settings["project"], "llmchain-test");
     assert_eq!(
@@ -150,7 +150,7 @@ async fn gemini_with_a_service_account_key_caches_its_token() {
     assert_eq!(out.stop_reason, Some(StopReason::ToolCalls));
     assert_eq!(out.usage.unwrap().input_tokens, 12);
 
-    let config = HttpModelConfig::from_lookup_for(&VERTEX, "gemini-2.5-flash", mock.env(&creds))
+    let config = HttpModelConfig::from_lookup_for(VERTEX, "gemini-2.5-flash", mock.env(&creds))
         .unwrap()
         .stream(false);
     let model2 = HttpModel::new(config).unwrap();
@@ -198,7 +198,7 @@ async fn tokens_are_reused_until_they_near_expiry_then_fetched_again() {
             return;
         };
         let creds = [("GOOGLE_APPLICATION_CREDENTIALS", mock.key_file.as_str())];
-        let config = HttpModelConfig::from_lookup_for(&VERTEX, "gemini-2.5-pro", mock.env(&creds))
+        let config = HttpModelConfig::from_lookup_for(VERTEX, "gemini-2.5-pro", mock.env(&creds))
             .unwrap()
             .stream(false);
         let model = HttpModel::new(config).unwrap();
@@ -229,7 +229,7 @@ async fn express_mode_sends_the_key_and_no_project() {
         ("GOOGLE_VERTEX_API_KEY", "AQ.express-key-123"),
         ("GOOGLE_CLOUD_PROJECT", "ignored-project"),
     ]);
-    let config = HttpModelConfig::from_lookup_for(&VERTEX, "gemini-2.5-flash", env).unwrap();
+    let config = HttpModelConfig::from_lookup_for(VERTEX, "gemini-2.5-flash", env).unwrap();
     assert!(!format!("{config:?}").contains("AQ.express"));
     assert_eq!(
         config.default_base_url().unwrap(),
@@ -273,7 +273,7 @@ async fn anthropic_on_vertex_streams_a_call_and_answers_unstreamed() {
         ("GOOGLE_APPLICATION_CREDENTIALS", mock.key_file.as_str()),
         ("GOOGLE_VERTEX_PROJECT", "proj-7"),
     ];
-    let model = mock.model(&VERTEX_ANTHROPIC, "claude-sonnet-4-5@20250929", &creds);
+    let model = mock.model(VERTEX_ANTHROPIC, "claude-sonnet-4-5@20250929", &creds);
     let out = collect_stream(model.stream(&ask()), |_| {}).await.unwrap();
     let call = &out.message.tool_calls[0];
     assert_eq!(call.call_id.as_deref(), Some("toolu_vrtx_01"));
@@ -283,7 +283,7 @@ async fn anthropic_on_vertex_streams_a_call_and_answers_unstreamed() {
     );
     assert_eq!(out.stop_reason, Some(StopReason::ToolCalls));
     let config = HttpModelConfig::from_lookup_for(
-        &VERTEX_ANTHROPIC,
+        VERTEX_ANTHROPIC,
         "claude-sonnet-4-5@20250929",
         mock.env(&creds),
     )
@@ -323,7 +323,7 @@ async fn a_token_the_application_supplies_is_used_as_is() {
     let creds = [("GOOGLE_APPLICATION_CREDENTIALS", mock.key_file.as_str())];
     collect_stream(
         HttpModel::new(
-            HttpModelConfig::from_lookup_for(&VERTEX, "g", mock.env(&creds))
+            HttpModelConfig::from_lookup_for(VERTEX, "g", mock.env(&creds))
                 .unwrap()
                 .stream(false),
         )
@@ -348,7 +348,7 @@ async fn a_token_the_application_supplies_is_used_as_is() {
         }
     });
     // Even with a key file in the environment, the caller's auth wins.
-    let config = HttpModelConfig::for_provider(&VERTEX, "g")
+    let config = HttpModelConfig::for_provider(VERTEX, "g")
         .auth(Arc::new(supplied))
         .setting("project", "app-project")
         .read_env(mock.env(&creds))
@@ -377,7 +377,7 @@ async fn a_failing_token_endpoint_and_a_missing_project_say_what_to_do() {
         return;
     };
     let creds = [("GOOGLE_APPLICATION_CREDENTIALS", mock.key_file.as_str())];
-    let e = collect_stream(mock.model(&VERTEX, "g", &creds).stream(&ask()), |_| {})
+    let e = collect_stream(mock.model(VERTEX, "g", &creds).stream(&ask()), |_| {})
         .await
         .unwrap_err()
         .to_string();
@@ -388,14 +388,14 @@ async fn a_failing_token_endpoint_and_a_missing_project_say_what_to_do() {
     );
 
     // No project anywhere (ADC, no key file): said before any request.
-    let e = HttpModelConfig::from_lookup_for(&VERTEX, "g", |_| None)
+    let e = HttpModelConfig::from_lookup_for(VERTEX, "g", |_| None)
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("GOOGLE_VERTEX_PROJECT") && e.contains("GOOGLE_VERTEX_API_KEY"),
         "{e}"
     );
-    let e = HttpModelConfig::from_lookup_for(&VERTEX_ANTHROPIC, "c", |_| None)
+    let e = HttpModelConfig::from_lookup_for(VERTEX_ANTHROPIC, "c", |_| None)
         .unwrap_err()
         .to_string();
     assert!(
@@ -411,7 +411,7 @@ async fn a_failing_token_endpoint_and_a_missing_project_say_what_to_do() {
     )
     .unwrap();
     let user = user.display().to_string();
-    let e = HttpModelConfig::from_lookup_for(&VERTEX, "g", |k| {
+    let e = HttpModelConfig::from_lookup_for(VERTEX, "g", |k| {
         (k == "GOOGLE_APPLICATION_CREDENTIALS").then(|| user.clone())
     })
     .unwrap_err()
@@ -421,7 +421,7 @@ async fn a_failing_token_endpoint_and_a_missing_project_say_what_to_do() {
         "{e}"
     );
     // A project id that would change the path is refused.
-    let e = HttpModelConfig::for_provider(&VERTEX, "g")
+    let e = HttpModelConfig::for_provider(VERTEX, "g")
         .setting("project", "p/../../x")
         .api_key("k")
         .setting("location", "us-east5");

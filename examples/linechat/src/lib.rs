@@ -22,11 +22,12 @@
 use std::borrow::Cow;
 
 use llmchain::conversation::Conversation;
-use llmchain::http::providers::{OPENAI_SPEC, ProviderSpec, Route};
+use llmchain::http::providers::{Provider, Route, RouteContext};
 use llmchain::message::{
     InvalidToolCall, Message, MessageStatus, Role, TokenUsage, ToolCall, ToolCallAttrs,
     ToolCallStatus,
 };
+use llmchain::model::ModelError;
 use llmchain::provider::{
     Codec, DecodeError, DecodeOutcome, DecoderConfig, EncodeError, Format, FormatSpec, FormatTaken,
     Framing, ProviderError, RequestOptions, StopReason, StreamDecoder, StreamEvent,
@@ -67,25 +68,43 @@ pub fn render_script(
     ))
 }
 
-/// A LineChat server over HTTP: `POST {base}/chat`, a bearer key when one is set.
-pub static PROVIDER: ProviderSpec = ProviderSpec {
-    name: "linechat",
-    genai_name: "linechat",
-    aliases: &[],
-    summary: "A LineChat server",
-    codec: || &LineChatCodec,
-    default_model: "line-1",
-    default_base_url: "http://127.0.0.1:8808",
-    base_url_env: &["LINECHAT_BASE_URL"],
-    key_env: &["LINECHAT_API_KEY"],
-    key_required: false,
-    stream_accept: "application/x-ndjson",
-    stream_may_be_json: true,
-    route: |_| Ok(Route::path("/chat")),
-    from_env: None,
-    models: None,
-    ..OPENAI_SPEC
-};
+/// A LineChat server over HTTP: `POST {base}/chat`, a bearer key when one is set. Its
+/// `Accept` and its reading of a JSON-typed stream follow the format's NDJSON framing
+/// (the trait's defaults).
+pub struct LineChatServer;
+
+impl Provider for LineChatServer {
+    fn name(&self) -> &'static str {
+        "linechat"
+    }
+    fn codec(&self) -> &'static dyn Codec {
+        &LineChatCodec
+    }
+    fn default_model(&self) -> &'static str {
+        "line-1"
+    }
+    fn base_url_template(&self) -> &'static str {
+        "http://127.0.0.1:8808"
+    }
+    fn route(&self, _: &RouteContext<'_>) -> Result<Route, ModelError> {
+        Ok(Route::path("/chat"))
+    }
+    fn summary(&self) -> &'static str {
+        "A LineChat server"
+    }
+    fn base_url_env(&self) -> &'static [&'static str] {
+        &["LINECHAT_BASE_URL"]
+    }
+    fn key_env(&self) -> &'static [&'static str] {
+        &["LINECHAT_API_KEY"]
+    }
+    fn key_required(&self) -> bool {
+        false
+    }
+}
+
+/// The LineChat server provider.
+pub static PROVIDER: LineChatServer = LineChatServer;
 
 /// Makes the name `linechat` (and `lc`) known, once; an error when another format has it.
 pub fn register() -> Result<Format, FormatTaken> {

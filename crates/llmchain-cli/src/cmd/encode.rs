@@ -69,7 +69,7 @@ pub(crate) fn run(args: EncodeArgs) -> CliResult {
         model: match args.model {
             Some(model) => model,
             None => llmchain::http::providers::for_format(format)
-                .map(|p| p.default_model.to_owned())
+                .map(|p| p.default_model().to_owned())
                 .map_err(|e| CliError::Usage(format!("{e}; or name the model with --model")))?,
         },
         stream: args.stream,

@@ -40,23 +40,27 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
     match args.action {
         Action::Set { provider } => {
             let spec = parse_provider(&provider)?;
-            if spec.key_env.is_empty() {
+            if spec.key_env().is_empty() {
                 return Err(CliError::Usage(format!(
                     "{} takes no key{}",
-                    spec.name,
-                    if spec.credentials_help.is_empty() {
+                    spec.name(),
+                    if spec.credentials_help().is_empty() {
                         String::new()
                     } else {
-                        format!(" (it uses {})", spec.credentials_help)
+                        format!(" (it uses {})", spec.credentials_help())
                     }
                 )));
             }
-            let key = read_key(spec.name)?;
+            let key = read_key(spec.name())?;
             let mut keys = crate::keys::load()?;
-            keys.insert(spec.name.to_owned(), key);
+            keys.insert(spec.name().to_owned(), key);
             let path = crate::keys::save(&keys)?;
-            eprintln!("stored the key of {} in {}", spec.name, path.display());
-            if let Some(var) = spec.key_env.iter().find(|v| std::env::var_os(v).is_some()) {
+            eprintln!("stored the key of {} in {}", spec.name(), path.display());
+            if let Some(var) = spec
+                .key_env()
+                .iter()
+                .find(|v| std::env::var_os(v).is_some())
+            {
                 eprintln!("note: {var} is set in this environment, and wins over the file");
             }
             Ok(())
@@ -65,10 +69,10 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
             let keys = crate::keys::load()?;
             for spec in llmchain::http::providers::PROVIDERS {
                 let env = spec
-                    .key_env
+                    .key_env()
                     .iter()
                     .find(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
-                let where_ = match (env, keys.contains_key(spec.name)) {
+                let where_ = match (env, keys.contains_key(spec.name())) {
                     (Some(var), true) => {
                         format!("{var} (environment; the keys file's is not used)")
                     }
@@ -76,7 +80,7 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
                     (None, true) => "keys file".to_owned(),
                     (None, false) => continue,
                 };
-                outln!("{:<18} {where_}", spec.name);
+                outln!("{:<18} {where_}", spec.name());
             }
             // Names the file holds that are no provider (a typo, an old name).
             for name in keys.keys() {
@@ -90,7 +94,7 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
             Ok(())
         }
         Action::Remove { provider } => {
-            let name = llmchain::http::provider(&provider).map_or(provider.as_str(), |s| s.name);
+            let name = llmchain::http::provider(&provider).map_or(provider.as_str(), |s| s.name());
             let mut keys = crate::keys::load()?;
             if keys.remove(name).is_none() {
                 return Err(CliError::Usage(format!("no key stored for {name}")));

@@ -41,12 +41,12 @@ pub(crate) fn run(args: ModelsArgs) -> CliResult {
     let model_err = |e: llmchain::model::ModelError| {
         CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string())))
     };
-    let mut http = HttpModelConfig::for_provider(spec, spec.default_model)
+    let mut http = HttpModelConfig::for_provider(spec, spec.default_model())
         .read_env(crate::keys::lookup_for(spec)?)
         .map_err(model_err)?;
     // The profile's base URL is for its own provider.
     let base_url = args.base_url.clone().or_else(|| {
-        (profile.provider.as_deref().unwrap_or("openai") == spec.name)
+        (profile.provider.as_deref().unwrap_or("openai") == spec.name())
             .then(|| profile.base_url.clone())
             .flatten()
     });
@@ -63,7 +63,7 @@ pub(crate) fn run(args: ModelsArgs) -> CliResult {
     if args.json {
         outln!(
             "{}",
-            serde_json::json!({"provider": spec.name, "models": models, "aliases": config.aliases})
+            serde_json::json!({"provider": spec.name(), "models": models, "aliases": config.aliases})
         );
         return Ok(());
     }
@@ -72,7 +72,7 @@ pub(crate) fn run(args: ModelsArgs) -> CliResult {
         outln!("{}", crate::shown::inline(m, 200));
     }
     if models.is_empty() {
-        eprintln!("{} lists no models", spec.name);
+        eprintln!("{} lists no models", spec.name());
     }
     if !config.aliases.is_empty() {
         eprintln!("aliases (config file):");

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision};
-use llmchain::http::ProviderSpec;
+use llmchain::http::Provider;
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::StreamEvent;
 use llmchain_store::{
@@ -262,7 +262,7 @@ fn job_of(
                     .filter(|m| !m.is_empty())
             })
             .or_else(|| same_provider.then(|| base.model.clone()))
-            .unwrap_or_else(|| spec.default_model.to_owned()),
+            .unwrap_or_else(|| spec.default_model().to_owned()),
         base_url: args
             .base_url
             .clone()
@@ -366,7 +366,7 @@ fn check_recorded(
     }
     // Where this user's configuration sends requests: the profile's or the flag's base
     // URL, else the provider's environment variable.
-    let env_vars = parse_provider(&job.provider).map_or(&[][..], |s| s.base_url_env);
+    let env_vars = parse_provider(&job.provider).map_or(&[][..], |s| s.base_url_env());
     let configured = job.base_url.clone().or_else(|| {
         env_vars
             .iter()
@@ -594,7 +594,7 @@ async fn agent(
 ) -> CliResult {
     let attached = {
         let spec = parse_provider(&job.provider)?;
-        crate::attach::parts(&args.attachments, &cwd, (spec.codec)(), spec.name)?
+        crate::attach::parts(&args.attachments, &cwd, spec.codec(), spec.name())?
     };
     if !attached.is_empty() && prompt.is_none() {
         return Err(CliError::Usage("-a attaches to a prompt: give one".into()));
@@ -972,12 +972,12 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
 }
 
 /// A one-line error that says what to set (the provider's own variables).
-fn explain(e: &ChainError, spec: &ProviderSpec) -> String {
+fn explain(e: &ChainError, spec: &dyn Provider) -> String {
     let model_error = match e {
         ChainError::Model(m) | ChainError::AllFallbacksFailed(m) => Some(m),
         _ => None,
     };
-    let base = match spec.base_url_env.first() {
+    let base = match spec.base_url_env().first() {
         Some(v) => format!("--base-url or {v}"),
         None => "--base-url".to_owned(),
     };
@@ -988,10 +988,10 @@ fn explain(e: &ChainError, spec: &ProviderSpec) -> String {
         Some(ModelError::Http {
             status: 401 | 403, ..
         }) => {
-            if spec.key_env.is_empty() {
+            if spec.key_env().is_empty() {
                 String::new()
             } else {
-                format!(" (check {})", spec.key_env.join(" or "))
+                format!(" (check {})", spec.key_env().join(" or "))
             }
         }
         Some(ModelError::Http { status: 404, .. }) => {

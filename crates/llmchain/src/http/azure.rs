@@ -11,10 +11,10 @@ use std::sync::Arc;
 use super::auth::{Auth, KeyHeader};
 use super::config::{ApiKey, HttpModelConfig};
 use super::providers::{
-    ModelList, OPENAI_SPEC, ProviderSpec, Route, RouteContext, SettingSpec, data_ids, key_auth,
+    ModelList, OpenAiApi, Provider, Route, RouteContext, SettingSpec, data_ids, key_auth,
 };
 use crate::model::ModelError;
-use crate::provider::{Codec, Format};
+use crate::provider::Codec;
 
 const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
@@ -31,83 +31,110 @@ const SETTINGS: &[SettingSpec] = &[
     },
 ];
 
-fn chat_route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
-    Ok(match c.setting("api_version") {
+fn chat_route(c: &RouteContext<'_>) -> Route {
+    match c.setting("api_version") {
         Some(v) => Route::path(format!(
             "/openai/deployments/{}/chat/completions",
             c.model_segment
         ))
         .query("api-version", v),
         None => Route::path("/openai/v1/chat/completions"),
-    })
+    }
 }
 
-fn responses_route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
-    Ok(match c.setting("api_version") {
+fn responses_route(c: &RouteContext<'_>) -> Route {
+    match c.setting("api_version") {
         Some(v) => Route::path("/openai/responses").query("api-version", v),
         None => Route::path("/openai/v1/responses"),
-    })
-}
-
-fn auth(config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
-    key_auth(config, "api-key", "")
-}
-
-/// Without a key, an Entra ID token from `AZURE_OPENAI_AD_TOKEN` (a bearer token).
-fn from_env(
-    config: &mut HttpModelConfig,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), ModelError> {
-    if config.api_key.is_none()
-        && config.auth.is_none()
-        && let Some(token) = lookup("AZURE_OPENAI_AD_TOKEN")
-    {
-        config.auth = Some(Arc::new(KeyHeader::bearer(&ApiKey::new(token.trim()))?));
     }
-    Ok(())
 }
 
-fn chat_codec() -> &'static dyn Codec {
-    Format::OPENAI_CHAT.codec()
+/// Azure OpenAI, speaking Chat Completions or Responses.
+struct Azure {
+    api: OpenAiApi,
 }
 
-fn responses_codec() -> &'static dyn Codec {
-    Format::OPENAI_RESPONSES.codec()
+impl Provider for Azure {
+    fn name(&self) -> &'static str {
+        match self.api {
+            OpenAiApi::Chat => "azure",
+            OpenAiApi::Responses => "azure_responses",
+        }
+    }
+    fn codec(&self) -> &'static dyn Codec {
+        self.api.codec()
+    }
+    fn default_model(&self) -> &'static str {
+        "gpt-4.1"
+    }
+    fn base_url_template(&self) -> &'static str {
+        "https://{resource}.openai.azure.com"
+    }
+    fn route(&self, c: &RouteContext<'_>) -> Result<Route, ModelError> {
+        Ok(match self.api {
+            OpenAiApi::Chat => chat_route(c),
+            OpenAiApi::Responses => responses_route(c),
+        })
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        match self.api {
+            OpenAiApi::Chat => &["azure_openai"],
+            OpenAiApi::Responses => &[],
+        }
+    }
+    fn genai_name(&self) -> &'static str {
+        "azure.ai.openai"
+    }
+    fn summary(&self) -> &'static str {
+        match self.api {
+            OpenAiApi::Chat => "Azure OpenAI, Chat Completions (model = deployment name)",
+            OpenAiApi::Responses => "Azure OpenAI, Responses",
+        }
+    }
+    fn base_url_env(&self) -> &'static [&'static str] {
+        &["AZURE_OPENAI_ENDPOINT"]
+    }
+    fn key_env(&self) -> &'static [&'static str] {
+        &["AZURE_OPENAI_API_KEY"]
+    }
+    fn settings(&self) -> &'static [SettingSpec] {
+        SETTINGS
+    }
+    fn auth(&self, config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
+        key_auth(config, "api-key", "")
+    }
+    /// Without a key, an Entra ID token from `AZURE_OPENAI_AD_TOKEN` (a bearer token).
+    fn read_env(
+        &self,
+        config: &mut HttpModelConfig,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ModelError> {
+        if config.api_key.is_none()
+            && config.auth.is_none()
+            && let Some(token) = lookup("AZURE_OPENAI_AD_TOKEN")
+        {
+            config.auth = Some(Arc::new(KeyHeader::bearer(&ApiKey::new(token.trim()))?));
+        }
+        Ok(())
+    }
+    fn models(&self) -> Option<ModelList> {
+        // The v1 API lists the resource's models (a deployment's name is what --model takes).
+        Some(ModelList {
+            route: |_| Ok(Route::path("/openai/v1/models")),
+            parse: data_ids,
+        })
+    }
+    fn trim_base_suffixes(&self) -> &'static [&'static str] {
+        &["/openai/v1", "/openai"]
+    }
 }
 
 /// Azure OpenAI, Chat Completions.
-pub static AZURE: ProviderSpec = AZURE_SPEC;
-
-/// Azure OpenAI, Responses.
-pub static AZURE_RESPONSES: ProviderSpec = ProviderSpec {
-    name: "azure_responses",
-    aliases: &[],
-    summary: "Azure OpenAI, Responses",
-    codec: responses_codec,
-    route: responses_route,
-    ..AZURE_SPEC
+pub static AZURE: &dyn Provider = &Azure {
+    api: OpenAiApi::Chat,
 };
 
-const AZURE_SPEC: ProviderSpec = ProviderSpec {
-    name: "azure",
-    genai_name: "azure.ai.openai",
-    aliases: &["azure_openai"],
-    summary: "Azure OpenAI, Chat Completions (model = deployment name)",
-    codec: chat_codec,
-    default_model: "gpt-4.1",
-    default_base_url: "https://{resource}.openai.azure.com",
-    base_url_env: &["AZURE_OPENAI_ENDPOINT"],
-    key_env: &["AZURE_OPENAI_API_KEY"],
-    key_required: true,
-    settings: SETTINGS,
-    route: chat_route,
-    auth,
-    from_env: Some(from_env),
-    trim_base_suffixes: &["/openai/v1", "/openai"],
-    // The v1 API lists the resource's models (a deployment's name is what --model takes).
-    models: Some(ModelList {
-        route: |_| Ok(Route::path("/openai/v1/models")),
-        parse: data_ids,
-    }),
-    ..OPENAI_SPEC
+/// Azure OpenAI, Responses.
+pub static AZURE_RESPONSES: &dyn Provider = &Azure {
+    api: OpenAiApi::Responses,
 };

@@ -194,7 +194,7 @@ impl HttpModel {
                 .strip_prefix("models/")
                 .unwrap_or(&config.model),
         );
-        let route = (config.spec.route)(&RouteContext {
+        let route = config.spec.route(&RouteContext {
             model_segment: &model_path,
             model: &config.model,
             stream: config.stream,
@@ -209,10 +209,10 @@ impl HttpModel {
         let headers = build_headers(&config)?;
         let auth = match &config.auth {
             Some(a) => Some(a.clone()),
-            None => (config.spec.auth)(&config)?,
+            None => config.spec.auth(&config)?,
         };
         Ok(HttpModel {
-            codec: (config.spec.codec)(),
+            codec: config.spec.codec(),
             auth,
             config,
             client,
@@ -256,10 +256,7 @@ impl HttpModel {
             extra: self.config.extra.clone(),
         };
         let body = self.codec.encode(conversation, &opts)?;
-        match self.config.spec.prepare_body {
-            Some(prepare) => prepare(body),
-            None => Ok(body),
-        }
+        self.config.spec.prepare_body(body)
     }
 
     /// The models the provider serves, as `model` takes them (its
@@ -268,7 +265,7 @@ impl HttpModel {
     /// models over this API.
     pub async fn list_models(&self) -> Result<Vec<String>, ModelError> {
         let provider = &self.config.provider;
-        let Some(list) = self.config.spec.models else {
+        let Some(list) = self.config.spec.models() else {
             return Err(config_err(format!(
                 "{provider} does not list its models over this API"
             )));
@@ -577,7 +574,7 @@ async fn read_capped(
 fn build_headers(config: &HttpModelConfig) -> Result<HeaderMap, ModelError> {
     let mut h = HeaderMap::new();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for (name, value) in config.spec.headers {
+    for (name, value) in config.spec.headers() {
         h.insert(
             HeaderName::from_static(name),
             HeaderValue::from_static(value),
@@ -586,7 +583,7 @@ fn build_headers(config: &HttpModelConfig) -> Result<HeaderMap, ModelError> {
     if config.stream {
         h.insert(
             reqwest::header::ACCEPT,
-            HeaderValue::from_static(config.spec.stream_accept),
+            HeaderValue::from_static(config.spec.stream_accept()),
         );
     }
     for (name, value) in &config.headers {
@@ -728,7 +725,7 @@ impl Run<'_> {
                         .get(CONTENT_TYPE)
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
-                    !ct.starts_with("application/json") || model.config.spec.stream_may_be_json
+                    !ct.starts_with("application/json") || model.config.spec.stream_may_be_json()
                 };
                 if is_stream {
                     self.phase = Phase::Streaming {
@@ -912,12 +909,12 @@ impl ChatModel for HttpModel {
         &self.config.provider
     }
 
-    /// The provider's [`genai_name`](crate::http::providers::ProviderSpec::genai_name),
+    /// The provider's [`genai_name`](crate::http::providers::Provider::genai_name),
     /// or the display name the config was given instead of the provider's own.
     fn genai_provider_name(&self) -> &str {
         let spec = self.config.spec;
-        if self.config.provider == spec.name {
-            spec.genai_name
+        if self.config.provider == spec.name() {
+            spec.genai_name()
         } else {
             &self.config.provider
         }

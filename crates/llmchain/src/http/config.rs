@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::auth::Auth;
-use super::providers::{self, ProviderSpec};
+use super::providers::{self, Provider};
 use crate::model::ModelError;
 use crate::provider::Format;
 
@@ -127,7 +127,7 @@ impl RetryPolicy {
 #[derive(Clone)]
 pub struct HttpModelConfig {
     /// The provider: its codec, routes, auth, defaults ([`providers`](super::providers)).
-    pub spec: &'static ProviderSpec,
+    pub spec: &'static dyn Provider,
     /// The model id (a deployment name on Azure, a model or inference-profile id or ARN
     /// on Bedrock).
     pub model: String,
@@ -182,7 +182,7 @@ impl fmt::Debug for HttpModelConfig {
             .unwrap_or_else(|| "(not a URL)".to_owned());
         let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpModelConfig")
-            .field("provider", &self.spec.name)
+            .field("provider", &self.spec.name())
             .field("model", &self.model)
             .field("api_key", &self.api_key)
             .field("auth", &self.auth)
@@ -211,7 +211,7 @@ impl HttpModelConfig {
 
     /// A config with defaults for `spec`, one of [`providers::PROVIDERS`] or a
     /// provider of your own.
-    pub fn for_provider(spec: &'static ProviderSpec, model: impl Into<String>) -> Self {
+    pub fn for_provider(spec: &'static dyn Provider, model: impl Into<String>) -> Self {
         HttpModelConfig {
             spec,
             model: model.into(),
@@ -219,7 +219,7 @@ impl HttpModelConfig {
             auth: None,
             base_url: String::new(),
             settings: spec
-                .settings
+                .settings()
                 .iter()
                 .filter_map(|s| Some((s.key.to_owned(), s.default?.to_owned())))
                 .collect(),
@@ -230,7 +230,7 @@ impl HttpModelConfig {
             max_tokens: None,
             temperature: None,
             extra: Map::new(),
-            provider: spec.name.to_owned(),
+            provider: spec.name().to_owned(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
@@ -242,27 +242,27 @@ impl HttpModelConfig {
 
     /// OpenAI Chat Completions (also any compatible server: set [`base_url`](Self::base_url)).
     pub fn openai(model: impl Into<String>) -> Self {
-        Self::for_provider(&providers::OPENAI, model)
+        Self::for_provider(providers::OPENAI, model)
     }
 
     /// OpenAI Responses.
     pub fn openai_responses(model: impl Into<String>) -> Self {
-        Self::for_provider(&providers::OPENAI_RESPONSES, model)
+        Self::for_provider(providers::OPENAI_RESPONSES, model)
     }
 
     /// Anthropic Messages.
     pub fn anthropic(model: impl Into<String>) -> Self {
-        Self::for_provider(&providers::ANTHROPIC, model)
+        Self::for_provider(providers::ANTHROPIC, model)
     }
 
     /// Google Gemini.
     pub fn gemini(model: impl Into<String>) -> Self {
-        Self::for_provider(&providers::GEMINI, model)
+        Self::for_provider(providers::GEMINI, model)
     }
 
     /// Ollama's native `/api/chat` (no key).
     pub fn ollama(model: impl Into<String>) -> Self {
-        Self::for_provider(&providers::OLLAMA, model)
+        Self::for_provider(providers::OLLAMA, model)
     }
 
     /// The wire format.
@@ -282,7 +282,7 @@ impl HttpModelConfig {
     /// error only when the check in [`validate`](Self::validate) says so (the
     /// provider's own endpoint).
     pub fn from_env_for(
-        spec: &'static ProviderSpec,
+        spec: &'static dyn Provider,
         model: impl Into<String>,
     ) -> Result<Self, ModelError> {
         Self::from_lookup_for(spec, model, |k| std::env::var(k).ok())
@@ -299,7 +299,7 @@ impl HttpModelConfig {
 
     /// As [`from_env_for`](Self::from_env_for) with a custom variable lookup.
     pub fn from_lookup_for(
-        spec: &'static ProviderSpec,
+        spec: &'static dyn Provider,
         model: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelError> {
@@ -315,20 +315,18 @@ impl HttpModelConfig {
     pub fn read_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
         let spec = self.spec;
         let get = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
-        if let Some(key) = providers::key_from(spec.key_env, &get) {
+        if let Some(key) = providers::key_from(spec.key_env(), &get) {
             self.api_key = Some(key);
         }
-        if let Some(url) = spec.base_url_env.iter().find_map(|k| get(k)) {
+        if let Some(url) = spec.base_url_env().iter().find_map(|k| get(k)) {
             self.base_url = url;
         }
-        for s in spec.settings {
+        for s in spec.settings() {
             if let Some(v) = s.env.iter().find_map(|k| get(k)) {
                 self.settings.insert(s.key.to_owned(), v.trim().to_owned());
             }
         }
-        if let Some(read) = spec.from_env {
-            read(&mut self, &get)?;
-        }
+        spec.read_env(&mut self, &get)?;
         Ok(self)
     }
 
@@ -433,7 +431,7 @@ impl HttpModelConfig {
                 "the base URL for {} must start with http:// or https:// (got {url:?}{})",
                 self.provider,
                 self.spec
-                    .base_url_env
+                    .base_url_env()
                     .first()
                     .map(|v| format!("; set {v}"))
                     .unwrap_or_default()
@@ -441,18 +439,18 @@ impl HttpModelConfig {
         }
         let at_default =
             self.base_url.trim().is_empty() || url == self.default_base_url().unwrap_or_default();
-        if self.spec.key_required && at_default && self.api_key.is_none() && self.auth.is_none() {
-            let mut vars = self.spec.key_env.join(" or ");
-            if !self.spec.credentials_help.is_empty() {
+        if self.spec.key_required() && at_default && self.api_key.is_none() && self.auth.is_none() {
+            let mut vars = self.spec.key_env().join(" or ");
+            if !self.spec.credentials_help().is_empty() {
                 vars = if vars.is_empty() {
-                    self.spec.credentials_help.to_owned()
+                    self.spec.credentials_help().to_owned()
                 } else {
-                    format!("{}, or {vars}", self.spec.credentials_help)
+                    format!("{}, or {vars}", self.spec.credentials_help())
                 };
             }
             let base = self
                 .spec
-                .base_url_env
+                .base_url_env()
                 .first()
                 .map(|v| format!(" (or {v} for a compatible server without a key)"))
                 .unwrap_or_default();
@@ -466,10 +464,7 @@ impl HttpModelConfig {
 
     /// The provider's default base URL with its settings filled in.
     pub fn default_base_url(&self) -> Result<String, ModelError> {
-        match self.spec.default_base_url_fn {
-            Some(f) => f(self.spec, &self.settings),
-            None => fill(self.spec.default_base_url, self.spec, &self.settings),
-        }
+        self.spec.default_base_url(&self.settings)
     }
 
     /// The base URL requests go under: the one set, else the provider's default; with
@@ -484,13 +479,13 @@ impl HttpModelConfig {
         } else {
             given.to_owned()
         };
-        if let Some(scheme) = self.spec.bare_host_scheme
+        if let Some(scheme) = self.spec.bare_host_scheme()
             && !url.contains("://")
         {
             url = format!("{scheme}://{url}");
         }
         let mut url = url.trim_end_matches('/').to_owned();
-        for suffix in self.spec.trim_base_suffixes {
+        for suffix in self.spec.trim_base_suffixes() {
             if let Some(cut) = url.strip_suffix(suffix) {
                 url = cut.to_owned();
                 break;
@@ -503,53 +498,6 @@ impl HttpModelConfig {
     pub fn normalized_base_url(&self) -> String {
         self.resolved_base_url().unwrap_or_default()
     }
-}
-
-/// `template` with each `{setting}` replaced by its value, or an error naming the
-/// variable to set.
-pub(crate) fn fill(
-    template: &str,
-    spec: &ProviderSpec,
-    settings: &BTreeMap<String, String>,
-) -> Result<String, ModelError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let Some(close) = rest[open..].find('}') else {
-            break;
-        };
-        let key = &rest[open + 1..open + close];
-        match settings.get(key).filter(|v| !v.is_empty()) {
-            Some(v) if v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => out.push_str(v),
-            Some(v) => {
-                return Err(ModelError::Config(format!(
-                    "the {key} setting of {} is {v:?}: only letters, digits and '-' make a host name",
-                    spec.name
-                )));
-            }
-            None => {
-                let vars = spec
-                    .settings
-                    .iter()
-                    .find(|s| s.key == key)
-                    .map(|s| s.env.join(" or "))
-                    .unwrap_or_default();
-                let base = spec
-                    .base_url_env
-                    .first()
-                    .map(|v| format!(", or the whole base URL with {v}"))
-                    .unwrap_or_default();
-                return Err(ModelError::Config(format!(
-                    "{} needs its {key}: set {vars}{base} (or HttpModelConfig::setting(\"{key}\", ...))",
-                    spec.name
-                )));
-            }
-        }
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]

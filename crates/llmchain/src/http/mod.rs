@@ -6,7 +6,7 @@
 //! streamed bytes go through [`Codec::stream_decoder`](crate::provider::Codec::stream_decoder)
 //! as they arrive, so each decoded event reaches the caller as soon as its bytes do.
 //!
-//! Each provider is one [`providers::ProviderSpec`] in
+//! Each provider is one [`providers::Provider`] in
 //! [`providers::PROVIDERS`]: its codec, the route of a request for a model, its auth
 //! (a key header, request signing, cached tokens: [`Auth`]), its headers, default model
 //! and the environment variables it reads. [`HttpModel`] holds no `match` over them.
@@ -63,4 +63,4 @@ pub use auth::{Auth, AuthFuture, BearerTokens, KeyHeader, Token, TokenFuture, To
 pub use client::HttpModel;
 pub use config::{ApiKey, DEFAULT_MAX_RESPONSE_BYTES, HttpModelConfig, RetryPolicy, Timeouts};
 pub use error_body::{provider_message, reported_headers, retry_after};
-pub use providers::{ProviderSpec, provider};
+pub use providers::{Provider, provider};

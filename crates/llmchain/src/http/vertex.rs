@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 
 use super::auth::{Auth, BearerTokens, Token, TokenFuture, TokenSource};
 use super::config::{ApiKey, HttpModelConfig};
-use super::providers::{ProviderSpec, Route, RouteContext, SettingSpec, key_auth};
+use super::providers::{Provider, Route, RouteContext, SettingSpec, key_auth};
 use crate::model::{Cause, ModelError};
 use crate::provider::{Codec, Format};
 
@@ -59,7 +59,7 @@ const SETTINGS: &[SettingSpec] = &[
 ];
 
 /// Project ids and locations go into the host and the path: letters, digits and `-`.
-fn checked<'a>(spec: &ProviderSpec, key: &str, value: &'a str) -> Result<&'a str, ModelError> {
+fn checked<'a>(spec: &dyn Provider, key: &str, value: &'a str) -> Result<&'a str, ModelError> {
     if !value.is_empty()
         && value
             .bytes()
@@ -69,7 +69,7 @@ fn checked<'a>(spec: &ProviderSpec, key: &str, value: &'a str) -> Result<&'a str
     } else {
         Err(ModelError::Config(format!(
             "the {key} setting of {} is {value:?}: only letters, digits and '-' make a {key}",
-            spec.name
+            spec.name()
         )))
     }
 }
@@ -84,7 +84,7 @@ pub fn host(location: &str) -> String {
 }
 
 fn location<'a>(
-    spec: &ProviderSpec,
+    spec: &dyn Provider,
     settings: &'a BTreeMap<String, String>,
 ) -> Result<&'a str, ModelError> {
     match settings.get("location").filter(|l| !l.is_empty()) {
@@ -94,7 +94,7 @@ fn location<'a>(
 }
 
 fn base_url(
-    spec: &ProviderSpec,
+    spec: &dyn Provider,
     settings: &BTreeMap<String, String>,
 ) -> Result<String, ModelError> {
     // Express mode (no project) is served from the global host only.
@@ -106,7 +106,7 @@ fn base_url(
 
 /// `/v1/projects/{p}/locations/{l}/publishers/{publisher}/models`.
 fn project_models(
-    spec: &ProviderSpec,
+    spec: &dyn Provider,
     c: &RouteContext<'_>,
     publisher: &str,
 ) -> Result<String, ModelError> {
@@ -118,12 +118,12 @@ fn project_models(
     ))
 }
 
-fn no_project(spec: &ProviderSpec) -> ModelError {
+fn no_project(spec: &dyn Provider) -> ModelError {
     ModelError::Config(format!(
         "{} needs its Google Cloud project: set GOOGLE_VERTEX_PROJECT (or GOOGLE_CLOUD_PROJECT), \
          or point GOOGLE_APPLICATION_CREDENTIALS at a service-account key that names it{}",
-        spec.name,
-        if spec.key_env.is_empty() {
+        spec.name(),
+        if spec.key_env().is_empty() {
             ""
         } else {
             "; or give GOOGLE_VERTEX_API_KEY for express mode"
@@ -138,7 +138,7 @@ fn gemini_route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
         "generateContent"
     };
     let models = match c.setting("project") {
-        Some(_) => project_models(&VERTEX, c, "google")?,
+        Some(_) => project_models(VERTEX, c, "google")?,
         None => "/v1/publishers/google/models".to_owned(),
     };
     let route = Route::path(format!("{models}/{}:{method}", c.model_segment));
@@ -150,7 +150,7 @@ fn gemini_route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
 }
 
 fn anthropic_route(c: &RouteContext<'_>) -> Result<Route, ModelError> {
-    let models = project_models(&VERTEX_ANTHROPIC, c, "anthropic")?;
+    let models = project_models(VERTEX_ANTHROPIC, c, "anthropic")?;
     let method = if c.stream {
         "streamRawPredict"
     } else {
@@ -171,14 +171,6 @@ fn anthropic_body(body: Vec<u8>) -> Result<Vec<u8>, ModelError> {
     v.remove("model");
     v.insert("anthropic_version".into(), ANTHROPIC_VERSION.into());
     serde_json::to_vec(&v).map_err(|e| ModelError::Config(e.to_string()))
-}
-
-fn gemini_codec() -> &'static dyn Codec {
-    Format::GEMINI.codec()
-}
-
-fn anthropic_codec() -> &'static dyn Codec {
-    Format::ANTHROPIC.codec()
 }
 
 /// Google OAuth tokens from `gcp_auth`: a service account's, or the application
@@ -299,103 +291,164 @@ fn read_key_file(path: &str) -> Result<String, ModelError> {
     Ok(text)
 }
 
-/// Credentials and the project: see the module's docs.
-fn from_env(
-    config: &mut HttpModelConfig,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), ModelError> {
-    if config.api_key.is_some() && !config.spec.key_env.is_empty() {
-        // Express mode: the key stands for the project (as Google's own SDK does).
-        if config.auth.is_none() {
-            config.settings.remove("project");
-        }
-        return Ok(());
-    }
-    if config.auth.is_some() {
-        return Ok(());
-    }
-    let tokens = match lookup("GOOGLE_APPLICATION_CREDENTIALS") {
-        Some(path) => {
-            let text = read_key_file(path.trim())?;
-            let kind = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("type")?.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            if kind != "service_account" {
-                return Err(ModelError::Config(format!(
-                    "GOOGLE_APPLICATION_CREDENTIALS names a {} file; llmchain reads service-account \
-                     keys there. For your own account, unset it and run `gcloud auth \
-                     application-default login`",
-                    if kind.is_empty() {
-                        "non-credential"
-                    } else {
-                        &kind
-                    }
-                )));
-            }
-            let (tokens, project) = GoogleTokens::service_account(&text)?;
-            if let Some(p) = project
-                && !config.settings.contains_key("project")
-            {
-                config.settings.insert("project".into(), p);
-            }
-            tokens
-        }
-        None => GoogleTokens::application_default(),
-    };
-    if !config.settings.contains_key("project") {
-        return Err(no_project(config.spec));
-    }
-    config.auth = Some(Arc::new(BearerTokens::new(Arc::new(tokens))) as Arc<dyn Auth>);
-    Ok(())
-}
-
 const CREDENTIALS: &str = "GOOGLE_APPLICATION_CREDENTIALS (a service-account key file), \
                            gcloud's application default credentials";
 
-/// Gemini on Vertex AI.
-pub static VERTEX: ProviderSpec = VERTEX_SPEC;
+/// Vertex AI serving one publisher's models.
+struct Vertex {
+    /// Anthropic's models (the Messages format) rather than Google's (Gemini).
+    anthropic: bool,
+}
 
-const VERTEX_SPEC: ProviderSpec = ProviderSpec {
-    name: "vertex",
-    genai_name: "gcp.vertex_ai",
-    aliases: &["vertex_gemini", "google_vertex"],
-    summary: "Google Vertex AI, Gemini (service account, application default credentials, or an express-mode key)",
-    codec: gemini_codec,
-    default_model: "gemini-2.5-flash",
-    default_base_url: "https://{location}-aiplatform.googleapis.com",
-    default_base_url_fn: Some(base_url),
-    base_url_env: &["GOOGLE_VERTEX_BASE_URL"],
-    key_env: &["GOOGLE_VERTEX_API_KEY"],
-    key_required: true,
-    credentials_help: CREDENTIALS,
-    settings: SETTINGS,
-    headers: &[],
-    stream_accept: "text/event-stream",
-    stream_may_be_json: false,
-    route: gemini_route,
-    auth: |c| key_auth(c, "x-goog-api-key", ""),
-    from_env: Some(from_env),
-    prepare_body: None,
-    // The Model Garden's publisher models are listed by another API (v1beta1).
-    models: None,
-    bare_host_scheme: None,
-    trim_base_suffixes: &["/v1"],
-};
+impl Provider for Vertex {
+    fn name(&self) -> &'static str {
+        if self.anthropic {
+            "vertex-anthropic"
+        } else {
+            "vertex"
+        }
+    }
+    fn codec(&self) -> &'static dyn Codec {
+        if self.anthropic {
+            Format::ANTHROPIC.codec()
+        } else {
+            Format::GEMINI.codec()
+        }
+    }
+    fn default_model(&self) -> &'static str {
+        if self.anthropic {
+            "claude-sonnet-4-5@20250929"
+        } else {
+            "gemini-2.5-flash"
+        }
+    }
+    fn base_url_template(&self) -> &'static str {
+        "https://{location}-aiplatform.googleapis.com"
+    }
+    fn default_base_url(&self, settings: &BTreeMap<String, String>) -> Result<String, ModelError> {
+        base_url(self, settings)
+    }
+    fn route(&self, c: &RouteContext<'_>) -> Result<Route, ModelError> {
+        if self.anthropic {
+            anthropic_route(c)
+        } else {
+            gemini_route(c)
+        }
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        if self.anthropic {
+            &["vertex_anthropic"]
+        } else {
+            &["vertex_gemini", "google_vertex"]
+        }
+    }
+    fn genai_name(&self) -> &'static str {
+        "gcp.vertex_ai"
+    }
+    fn summary(&self) -> &'static str {
+        if self.anthropic {
+            "Anthropic's models on Google Vertex AI (service account or application default credentials)"
+        } else {
+            "Google Vertex AI, Gemini (service account, application default credentials, or an express-mode key)"
+        }
+    }
+    fn base_url_env(&self) -> &'static [&'static str] {
+        &["GOOGLE_VERTEX_BASE_URL"]
+    }
+    fn key_env(&self) -> &'static [&'static str] {
+        // Express mode (a key, no project) serves Gemini only.
+        if self.anthropic {
+            &[]
+        } else {
+            &["GOOGLE_VERTEX_API_KEY"]
+        }
+    }
+    fn key_required(&self) -> bool {
+        true
+    }
+    fn credentials_help(&self) -> &'static str {
+        CREDENTIALS
+    }
+    fn settings(&self) -> &'static [SettingSpec] {
+        SETTINGS
+    }
+    fn auth(&self, config: &HttpModelConfig) -> Result<Option<Arc<dyn Auth>>, ModelError> {
+        if self.anthropic {
+            Ok(None)
+        } else {
+            key_auth(config, "x-goog-api-key", "")
+        }
+    }
+    /// Credentials and the project: see the module's docs.
+    fn read_env(
+        &self,
+        config: &mut HttpModelConfig,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ModelError> {
+        if config.api_key.is_some() && !config.spec.key_env().is_empty() {
+            // Express mode: the key stands for the project (as Google's own SDK does).
+            if config.auth.is_none() {
+                config.settings.remove("project");
+            }
+            return Ok(());
+        }
+        if config.auth.is_some() {
+            return Ok(());
+        }
+        let tokens = match lookup("GOOGLE_APPLICATION_CREDENTIALS") {
+            Some(path) => {
+                let text = read_key_file(path.trim())?;
+                let kind = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("type")?.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                if kind != "service_account" {
+                    return Err(ModelError::Config(format!(
+                        "GOOGLE_APPLICATION_CREDENTIALS names a {} file; llmchain reads service-account \
+                         keys there. For your own account, unset it and run `gcloud auth \
+                         application-default login`",
+                        if kind.is_empty() {
+                            "non-credential"
+                        } else {
+                            &kind
+                        }
+                    )));
+                }
+                let (tokens, project) = GoogleTokens::service_account(&text)?;
+                if let Some(p) = project
+                    && !config.settings.contains_key("project")
+                {
+                    config.settings.insert("project".into(), p);
+                }
+                tokens
+            }
+            None => GoogleTokens::application_default(),
+        };
+        if !config.settings.contains_key("project") {
+            return Err(no_project(config.spec));
+        }
+        config.auth = Some(Arc::new(BearerTokens::new(Arc::new(tokens))) as Arc<dyn Auth>);
+        Ok(())
+    }
+    fn prepare_body(&self, body: Vec<u8>) -> Result<Vec<u8>, ModelError> {
+        if self.anthropic {
+            anthropic_body(body)
+        } else {
+            Ok(body)
+        }
+    }
+    // The Model Garden's publisher models are listed by another API (v1beta1): no
+    // `models`.
+    fn trim_base_suffixes(&self) -> &'static [&'static str] {
+        &["/v1"]
+    }
+}
+
+/// Gemini on Vertex AI.
+pub static VERTEX: &dyn Provider = &Vertex { anthropic: false };
 
 /// Anthropic's models on Vertex AI.
-pub static VERTEX_ANTHROPIC: ProviderSpec = ProviderSpec {
-    name: "vertex-anthropic",
-    aliases: &["vertex_anthropic"],
-    summary: "Anthropic's models on Google Vertex AI (service account or application default credentials)",
-    codec: anthropic_codec,
-    default_model: "claude-sonnet-4-5@20250929",
-    key_env: &[],
-    route: anthropic_route,
-    auth: |_| Ok(None),
-    prepare_body: Some(anthropic_body),
-    ..VERTEX_SPEC
-};
+pub static VERTEX_ANTHROPIC: &dyn Provider = &Vertex { anthropic: true };
 
 #[cfg(test)]
 mod tests {
@@ -410,7 +463,7 @@ mod tests {
 
     #[test]
     fn the_host_follows_the_location() {
-        let url = |l: &str| base_url(&VERTEX, &settings(&[("project", "p"), ("location", l)]));
+        let url = |l: &str| base_url(VERTEX, &settings(&[("project", "p"), ("location", l)]));
         assert_eq!(url("global").unwrap(), "https://aiplatform.googleapis.com");
         assert_eq!(
             url("us").unwrap(),
@@ -427,7 +480,7 @@ mod tests {
         assert!(url("evil.com/x").is_err());
         // Express mode: the global host whatever the location.
         assert_eq!(
-            base_url(&VERTEX, &settings(&[("location", "us-east5")])).unwrap(),
+            base_url(VERTEX, &settings(&[("location", "us-east5")])).unwrap(),
             "https://aiplatform.googleapis.com"
         );
     }
