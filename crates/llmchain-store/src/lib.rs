@@ -88,6 +88,7 @@ macro_rules! run_columns {
 
 mod any;
 mod assemble;
+mod dialect;
 mod direct;
 mod error;
 mod group_commit;

@@ -14,25 +14,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::assemble;
+use crate::dialect::Dialect;
 use crate::error::{StoreError, StoreResult, message_body, ser};
-use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunKind,
-    RunOptions, RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
+    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunKind, RunOptions,
+    RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
-use crate::recovery::{self, Recovery};
-use crate::review::{Decided, NewReview, Review, ReviewFilter};
 use crate::schema;
 use crate::store::Store;
-use llmchain::chain::HumanDecision;
 
 /// Conversations in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -265,8 +261,8 @@ macro_rules! db_now_once {
 
 /// Checks, inside a transaction, that `lease` is the run's live lease, and locks the
 /// run's row until the transaction ends (so no claim, rescue or cancellation can change
-/// it meanwhile); returns the run's conversation.
-async fn check_lease(conn: &mut PgConnection, lease: &Lease) -> StoreResult<String> {
+/// it meanwhile); returns the run's conversation and the database clock.
+async fn check_lease(conn: &mut PgConnection, lease: &Lease) -> StoreResult<(String, i64)> {
     let row: Option<(LeaseRow, i64)> = sqlx::query_as(concat!(
         "SELECT conversation_id, status, lease_owner, lease_expires_at, epoch, ",
         db_now!(),
@@ -281,7 +277,7 @@ async fn check_lease(conn: &mut PgConnection, lease: &Lease) -> StoreResult<Stri
         },
     );
     let now = row.as_ref().map_or(0, |r| r.1);
-    lease::verdict(row.map(|r| r.0), lease, now)
+    Ok((lease::verdict(row.map(|r| r.0), lease, now)?, now))
 }
 
 /// The conversation's open run, locked for the transaction.
@@ -313,28 +309,6 @@ async fn open_conflict(pool: &PgPool, conversation: &str, e: sqlx::Error) -> Sto
     }
     e.into()
 }
-
-async fn replace_in(
-    conn: &mut PgConnection,
-    id: &str,
-    seq: i64,
-    message: &Message,
-) -> StoreResult<()> {
-    let done = sqlx::query("UPDATE messages SET body = $1 WHERE conversation_id = $2 AND seq = $3")
-        .bind(message_body(message)?)
-        .bind(id)
-        .bind(seq)
-        .execute(&mut *conn)
-        .await?;
-    if done.rows_affected() == 0 {
-        return Err(StoreError::MessageNotFound {
-            conversation: id.into(),
-            seq,
-        });
-    }
-    Ok(())
-}
-
 /// Inserts conversation `new` under `id` with its messages unless one with that id
 /// exists; answers whether it did.
 async fn insert_conversation_in(
@@ -431,7 +405,77 @@ async fn claim_in(
     Ok(row)
 }
 
+impl Dialect for sqlx::Postgres {
+    async fn begin_write(pool: &PgPool) -> StoreResult<sqlx::Transaction<'static, Self>> {
+        Ok(pool.begin().await?)
+    }
+
+    async fn lock_conversation(conn: &mut PgConnection, id: &str) -> StoreResult<()> {
+        sqlx::query("SELECT id FROM conversations WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn lock_run(conn: &mut PgConnection, run_id: &str) -> StoreResult<i64> {
+        let now: Option<i64> = sqlx::query_scalar(concat!(
+            "SELECT ",
+            db_now!(),
+            " FROM runs WHERE id = $1 FOR UPDATE"
+        ))
+        .bind(run_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        Ok(now.unwrap_or_else(now_ms))
+    }
+
+    async fn lock_for_decision(conn: &mut PgConnection, id: &str) -> StoreResult<i64> {
+        // The review's run first, then the review.
+        let now: Option<i64> = sqlx::query_scalar(concat!(
+            "SELECT ",
+            db_now!(),
+            " FROM runs WHERE id = (SELECT run_id FROM reviews WHERE id = $1) FOR UPDATE"
+        ))
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        sqlx::query("SELECT id FROM reviews WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(now.unwrap_or_else(now_ms))
+    }
+
+    async fn check_lease(conn: &mut PgConnection, lease: &Lease) -> StoreResult<(String, i64)> {
+        check_lease(conn, lease).await
+    }
+
+    async fn append_in(
+        conn: &mut PgConnection,
+        id: &str,
+        messages: &[Message],
+    ) -> StoreResult<i64> {
+        append_in(conn, id, messages).await
+    }
+
+    async fn set_status_in(
+        conn: &mut PgConnection,
+        id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        set_status_in(conn, id, call_id, status).await
+    }
+
+    fn affected(result: &sqlx::postgres::PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
 impl Store for PostgresStore {
+    crate::dialect::shared_store_methods!(sqlx::Postgres);
+
     async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
         let id = new.id.clone().unwrap_or_else(new_id);
         let mut tx = self.pool.begin().await?;
@@ -440,21 +484,6 @@ impl Store for PostgresStore {
         }
         tx.commit().await?;
         Ok(id)
-    }
-
-    async fn update_header(&self, id: &str, header: &Conversation) -> StoreResult<()> {
-        let header = assemble::header_json(header)?;
-        let done =
-            sqlx::query("UPDATE conversations SET header = $1, updated_at = $2 WHERE id = $3")
-                .bind(header)
-                .bind(now_ms())
-                .bind(id)
-                .execute(&self.pool)
-                .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::ConversationNotFound(id.into()));
-        }
-        Ok(())
     }
 
     async fn get_conversation(&self, id: &str) -> StoreResult<Option<StoredConversation>> {
@@ -466,17 +495,6 @@ impl Store for PostgresStore {
         let out = read::conversation::<sqlx::Postgres>(&mut tx, id).await?;
         tx.commit().await?;
         Ok(out)
-    }
-
-    async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
-        let rows = sqlx::query(
-            "SELECT id, title, metadata, next_seq, created_at, updated_at FROM conversations \
-             ORDER BY updated_at DESC, id LIMIT $1",
-        )
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        read::summaries(&rows)
     }
 
     async fn list_conversations_tagged(
@@ -543,60 +561,12 @@ impl Store for PostgresStore {
             }
             Writer::Lease(lease) => {
                 let mut tx = self.pool.begin().await?;
-                let conv = check_lease(&mut tx, lease).await?;
+                let (conv, _) = check_lease(&mut tx, lease).await?;
                 let first = append_in(&mut tx, &conv, messages).await?;
                 tx.commit().await?;
                 Ok(first)
             }
         }
-    }
-
-    async fn replace_message(
-        &self,
-        to: Writer<'_>,
-        seq: i64,
-        message: &Message,
-    ) -> StoreResult<()> {
-        match to {
-            Writer::Conversation(id) => {
-                replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
-            }
-            Writer::Lease(lease) => {
-                let mut tx = self.pool.begin().await?;
-                let conv = check_lease(&mut tx, lease).await?;
-                replace_in(&mut tx, &conv, seq, message).await?;
-                Ok(tx.commit().await?)
-            }
-        }
-    }
-
-    async fn superseded_messages(&self, id: &str) -> StoreResult<Vec<crate::model::Superseded>> {
-        let mut conn = self.pool.acquire().await?;
-        crate::truncate::superseded::<sqlx::Postgres>(&mut conn, id).await
-    }
-
-    async fn supersede_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
-        let mut tx = self.pool.begin().await?;
-        let conversation = match to {
-            // The conversation's row lock serialises this with appends.
-            Writer::Conversation(id) => {
-                sqlx::query("SELECT id FROM conversations WHERE id = $1 FOR UPDATE")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-                id.to_owned()
-            }
-            Writer::Lease(lease) => check_lease(&mut tx, lease).await?,
-        };
-        let removed = crate::truncate::messages_from::<sqlx::Postgres>(
-            &mut tx,
-            &conversation,
-            keep,
-            now_ms(),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(removed)
     }
 
     async fn set_tool_status(
@@ -612,42 +582,11 @@ impl Store for PostgresStore {
             }
             Writer::Lease(lease) => {
                 let mut tx = self.pool.begin().await?;
-                let conv = check_lease(&mut tx, lease).await?;
+                let (conv, _) = check_lease(&mut tx, lease).await?;
                 set_status_in(&mut tx, &conv, call_id, status).await?;
                 Ok(tx.commit().await?)
             }
         }
-    }
-
-    async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
-        let mut conn = self.pool.acquire().await?;
-        read::statuses::<sqlx::Postgres>(&mut conn, id).await
-    }
-
-    async fn recover(
-        &self,
-        id: &str,
-        is_idempotent: &(dyn Fn(&str) -> bool + Sync),
-    ) -> StoreResult<Recovery> {
-        let mut tx = self.pool.begin().await?;
-        // Serialises recoveries and appends of this conversation.
-        sqlx::query("SELECT id FROM conversations WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let stored = read::conversation::<sqlx::Postgres>(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
-        let plan = recovery::plan(&stored.conversation, is_idempotent);
-        let (message, statuses) = plan.writes();
-        if let Some(message) = message {
-            append_in(&mut tx, id, &[message]).await?;
-        }
-        for (call_id, status) in statuses {
-            set_status_in(&mut tx, id, call_id, status).await?;
-        }
-        tx.commit().await?;
-        Ok(plan)
     }
 
     async fn enqueue_run(
@@ -685,18 +624,6 @@ impl Store for PostgresStore {
         }
     }
 
-    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
-        read::run::<sqlx::Postgres>(&mut *self.pool.acquire().await?, run_id).await
-    }
-
-    async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
-        read::runs_of::<sqlx::Postgres>(&mut *self.pool.acquire().await?, conversation_id).await
-    }
-
-    async fn list_all_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
-        read::runs_where::<sqlx::Postgres>(&mut *self.pool.acquire().await?, filter).await
-    }
-
     async fn queued_counts(
         &self,
         profiles: Option<&[String]>,
@@ -712,10 +639,6 @@ impl Store for PostgresStore {
             .into_iter()
             .map(|(s, n)| (RunStatus::read(&s), n))
             .collect())
-    }
-
-    async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
-        read::run_counts::<sqlx::Postgres>(&mut *self.pool.acquire().await?).await
     }
 
     async fn claim_run_of(
@@ -842,25 +765,6 @@ impl Store for PostgresStore {
         Ok((assemble::run(row)?, stored))
     }
 
-    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {
-        let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, lease).await?;
-        let row: assemble::RunRow = sqlx::query_as(concat!(
-            "UPDATE runs SET lease_expires_at = ",
-            db_now!(),
-            " + $1, updated_at = ",
-            db_now!(),
-            " WHERE id = $2 RETURNING ",
-            run_columns!()
-        ))
-        .bind(duration_ms(duration))
-        .bind(&lease.run_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        assemble::run(row)
-    }
-
     async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
         self.write_leased(lease, &[Change::RunState(state)])
             .await
@@ -870,7 +774,7 @@ impl Store for PostgresStore {
     async fn write_leased(&self, lease: &Lease, changes: &[Change<'_>]) -> StoreResult<i64> {
         Change::check_order(changes, lease)?;
         let mut tx = self.pool.begin().await?;
-        let conversation = check_lease(&mut tx, lease).await?;
+        let (conversation, _) = check_lease(&mut tx, lease).await?;
         let mut first = None;
         for change in changes {
             match *change {
@@ -914,151 +818,6 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn pause_run(
-        &self,
-        lease: &Lease,
-        state: &RunState,
-        reviews: &[NewReview],
-    ) -> StoreResult<RunStatus> {
-        let mut tx = self.pool.begin().await?;
-        // Locks the run's row first, as deciding a review does: pausing and deciding
-        // are serialised per run.
-        let conversation = check_lease(&mut tx, lease).await?;
-        let now: i64 = sqlx::query_scalar(concat!("SELECT ", db_now!()))
-            .fetch_one(&mut *tx)
-            .await?;
-        let status = inbox::pause::<sqlx::Postgres>(
-            &mut tx,
-            &conversation,
-            &lease.run_id,
-            state,
-            reviews,
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        tracing::debug!(run = %lease.run_id, status = status.as_str(), "paused run for review");
-        Ok(status)
-    }
-
-    async fn list_reviews(&self, filter: &ReviewFilter) -> StoreResult<Vec<Review>> {
-        inbox::list::<sqlx::Postgres>(&mut *self.pool.acquire().await?, filter).await
-    }
-
-    async fn get_review(&self, id: &str) -> StoreResult<Option<Review>> {
-        inbox::get::<sqlx::Postgres>(&mut *self.pool.acquire().await?, id).await
-    }
-
-    async fn decide_review(
-        &self,
-        id: &str,
-        decision: &HumanDecision,
-        decided_by: &str,
-    ) -> StoreResult<Decided> {
-        let mut tx = self.pool.begin().await?;
-        // The review's run first, then the review: concurrent decisions about one run's
-        // reviews are serialised, so the last of them sees none pending and requeues it.
-        let now: i64 = sqlx::query_scalar(concat!(
-            "SELECT ",
-            db_now!(),
-            " FROM runs WHERE id = (SELECT run_id FROM reviews WHERE id = $1) FOR UPDATE"
-        ))
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .unwrap_or_else(now_ms);
-        sqlx::query("SELECT id FROM reviews WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        let decided =
-            inbox::decide::<sqlx::Postgres>(&mut tx, id, decision, decided_by, now).await?;
-        tx.commit().await?;
-        Ok(decided)
-    }
-
-    async fn fail_run(
-        &self,
-        lease: &Lease,
-        error: &str,
-        retryable: bool,
-    ) -> StoreResult<RunStatus> {
-        let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, lease).await?;
-        let (attempt, max, kind, now): (i32, i32, String, i64) = sqlx::query_as(concat!(
-            "SELECT attempt, max_attempts, kind, ",
-            db_now!(),
-            " FROM runs WHERE id = $1"
-        ))
-        .bind(&lease.run_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let kind = RunKind::parse(&kind).unwrap_or(RunKind::Queued);
-        let (status, run_at) = lease::after_failure(kind, attempt, max, retryable, now);
-        sqlx::query(
-            "UPDATE runs SET status = $1, run_at = $2, last_error = $3, lease_owner = NULL, \
-             lease_expires_at = NULL, updated_at = $4 WHERE id = $5",
-        )
-        .bind(status.as_str())
-        .bind(run_at)
-        .bind(error)
-        .bind(now)
-        .bind(&lease.run_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        tracing::info!(run = %lease.run_id, attempt, status = status.as_str(), error, "run attempt failed");
-        Ok(status)
-    }
-
-    async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
-        let done = sqlx::query(concat!(
-            "UPDATE runs SET status = 'pending', state = $1, lease_owner = NULL, lease_expires_at = NULL, \
-             updated_at = $2, run_at = ",
-            db_now!(),
-            " WHERE id = $3 AND status = 'paused'"
-        ))
-        .bind(ser("run state", state)?)
-        .bind(now_ms())
-        .bind(run_id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::RunNotFound(run_id.into()));
-        }
-        Ok(())
-    }
-
-    async fn cancel_run(&self, run_id: &str) -> StoreResult<Run> {
-        let mut tx = self.pool.begin().await?;
-        let run =
-            sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1 FOR UPDATE")
-                .bind(run_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        if !RunStatus::parse(&run).is_some_and(RunStatus::is_open) {
-            return Err(StoreError::RunState {
-                run: run_id.into(),
-                status: run,
-                action: "cancelling it",
-            });
-        }
-        // The lease owner stays recorded, so its worker is told "cancelled", not "lost".
-        sqlx::query("UPDATE runs SET status = 'cancelled', updated_at = $1, last_error = 'cancelled' WHERE id = $2")
-            .bind(now_ms())
-            .bind(run_id)
-            .execute(&mut *tx)
-            .await?;
-        inbox::cancel_of::<sqlx::Postgres>(&mut tx, run_id, now_ms()).await?;
-        let run = read::run::<sqlx::Postgres>(&mut tx, run_id)
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        tx.commit().await?;
-        tracing::info!(run = run_id, "cancelled run");
-        Ok(run)
-    }
-
     async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
         let run = self
             .get_run(run_id)
@@ -1084,24 +843,6 @@ impl Store for PostgresStore {
             }),
             Err(e) => Err(open_conflict(&self.pool, &run.conversation_id, e).await),
         }
-    }
-
-    async fn delete_conversation(&self, id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM conversations WHERE id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn prune_runs(&self, before_ms: i64) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "DELETE FROM runs WHERE status IN ('done', 'failed', 'discarded', 'cancelled') AND updated_at < $1",
-        )
-        .bind(before_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
     }
 }
 

@@ -34,7 +34,6 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message};
 use sqlx::Connection;
 use sqlx::sqlite::{
@@ -43,21 +42,18 @@ use sqlx::sqlite::{
 };
 
 use crate::assemble;
+use crate::dialect::Dialect;
 use crate::direct;
 use crate::error::{StoreError, StoreResult, message_body, ser};
 use crate::group_commit::{self, GroupCommitter, LeasedWrite, Write};
-use crate::inbox;
 use crate::lease::{self, LeaseRow};
 use crate::model::{
-    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunFilter, RunKind,
-    RunOptions, RunState, RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
+    Change, ConversationSummary, Lease, NewConversation, Opening, Run, RunOptions, RunState,
+    RunStatus, StoredConversation, Writer, duration_ms, new_id, now_ms,
 };
 use crate::read;
-use crate::recovery::{self, Recovery};
-use crate::review::{Decided, NewReview, Review, ReviewFilter};
 use crate::schema;
 use crate::store::Store;
-use llmchain::chain::HumanDecision;
 
 /// How hard SQLite syncs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -359,38 +355,17 @@ async fn set_status_in(
 
 /// Checks, inside a write transaction (`BEGIN IMMEDIATE`: SQLite has one writer, so
 /// nothing can change the run until it commits), that `lease` is the run's live lease;
-/// returns the run's conversation.
-async fn check_lease(conn: &mut SqliteConnection, lease: &Lease) -> StoreResult<String> {
+/// returns the run's conversation and the clock it was compared with.
+async fn check_lease(conn: &mut SqliteConnection, lease: &Lease) -> StoreResult<(String, i64)> {
     let row: Option<LeaseRow> = sqlx::query_as(
         "SELECT conversation_id, status, lease_owner, lease_expires_at, epoch FROM runs WHERE id = ?",
     )
     .bind(&lease.run_id)
     .fetch_optional(&mut *conn)
     .await?;
-    lease::verdict(row, lease, now_ms())
+    let now = now_ms();
+    Ok((lease::verdict(row, lease, now)?, now))
 }
-
-async fn replace_in(
-    conn: &mut SqliteConnection,
-    id: &str,
-    seq: i64,
-    message: &Message,
-) -> StoreResult<()> {
-    let done = sqlx::query("UPDATE messages SET body = ? WHERE conversation_id = ? AND seq = ?")
-        .bind(message_body(message)?)
-        .bind(id)
-        .bind(seq)
-        .execute(&mut *conn)
-        .await?;
-    if done.rows_affected() == 0 {
-        return Err(StoreError::MessageNotFound {
-            conversation: id.into(),
-            seq,
-        });
-    }
-    Ok(())
-}
-
 /// The conversation's open run, inside the caller's transaction.
 async fn open_run_in(conn: &mut SqliteConnection, conversation: &str) -> StoreResult<Option<Run>> {
     let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
@@ -455,25 +430,59 @@ fn claim(
     })
 }
 
+impl Dialect for sqlx::Sqlite {
+    async fn begin_write(pool: &SqlitePool) -> StoreResult<sqlx::Transaction<'static, Self>> {
+        Ok(pool.begin_with(BEGIN_WRITE).await?)
+    }
+
+    // `BEGIN IMMEDIATE` took the one writer's lock: nothing else writes until the
+    // transaction ends, so there is no row to lock, and leases read the local clock.
+
+    async fn lock_conversation(_: &mut SqliteConnection, _: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn lock_run(_: &mut SqliteConnection, _: &str) -> StoreResult<i64> {
+        Ok(now_ms())
+    }
+
+    async fn lock_for_decision(_: &mut SqliteConnection, _: &str) -> StoreResult<i64> {
+        Ok(now_ms())
+    }
+
+    async fn check_lease(conn: &mut SqliteConnection, lease: &Lease) -> StoreResult<(String, i64)> {
+        check_lease(conn, lease).await
+    }
+
+    async fn append_in(
+        conn: &mut SqliteConnection,
+        id: &str,
+        messages: &[Message],
+    ) -> StoreResult<i64> {
+        append_in(conn, id, messages).await
+    }
+
+    async fn set_status_in(
+        conn: &mut SqliteConnection,
+        id: &str,
+        call_id: &str,
+        status: ExecutionStatus,
+    ) -> StoreResult<()> {
+        set_status_in(conn, id, call_id, status).await
+    }
+
+    fn affected(result: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
 impl Store for SqliteStore {
+    crate::dialect::shared_store_methods!(sqlx::Sqlite);
+
     async fn create_conversation(&self, new: NewConversation) -> StoreResult<String> {
         let row = new_row(new)?;
         self.transaction(move |tx| direct::create_conversation(tx, &row))
             .await
-    }
-
-    async fn update_header(&self, id: &str, header: &Conversation) -> StoreResult<()> {
-        let header = assemble::header_json(header)?;
-        let done = sqlx::query("UPDATE conversations SET header = ?, updated_at = ? WHERE id = ?")
-            .bind(header)
-            .bind(now_ms())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::ConversationNotFound(id.into()));
-        }
-        Ok(())
     }
 
     async fn get_conversation(&self, id: &str) -> StoreResult<Option<StoredConversation>> {
@@ -481,17 +490,6 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.direct(move |conn| direct::conversation(conn, &id))
             .await
-    }
-
-    async fn list_conversations(&self, limit: i64) -> StoreResult<Vec<ConversationSummary>> {
-        let rows = sqlx::query(
-            "SELECT id, title, metadata, next_seq, created_at, updated_at FROM conversations \
-             ORDER BY updated_at DESC, id LIMIT ?",
-        )
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        read::summaries(&rows)
     }
 
     async fn list_conversations_tagged(
@@ -569,43 +567,6 @@ impl Store for SqliteStore {
         self.write(write).await
     }
 
-    async fn replace_message(
-        &self,
-        to: Writer<'_>,
-        seq: i64,
-        message: &Message,
-    ) -> StoreResult<()> {
-        match to {
-            Writer::Conversation(id) => {
-                replace_in(&mut *self.pool.acquire().await?, id, seq, message).await
-            }
-            Writer::Lease(lease) => {
-                let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-                let conv = check_lease(&mut tx, lease).await?;
-                replace_in(&mut tx, &conv, seq, message).await?;
-                Ok(tx.commit().await?)
-            }
-        }
-    }
-
-    async fn superseded_messages(&self, id: &str) -> StoreResult<Vec<crate::model::Superseded>> {
-        let mut conn = self.pool.acquire().await?;
-        crate::truncate::superseded::<sqlx::Sqlite>(&mut conn, id).await
-    }
-
-    async fn supersede_messages(&self, to: Writer<'_>, keep: i64) -> StoreResult<u64> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let conversation = match to {
-            Writer::Conversation(id) => id.to_owned(),
-            Writer::Lease(lease) => check_lease(&mut tx, lease).await?,
-        };
-        let removed =
-            crate::truncate::messages_from::<sqlx::Sqlite>(&mut tx, &conversation, keep, now_ms())
-                .await?;
-        tx.commit().await?;
-        Ok(removed)
-    }
-
     async fn set_tool_status(
         &self,
         to: Writer<'_>,
@@ -629,32 +590,6 @@ impl Store for SqliteStore {
             }
         }
         Ok(())
-    }
-
-    async fn tool_statuses(&self, id: &str) -> StoreResult<HashMap<String, ExecutionStatus>> {
-        let mut conn = self.pool.acquire().await?;
-        read::statuses::<sqlx::Sqlite>(&mut conn, id).await
-    }
-
-    async fn recover(
-        &self,
-        id: &str,
-        is_idempotent: &(dyn Fn(&str) -> bool + Sync),
-    ) -> StoreResult<Recovery> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let stored = read::conversation::<sqlx::Sqlite>(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::ConversationNotFound(id.into()))?;
-        let plan = recovery::plan(&stored.conversation, is_idempotent);
-        let (message, statuses) = plan.writes();
-        if let Some(message) = message {
-            append_in(&mut tx, id, &[message]).await?;
-        }
-        for (call_id, status) in statuses {
-            set_status_in(&mut tx, id, call_id, status).await?;
-        }
-        tx.commit().await?;
-        Ok(plan)
     }
 
     async fn enqueue_run(
@@ -700,22 +635,6 @@ impl Store for SqliteStore {
         };
         tx.commit().await?;
         assemble::run(row)
-    }
-
-    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Run>> {
-        read::run::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, run_id).await
-    }
-
-    async fn list_runs(&self, conversation_id: &str) -> StoreResult<Vec<Run>> {
-        read::runs_of::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, conversation_id).await
-    }
-
-    async fn list_all_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
-        read::runs_where::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, filter).await
-    }
-
-    async fn run_counts(&self) -> StoreResult<HashMap<RunStatus, i64>> {
-        read::run_counts::<sqlx::Sqlite>(&mut *self.pool.acquire().await?).await
     }
 
     async fn queued_counts(
@@ -824,23 +743,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn renew_lease(&self, lease: &Lease, duration: Duration) -> StoreResult<Run> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, lease).await?;
-        let now = now_ms();
-        let row: assemble::RunRow = sqlx::query_as(concat!(
-            "UPDATE runs SET lease_expires_at = ?, updated_at = ? WHERE id = ? RETURNING ",
-            run_columns!()
-        ))
-        .bind(now.saturating_add(duration_ms(duration)))
-        .bind(now)
-        .bind(&lease.run_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        assemble::run(row)
-    }
-
     async fn update_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
         self.write(Write::Leased {
             lease: lease.clone(),
@@ -886,123 +788,6 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn pause_run(
-        &self,
-        lease: &Lease,
-        state: &RunState,
-        reviews: &[NewReview],
-    ) -> StoreResult<RunStatus> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let conversation = check_lease(&mut tx, lease).await?;
-        let status = inbox::pause::<sqlx::Sqlite>(
-            &mut tx,
-            &conversation,
-            &lease.run_id,
-            state,
-            reviews,
-            now_ms(),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(status)
-    }
-
-    async fn list_reviews(&self, filter: &ReviewFilter) -> StoreResult<Vec<Review>> {
-        inbox::list::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, filter).await
-    }
-
-    async fn get_review(&self, id: &str) -> StoreResult<Option<Review>> {
-        inbox::get::<sqlx::Sqlite>(&mut *self.pool.acquire().await?, id).await
-    }
-
-    async fn decide_review(
-        &self,
-        id: &str,
-        decision: &HumanDecision,
-        decided_by: &str,
-    ) -> StoreResult<Decided> {
-        // One writer at a time (BEGIN IMMEDIATE): the check and both updates are atomic.
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let decided =
-            inbox::decide::<sqlx::Sqlite>(&mut tx, id, decision, decided_by, now_ms()).await?;
-        tx.commit().await?;
-        Ok(decided)
-    }
-
-    async fn fail_run(
-        &self,
-        lease: &Lease,
-        error: &str,
-        retryable: bool,
-    ) -> StoreResult<RunStatus> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        check_lease(&mut tx, lease).await?;
-        let (attempt, max, kind): (i32, i32, String) =
-            sqlx::query_as("SELECT attempt, max_attempts, kind FROM runs WHERE id = ?")
-                .bind(&lease.run_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let now = now_ms();
-        let kind = RunKind::parse(&kind).unwrap_or(RunKind::Queued);
-        let (status, run_at) = lease::after_failure(kind, attempt, max, retryable, now);
-        sqlx::query(
-            "UPDATE runs SET status = ?, run_at = ?, last_error = ?, lease_owner = NULL, \
-             lease_expires_at = NULL, updated_at = ? WHERE id = ?",
-        )
-        .bind(status.as_str())
-        .bind(run_at)
-        .bind(error)
-        .bind(now)
-        .bind(&lease.run_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(status)
-    }
-
-    async fn resume_run(&self, run_id: &str, state: &RunState) -> StoreResult<()> {
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'pending', state = ?, lease_owner = NULL, lease_expires_at = NULL, \
-             updated_at = ?, run_at = ? WHERE id = ? AND status = 'paused'",
-        )
-        .bind(ser("run state", state)?)
-        .bind(now_ms())
-        .bind(now_ms())
-        .bind(run_id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::RunNotFound(run_id.into()));
-        }
-        Ok(())
-    }
-
-    async fn cancel_run(&self, run_id: &str) -> StoreResult<Run> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        if !run.state.status.is_open() {
-            return Err(StoreError::RunState {
-                run: run_id.into(),
-                status: run.state.status.as_str().into(),
-                action: "cancelling it",
-            });
-        }
-        // The lease owner stays recorded, so its worker is told "cancelled", not "lost".
-        sqlx::query("UPDATE runs SET status = 'cancelled', updated_at = ?, last_error = 'cancelled' WHERE id = ?")
-            .bind(now_ms())
-            .bind(run_id)
-            .execute(&mut *tx)
-            .await?;
-        inbox::cancel_of::<sqlx::Sqlite>(&mut tx, run_id, now_ms()).await?;
-        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        tx.commit().await?;
-        Ok(run)
-    }
-
     async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
@@ -1043,23 +828,5 @@ impl Store for SqliteStore {
             .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
         tx.commit().await?;
         Ok(run)
-    }
-
-    async fn delete_conversation(&self, id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM conversations WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn prune_runs(&self, before_ms: i64) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "DELETE FROM runs WHERE status IN ('done', 'failed', 'discarded', 'cancelled') AND updated_at < ?",
-        )
-        .bind(before_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
     }
 }
