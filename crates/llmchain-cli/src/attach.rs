@@ -30,7 +30,7 @@ pub(crate) fn parts(
     for g in given {
         let part = part(g, cwd)?;
         if let Some(instead) = llmchain::provider::unsent_in_user_message(codec, &part) {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "-a {}: {provider} does not take it; it would get only this: {}",
                 crate::shown::inline(g, 200),
                 crate::shown::inline(&instead, 300)
@@ -61,7 +61,7 @@ fn part(given: &str, cwd: &Path) -> Result<ContentPart, CliError> {
         });
     }
     if lower.contains("://") {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "-a {}: only files and http(s) URLs can be attached",
             crate::shown::inline(given, 200)
         )));
@@ -106,19 +106,19 @@ fn read(path: &Path, given: &str) -> Result<Vec<u8>, CliError> {
     }
     let file = options
         .open(path)
-        .map_err(|e| CliError::Usage(format!("-a {shown}: cannot read it: {e}")))?;
+        .map_err(|e| CliError::usage(format!("-a {shown}: cannot read it: {e}")))?;
     let meta = file
         .metadata()
-        .map_err(|e| CliError::Usage(format!("-a {shown}: {e}")))?;
+        .map_err(|e| CliError::usage(format!("-a {shown}: {e}")))?;
     if !meta.is_file() {
-        return Err(CliError::Usage(format!("-a {shown}: not a file")));
+        return Err(CliError::usage(format!("-a {shown}: not a file")));
     }
     let mut bytes = Vec::new();
     file.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| CliError::Usage(format!("-a {shown}: cannot read it: {e}")))?;
+        .map_err(|e| CliError::usage(format!("-a {shown}: cannot read it: {e}")))?;
     if bytes.len() as u64 > MAX_BYTES {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "-a {shown}: larger than {} MiB, more than providers take in a request",
             MAX_BYTES >> 20
         )));

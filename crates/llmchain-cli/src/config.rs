@@ -112,7 +112,7 @@ impl Config {
     /// The profile `name`, or an error listing the ones there are.
     pub(crate) fn profile(&self, name: &str) -> Result<&Profile, CliError> {
         self.profiles.get(name).ok_or_else(|| {
-            CliError::Usage(format!(
+            CliError::usage(format!(
                 "no profile {name:?} in {}; the profiles are: {}",
                 self.path.as_ref().map_or_else(
                     || "the configuration (there is no config file)".to_owned(),
@@ -159,7 +159,7 @@ pub(crate) fn dir() -> Result<PathBuf, CliError> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
         .ok_or_else(|| {
-            CliError::Usage("cannot find the config directory: set XDG_CONFIG_HOME or HOME".into())
+            CliError::usage("cannot find the config directory: set XDG_CONFIG_HOME or HOME")
         })?;
     Ok(dir.join("llmchain"))
 }
@@ -179,17 +179,17 @@ pub(crate) fn load_from(file: Option<&std::path::Path>) -> Result<Config, CliErr
             return Ok(Config::default());
         }
         Ok(m) if m.len() > MAX_BYTES => {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "{} is larger than {} KiB; is it the right file?",
                 path.display(),
                 MAX_BYTES >> 10
             )));
         }
         _ => std::fs::read_to_string(&path)
-            .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?,
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?,
     };
     let mut config =
-        parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+        parse(&text).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
     config.path = Some(path);
     Ok(config)
 }

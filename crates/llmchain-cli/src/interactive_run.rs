@@ -61,7 +61,7 @@ pub(crate) async fn claim(
     };
     claimed.map_err(|e| match e {
         StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
-            CliError::Runtime(e.to_string())
+            CliError::runtime(e.to_string()).typed(e.error_type())
         }
         other => crate::store_access::store_error(other),
     })

@@ -98,20 +98,20 @@ pub(crate) fn parse_options(
     let mut out = serde_json::Map::new();
     for pair in pairs {
         let Some((key, value)) = pair.split_once('=') else {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "-o takes KEY=VALUE (e.g. -o top_p=0.9), not {pair:?}"
             )));
         };
         let key = key.trim();
         if key.is_empty() {
-            return Err(CliError::Usage(format!("-o {pair:?} has no key")));
+            return Err(CliError::usage(format!("-o {pair:?} has no key")));
         }
         if let Some(flag) = match key {
             "model" => Some("--model"),
             "stream" => Some("--no-stream"),
             _ => None,
         } {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "-o {key}=... is not taken: use {flag}"
             )));
         }
@@ -184,7 +184,7 @@ pub(crate) fn policy_name(p: ApprovalPolicy) -> String {
 /// The policy of a name.
 pub(crate) fn parse_policy(name: &str) -> Result<ApprovalPolicy, CliError> {
     <ApprovalPolicy as clap::ValueEnum>::from_str(name, true).map_err(|_| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "unknown approve policy {name:?}: expected auto, always, never or ask"
         ))
     })
@@ -319,7 +319,7 @@ impl JobSpec {
         let v = extra.get(JOB_KEY)?;
         Some(
             serde_json::from_value(v.clone())
-                .map_err(|e| CliError::Usage(format!("the run's job cannot be read: {e}"))),
+                .map_err(|e| CliError::usage(format!("the run's job cannot be read: {e}"))),
         )
     }
 
@@ -330,9 +330,10 @@ impl JobSpec {
         let spec = parse_provider(&self.provider)?;
         let policy = self.policy()?;
         let model_err = |e: llmchain::model::ModelError| {
-            CliError::Runtime(llmchain::redact::urls_in(&crate::shown::one_line(
+            CliError::runtime(llmchain::redact::urls_in(&crate::shown::one_line(
                 &e.to_string(),
             )))
+            .typed(e.error_type())
         };
         // The environment, then the keys file (`llmchain keys`).
         let mut config = HttpModelConfig::for_provider(spec, self.model.clone())
@@ -372,7 +373,7 @@ impl JobSpec {
         if !self.tools.is_empty() {
             let names = known(&builtins, &mcp_tools);
             if let Some(unknown) = self.tools.iter().find(|n| !names.contains(n)) {
-                return Err(CliError::Usage(format!(
+                return Err(CliError::usage(format!(
                     "--tools names {unknown:?}, which no tool here is called; the tools are: {}",
                     names.join(", ")
                 )));
@@ -391,7 +392,7 @@ impl JobSpec {
                     name => {
                         let names = known(&builtins, &mcp_tools);
                         if !names.iter().any(|n| n == name) {
-                            return Err(CliError::Usage(format!(
+                            return Err(CliError::usage(format!(
                                 "--tool-choice {name:?} is not auto, none, required or a tool here ({})",
                                 names.join(", ")
                             )));
@@ -475,7 +476,7 @@ impl Parts {
 /// The provider of a `--provider` name (the library's registry: names, aliases).
 pub(crate) fn parse_provider(p: &str) -> Result<&'static dyn Provider, CliError> {
     llmchain::http::provider(p).ok_or_else(|| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "unknown --provider '{p}': expected one of {}",
             llmchain::http::providers::names().join(", ")
         ))

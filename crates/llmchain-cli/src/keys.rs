@@ -36,7 +36,7 @@ pub(crate) fn load() -> Result<BTreeMap<String, String>, CliError> {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "cannot read the keys file {}: {e}",
                 path.display()
             )));
@@ -47,11 +47,11 @@ pub(crate) fn load() -> Result<BTreeMap<String, String>, CliError> {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = file
             .metadata()
-            .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?
+            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?
             .permissions()
             .mode();
         if mode & 0o077 != 0 {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "the keys file {} may be read by others (mode {:o}): run `chmod 600 {}`",
                 path.display(),
                 mode & 0o777,
@@ -62,16 +62,16 @@ pub(crate) fn load() -> Result<BTreeMap<String, String>, CliError> {
     let mut text = String::new();
     file.take(MAX_BYTES + 1)
         .read_to_string(&mut text)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+        .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
     if text.len() as u64 > MAX_BYTES {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "the keys file {} is larger than 1 MiB",
             path.display()
         )));
     }
     // The parse error names a line and column, never the text (it holds keys).
     serde_json::from_str(&text).map_err(|e| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "the keys file {} is not a JSON object of provider names and keys (line {}, column {})",
             path.display(),
             e.line(),
@@ -87,16 +87,16 @@ pub(crate) fn save(keys: &BTreeMap<String, String>) -> Result<PathBuf, CliError>
     let path = path()?;
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| CliError::io(format!("cannot create {}", dir.display()), e))?;
     // tempfile creates it with mode 0600.
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| CliError::Runtime(format!("cannot write in {}: {e}", dir.display())))?;
+        .map_err(|e| CliError::io(format!("cannot write in {}", dir.display()), e))?;
     let text = serde_json::to_string_pretty(keys).unwrap_or_default();
     tmp.write_all(text.as_bytes())
         .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| CliError::Runtime(format!("cannot write the keys file: {e}")))?;
+        .map_err(|e| CliError::io("cannot write the keys file", e))?;
     tmp.persist(&path)
-        .map_err(|e| CliError::Runtime(format!("cannot write {}: {}", path.display(), e.error)))?;
+        .map_err(|e| CliError::runtime(format!("cannot write {}: {}", path.display(), e.error)))?;
     Ok(path)
 }
 

@@ -105,7 +105,9 @@ pub fn main() -> ExitCode {
             let text = usage_text(&e.render().to_string());
             eprintln!("{text}");
             if json {
-                print_json_error("usage", text.trim_start_matches("llmchain: "), 2);
+                print_json_error(&error::CliError::usage(
+                    text.trim_start_matches("llmchain: "),
+                ));
             }
             return ExitCode::from(2);
         }
@@ -135,25 +137,26 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Errors carry text from outside (a provider's message, an MCP server's
             // stderr): escaped like every other such text.
-            eprintln!("llmchain: {}", shown::block(&e.to_string()));
+            eprintln!("llmchain: {}", shown::block(&e.report()));
             if json {
-                let (kind, code) = match &e {
-                    error::CliError::Usage(_) => ("usage", 2),
-                    error::CliError::Runtime(_) => ("runtime", 1),
-                    error::CliError::Interrupted(_) => ("interrupted", 130),
-                };
-                print_json_error(kind, &llmchain::secrets::mask(&e.to_string()), code);
+                print_json_error(&e);
             }
             e.exit_code()
         }
     }
 }
 
-/// `{"error": {"kind", "message", "exit_code"}}` on stdout (the message JSON-escaped,
-/// control characters included).
-fn print_json_error(kind: &str, message: &str, exit_code: u8) {
-    let v =
-        serde_json::json!({"error": {"kind": kind, "message": message, "exit_code": exit_code}});
+/// `{"error": {"kind", "type", "message", "exit_code"}}` on stdout: `kind` is the exit
+/// class (`usage`, `runtime`, `interrupted`), `type` what failed (`connect`,
+/// `conversation_not_found`, `rate_limit`…; the class itself when nothing more precise is
+/// known); the message JSON-escaped, control characters included, secrets masked.
+fn print_json_error(e: &error::CliError) {
+    let v = serde_json::json!({"error": {
+        "kind": e.exit().as_str(),
+        "type": e.error_type(),
+        "message": llmchain::secrets::mask(&e.report()),
+        "exit_code": e.exit().code(),
+    }});
     println!("{v}");
 }
 

@@ -17,7 +17,7 @@ pub(crate) fn describe(
 ) -> Result<(Vec<Value>, Vec<String>), CliError> {
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).map_err(|e| {
-            CliError::Usage(format!(
+            CliError::usage(format!(
                 "cannot create --out directory {}: {e}",
                 dir.display()
             ))
@@ -54,7 +54,7 @@ pub(crate) fn describe(
                         if let Some(dir) = out {
                             let path = free_path(dir, &file_name(p, n, media));
                             std::fs::write(&path, &bytes).map_err(|e| {
-                                CliError::Runtime(format!("cannot write {}: {e}", path.display()))
+                                CliError::io(format!("cannot write {}", path.display()), e)
                             })?;
                             line.push_str(&format!(", written to {}", path.display()));
                             v["written"] = Value::String(path.display().to_string());

@@ -13,12 +13,7 @@ use crate::error::CliError;
 pub(crate) const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
 
 pub(crate) fn store_error(e: StoreError) -> CliError {
-    match e {
-        StoreError::BadUrl(_) | StoreError::ConversationNotFound(_) | StoreError::NoDataDir => {
-            CliError::Usage(e.to_string())
-        }
-        other => CliError::Runtime(other.to_string()),
-    }
+    CliError::store(e)
 }
 
 /// Opens the store named by `--db`, else `LLMCHAIN_DATABASE_URL`, else the default
@@ -82,7 +77,7 @@ pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, 
             .into_iter()
             .next()
             .map(|s| s.id)
-            .ok_or_else(|| CliError::Usage("there is no conversation to continue".into()));
+            .ok_or_else(|| CliError::usage("there is no conversation to continue"));
     }
     if store
         .get_conversation(given)
@@ -103,10 +98,11 @@ pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, 
         .collect();
     match matching.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(CliError::Usage(format!(
+        [] => Err(CliError::usage(format!(
             "no conversation with id {given:?} (or starting with it)"
-        ))),
-        many => Err(CliError::Usage(format!(
+        ))
+        .typed("conversation_not_found")),
+        many => Err(CliError::usage(format!(
             "{given:?} starts {} conversation ids ({}, …): give more of the id",
             many.len(),
             many.iter()
@@ -114,7 +110,8 @@ pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, 
                 .map(String::as_str)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
+        ))
+        .typed("ambiguous_id")),
     }
 }
 

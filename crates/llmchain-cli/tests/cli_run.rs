@@ -959,6 +959,8 @@ fn json_failures_are_a_json_object_on_stdout() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "runtime");
+    // What failed, for a script to branch on: the model could not be reached.
+    assert_eq!(v["error"]["type"], "connect", "{v}");
     assert_eq!(v["error"]["exit_code"], 1);
     assert!(
         v["error"]["message"]
@@ -972,10 +974,20 @@ fn json_failures_are_a_json_object_on_stdout() {
     assert_eq!(out.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "usage");
+    assert_eq!(v["error"]["type"], "usage");
     assert!(
         v["error"]["message"].as_str().unwrap().contains("hot"),
         "{v}"
     );
+    // A store's failure keeps the store's type.
+    let db = format!("sqlite://{}", dir.path().join("t.db").display());
+    let out = llmchain(
+        &["run", "--json", "--db", &db, "--conversation", "nope", "hi"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["type"], "conversation_not_found", "{v}");
 }
 
 /// An answer cut by the token limit says so on stderr, with how to go on.

@@ -203,6 +203,36 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl StoreError {
+    /// A short, stable name of this failure (`conversation_not_found`, `lease_lost`,
+    /// `database`…), for scripts (the CLI's `--json` `error.type`) and telemetry.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            StoreError::SchemaTooNew { .. } => "schema_too_new",
+            StoreError::ConversationNotFound(_) => "conversation_not_found",
+            StoreError::ConversationExists(_) => "conversation_exists",
+            StoreError::MessageNotFound { .. } => "message_not_found",
+            StoreError::RunNotFound(_) => "run_not_found",
+            StoreError::LeaseLost { .. } => "lease_lost",
+            StoreError::RunCancelled { .. } => "run_cancelled",
+            StoreError::RunAlreadyOpen { .. } => "run_already_open",
+            StoreError::RunBusy { .. } => "run_busy",
+            StoreError::QueuedRunOpen { .. } => "queued_run_open",
+            StoreError::ReviewNotFound(_) => "review_not_found",
+            StoreError::ReviewNotPending { .. } => "review_not_pending",
+            StoreError::RunState { .. } => "run_state",
+            StoreError::Corrupt { .. } => "corrupt",
+            StoreError::BadUrl(_) => "bad_url",
+            StoreError::NoDataDir => "no_data_dir",
+            StoreError::Serialize { .. } => "serialize",
+            StoreError::Io { .. } => "io",
+            StoreError::MessageTooLarge { .. } => "message_too_large",
+            StoreError::ConversationFull { .. } => "conversation_full",
+            StoreError::Panicked(_) => "panicked",
+            StoreError::WriterStopped => "writer_stopped",
+            StoreError::Database(_) | StoreError::Sqlite(_) => "database",
+        }
+    }
+
     /// `true` for [`LeaseLost`](Self::LeaseLost) and [`RunCancelled`](Self::RunCancelled):
     /// the worker must stop working on the run and write nothing more.
     pub fn must_stop(&self) -> bool {

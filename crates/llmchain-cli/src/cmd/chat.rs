@@ -15,7 +15,7 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
 use crate::cmd::run::RunArgs;
-use crate::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult, Exit};
 use crate::store_access::{open_store, redact_url, resolve_id, store_error};
 
 /// Arguments of `llmchain chat`: those of `run` (`--provider`, `--model`, `-s`, `-o`,
@@ -44,18 +44,17 @@ const HELP: &str = "a line is a question; /new starts a new conversation; /exit 
 pub(crate) fn run(args: ChatArgs) -> CliResult {
     let mut base = args.run;
     if base.json || base.enqueue {
-        return Err(CliError::Usage(
-            "chat answers here, as text: use `llmchain run` for --json or --enqueue".into(),
+        return Err(CliError::usage(
+            "chat answers here, as text: use `llmchain run` for --json or --enqueue",
         ));
     }
     if !std::io::stdin().is_terminal() {
-        return Err(CliError::Usage(
-            "llmchain chat needs a terminal; for questions from a pipe use `llmchain run`".into(),
+        return Err(CliError::usage(
+            "llmchain chat needs a terminal; for questions from a pipe use `llmchain run`",
         ));
     }
     let mut session = Session::open(&base)?;
-    let mut editor =
-        DefaultEditor::new().map_err(|e| CliError::Runtime(format!("cannot edit lines: {e}")))?;
+    let mut editor = DefaultEditor::new().map_err(|e| CliError::io("cannot edit lines", e))?;
     let history = history_path();
     if let Some(h) = &history {
         let _ = editor.load_history(h);
@@ -75,7 +74,7 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
                 Ok(line) => line,
                 Err(ReadlineError::Interrupted) => continue,
                 Err(ReadlineError::Eof) => break,
-                Err(e) => return Err(CliError::Runtime(format!("cannot read a line: {e}"))),
+                Err(e) => return Err(CliError::io("cannot read a line", e)),
             },
         };
         let question = line.trim();
@@ -102,7 +101,7 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
         match result {
             Ok(()) => {}
             // The answer was cancelled and is stored: the session goes on.
-            Err(CliError::Interrupted(_)) => eprintln!("(answer cancelled)"),
+            Err(e) if e.exit() == Exit::Interrupted => eprintln!("(answer cancelled)"),
             Err(e) => eprintln!("llmchain: {}", crate::shown::block(&e.to_string())),
         }
     }
@@ -197,7 +196,7 @@ fn block_on<T>(f: impl std::future::Future<Output = Result<T, CliError>>) -> Res
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?
         .block_on(f)
 }
 

@@ -100,7 +100,7 @@ pub(crate) fn run(args: ConversationsArgs) -> CliResult {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     let db = args.db.clone();
     let next = runtime.block_on(run_async(args))?;
     drop(runtime);
@@ -155,7 +155,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             match open_existing(args.db.clone()).await? {
                 Some((store, _)) => store,
                 None => {
-                    return Err(CliError::Usage(format!(
+                    return Err(CliError::usage(format!(
                         "no conversation with id {id:?} (nothing is stored yet)"
                     )));
                 }
@@ -170,7 +170,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
     match args.action {
         Action::Search { text, limit, json } => {
             if text.trim().is_empty() {
-                return Err(CliError::Usage("give something to search for".into()));
+                return Err(CliError::usage("give something to search for"));
             }
             // The store matches stored JSON (its keys too): each candidate is read and
             // kept only when its title or a message's text holds the words.
@@ -197,7 +197,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             let id = resolve_id(&store, &id).await?;
             let runs = store.list_runs(&id).await.map_err(store_error)?;
             if let Some(open) = runs.iter().find(|r| r.state.status.is_open()) {
-                return Err(CliError::Usage(format!(
+                return Err(CliError::usage(format!(
                     "conversation {id} has an open run ({}, {}): cancel it first with \
                      `llmchain runs cancel {}`",
                     open.id,
@@ -211,7 +211,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                 .map_err(store_error)?
                 .and_then(|c| c.summary.title);
             if !store.delete_conversation(&id).await.map_err(store_error)? {
-                return Err(CliError::Usage(format!("no conversation with id {id:?}")));
+                return Err(CliError::usage(format!("no conversation with id {id:?}")));
             }
             out.push_str(&format!(
                 "deleted conversation {id}{}\n",
@@ -278,9 +278,8 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             let mut json = serde_json::to_string_pretty(&value).map_err(runtime)?;
             json.push('\n');
             match output {
-                Some(path) => std::fs::write(&path, json).map_err(|e| {
-                    CliError::Runtime(format!("cannot write {}: {e}", path.display()))
-                })?,
+                Some(path) => std::fs::write(&path, json)
+                    .map_err(|e| CliError::io(format!("cannot write {}", path.display()), e))?,
                 None => out = json,
             }
         }
@@ -317,7 +316,7 @@ async fn resume(
         .map_err(store_error)?
         .is_none()
     {
-        return Err(CliError::Usage(format!("no conversation with id {id:?}")));
+        return Err(CliError::usage(format!("no conversation with id {id:?}")));
     }
     // Hold the conversation's run before reading it: a second `resume` (or `run`, or a
     // worker) is refused rather than running the same calls.
@@ -334,7 +333,7 @@ async fn resume(
     };
     let before = state.conversation.messages.len();
     let cwd = std::env::current_dir()
-        .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| CliError::io("cannot read the current directory", e))?;
     let builtins = crate::tools::builtins(cwd);
     let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
     let mcp_tools = match connect_mcp_tools(servers, &reserved).await {
@@ -381,20 +380,26 @@ async fn resume(
             return Ok(false);
         }
         (RunEnd::Lost { reason }, _) => {
-            return Err(CliError::Runtime(format!(
+            return Err(CliError::runtime(format!(
                 "this process lost the run of conversation {id} ({reason}): another process took \
                  it over, or it was cancelled; nothing more was written"
-            )));
+            ))
+            .typed("lease_lost"));
         }
         (RunEnd::Failed { error, .. }, _) => {
-            return Err(CliError::Runtime(format!("resume failed: {error}")));
+            let failed = ended
+                .error
+                .as_ref()
+                .map_or("run_failed", llmchain::chain::ChainError::error_type);
+            return Err(CliError::runtime(format!("resume failed: {error}")).typed(failed));
         }
         (RunEnd::NotRecorded { error }, _) => {
-            return Err(CliError::Runtime(format!(
+            return Err(CliError::runtime(format!(
                 "the end of run {run_id} could not be recorded: {error}"
-            )));
+            ))
+            .typed("not_recorded"));
         }
-        (other, _) => return Err(CliError::Runtime(format!("resume ended as {other:?}"))),
+        (other, _) => return Err(CliError::runtime(format!("resume ended as {other:?}"))),
     };
     for m in &chain.messages()[before..] {
         for r in &m.tool_results {
@@ -460,12 +465,12 @@ impl llmchain::chain::CustomMode for ToolsOnly {
 }
 
 fn runtime(e: impl std::fmt::Display) -> CliError {
-    CliError::Runtime(e.to_string())
+    CliError::runtime(e.to_string())
 }
 
 fn print(out: &str) -> CliResult {
     crate::stdout::write_bytes(out.as_bytes())
-        .map_err(|e| CliError::Runtime(format!("cannot write to stdout: {e}")))
+        .map_err(|e| CliError::io("cannot write to stdout", e))
 }
 
 /// The conversation `given` names: its id, or a prefix of exactly one id (as git takes
@@ -479,7 +484,7 @@ async fn summary_line(
     json: bool,
     hit: Option<&str>,
 ) -> Result<(), CliError> {
-    let runtime = |e: serde_json::Error| CliError::Runtime(e.to_string());
+    let runtime = |e: serde_json::Error| CliError::runtime(e.to_string());
     // How its last run ended, when that was not done: failed, interrupted.
     let last = store
         .list_runs(&s.id)
@@ -576,7 +581,7 @@ async fn load(store: &AnyStore, id: &str) -> Result<StoredConversation, CliError
         .get_conversation(id)
         .await
         .map_err(store_error)?
-        .ok_or_else(|| CliError::Usage(format!("no conversation with id {id:?}")))
+        .ok_or_else(|| CliError::usage(format!("no conversation with id {id:?}")))
 }
 
 fn show(out: &mut String, stored: &StoredConversation) {

@@ -44,7 +44,7 @@ pub(crate) fn run(args: DecodeArgs) -> CliResult {
         .map_or(READ_BYTES, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let outcome = decode(codec, format, &mut input, chunk)?;
     let report = serde_json::to_string_pretty(&outcome.report())
-        .map_err(|e| CliError::Runtime(format!("cannot write the report: {e}")))?;
+        .map_err(|e| CliError::io("cannot write the report", e))?;
     outln!("{report}");
     Ok(())
 }
@@ -57,7 +57,7 @@ fn decode(
 ) -> Result<DecodeOutcome, CliError> {
     let config = DecoderConfig::default();
     let bad = |e: llmchain::provider::DecodeError| {
-        CliError::Usage(format!("cannot decode the {format} body: {e}"))
+        CliError::usage(format!("cannot decode the {format} body: {e}"))
     };
     // Read until the beginning tells whether the body is streamed. Each read doubles
     // what is buffered, so a codec that parses the prefix does linear work in all.
@@ -99,7 +99,7 @@ fn decode(
 
 fn too_big(head: &[u8]) -> CliResult {
     if head.len() > MAX_DOCUMENT_BYTES {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "the body is one JSON document of more than {} MiB; llmchain decode reads such a body whole and stops there",
             MAX_DOCUMENT_BYTES >> 20
         )));
@@ -120,7 +120,7 @@ fn read_into(input: &mut dyn Read, buf: &mut [u8]) -> Result<usize, CliError> {
     loop {
         match input.read(buf) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => return r.map_err(|e| CliError::Usage(format!("cannot read the body: {e}"))),
+            r => return r.map_err(|e| CliError::usage(format!("cannot read the body: {e}"))),
         }
     }
 }

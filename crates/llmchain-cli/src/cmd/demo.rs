@@ -73,7 +73,7 @@ fn script() -> Vec<ResponseScript> {
 /// Runs the demo.
 pub(crate) fn run(args: DemoArgs) -> CliResult {
     let format: Format = args.wire.parse().map_err(|_| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "unknown --wire '{}': expected anthropic, openai (openai_chat), openai_responses, gemini or ollama",
             args.wire
         ))
@@ -81,7 +81,7 @@ pub(crate) fn run(args: DemoArgs) -> CliResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     rt.block_on(demo(format, Duration::from_millis(args.delay_ms), args.db))
 }
 
@@ -89,9 +89,9 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
     let scratch = tempfile::Builder::new()
         .prefix("llmchain-demo-")
         .tempdir()
-        .map_err(|e| CliError::Runtime(format!("cannot create a scratch directory: {e}")))?;
+        .map_err(|e| CliError::io("cannot create a scratch directory", e))?;
     std::fs::write(scratch.path().join("notes.txt"), NOTES)
-        .map_err(|e| CliError::Runtime(format!("cannot write the demo notes: {e}")))?;
+        .map_err(|e| CliError::io("cannot write the demo notes", e))?;
 
     let mut model = ScriptedModel::new(format).chunk_size(9);
     if !delay.is_zero() {
@@ -100,7 +100,7 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
     for turn in script() {
         model = model
             .respond(turn)
-            .map_err(|e| CliError::Runtime(e.to_string()))?;
+            .map_err(|e| CliError::runtime(e.to_string()))?;
     }
 
     let tty = std::io::stdout().is_terminal();
@@ -204,13 +204,12 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
     chain
         .add_message(Message::user(question))
         .await
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
-    let outcome = chain
-        .run(Mode::while_needs_response())
-        .await
-        .map_err(|e| CliError::Runtime(format!("the demo run failed: {e}")))?;
+        .map_err(CliError::chain)?;
+    let outcome = chain.run(Mode::while_needs_response()).await.map_err(|e| {
+        CliError::runtime(format!("the demo run failed: {e}")).typed(e.error_type())
+    })?;
     if outcome != RunOutcome::Done {
-        return Err(CliError::Runtime(format!(
+        return Err(CliError::runtime(format!(
             "the demo ended early: {outcome:?}"
         )));
     }

@@ -50,7 +50,7 @@ fn check(conv: &Conversation, file: &str) -> CliResult {
         1 => String::new(),
         n => format!(" (and {} more)", n - 1),
     };
-    Err(CliError::Usage(format!(
+    Err(CliError::usage(format!(
         "{file} cannot be sent: {}{more}",
         shown::inline(&first.to_string(), 300)
     )))
@@ -61,26 +61,25 @@ pub(crate) fn run(args: EncodeArgs) -> CliResult {
     let (format, codec) = codec_for(&args.format)?;
     let bytes = read_input(Some(&args.conversation))?;
     let text = std::str::from_utf8(&bytes)
-        .map_err(|e| CliError::Usage(format!("{} is not UTF-8 text: {e}", args.conversation)))?;
+        .map_err(|e| CliError::usage(format!("{} is not UTF-8 text: {e}", args.conversation)))?;
     let conv = Conversation::from_json(text)
-        .map_err(|e| CliError::Usage(format!("invalid conversation {}: {e}", args.conversation)))?;
+        .map_err(|e| CliError::usage(format!("invalid conversation {}: {e}", args.conversation)))?;
     check(&conv, &args.conversation)?;
     let opts = RequestOptions {
         model: match args.model {
             Some(model) => model,
             None => llmchain::http::providers::for_format(format)
                 .map(|p| p.default_model().to_owned())
-                .map_err(|e| CliError::Usage(format!("{e}; or name the model with --model")))?,
+                .map_err(|e| CliError::usage(format!("{e}; or name the model with --model")))?,
         },
         stream: args.stream,
         ..RequestOptions::default()
     };
     let body = codec
         .encode(&conv, &opts)
-        .map_err(|e| CliError::Usage(format!("cannot encode for {format}: {e}")))?;
+        .map_err(|e| CliError::usage(format!("cannot encode for {format}: {e}")))?;
     let mut body = body;
     body.push(b'\n');
-    crate::stdout::write_bytes(&body)
-        .map_err(|e| CliError::Runtime(format!("cannot write the body: {e}")))?;
+    crate::stdout::write_bytes(&body).map_err(|e| CliError::io("cannot write the body", e))?;
     Ok(())
 }

@@ -17,12 +17,14 @@ pub(crate) fn pick<T>(
         .collect();
     match matching.len() {
         1 => Ok(matching.remove(0)),
-        0 => Err(CliError::Usage(format!(
+        0 => Err(CliError::usage(format!(
             "no {what} with id {given:?} (or starting with it); `llmchain {what}s list` shows them"
-        ))),
-        n => Err(CliError::Usage(format!(
+        ))
+        .typed("not_found")),
+        n => Err(CliError::usage(format!(
             "{given:?} starts {n} {what} ids: give more of the id"
-        ))),
+        ))
+        .typed("ambiguous_id")),
     }
 }
 

@@ -12,7 +12,7 @@ pub(super) fn open_input(path: Option<&str>) -> Result<Box<dyn Read>, CliError> 
         None | Some("-") => Ok(Box::new(std::io::stdin().lock())),
         Some(p) => std::fs::File::open(p)
             .map(|f| Box::new(f) as Box<dyn Read>)
-            .map_err(|e| CliError::Usage(format!("cannot read {p}: {e}"))),
+            .map_err(|e| CliError::usage(format!("cannot read {p}: {e}"))),
     }
 }
 
@@ -23,15 +23,15 @@ pub(super) fn read_input(path: Option<&str>) -> Result<Vec<u8>, CliError> {
             let mut buf = Vec::new();
             std::io::stdin()
                 .read_to_end(&mut buf)
-                .map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?;
+                .map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?;
             Ok(buf)
         }
-        Some(p) => std::fs::read(p).map_err(|e| CliError::Usage(format!("cannot read {p}: {e}"))),
+        Some(p) => std::fs::read(p).map_err(|e| CliError::usage(format!("cannot read {p}: {e}"))),
     }
 }
 
 /// The codec for a format name.
 pub(super) fn codec_for(name: &str) -> Result<(Format, &'static dyn Codec), CliError> {
-    let format: Format = name.parse().map_err(|e| CliError::Usage(format!("{e}")))?;
+    let format: Format = name.parse().map_err(|e| CliError::usage(format!("{e}")))?;
     Ok((format, format.codec()))
 }

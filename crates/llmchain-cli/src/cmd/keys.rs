@@ -41,7 +41,7 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
         Action::Set { provider } => {
             let spec = parse_provider(&provider)?;
             if spec.key_env().is_empty() {
-                return Err(CliError::Usage(format!(
+                return Err(CliError::usage(format!(
                     "{} takes no key{}",
                     spec.name(),
                     if spec.credentials_help().is_empty() {
@@ -97,7 +97,7 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
             let name = llmchain::http::provider(&provider).map_or(provider.as_str(), |s| s.name());
             let mut keys = crate::keys::load()?;
             if keys.remove(name).is_none() {
-                return Err(CliError::Usage(format!("no key stored for {name}")));
+                return Err(CliError::usage(format!("no key stored for {name}")));
             }
             let path = crate::keys::save(&keys)?;
             eprintln!("removed the key of {name} from {}", path.display());
@@ -110,21 +110,21 @@ pub(crate) fn run(args: KeysArgs) -> CliResult {
 fn read_key(provider: &str) -> Result<String, CliError> {
     let key = if std::io::stdin().is_terminal() {
         rpassword::prompt_password(format!("key for {provider} (not shown): "))
-            .map_err(|e| CliError::Runtime(format!("cannot read the key: {e}")))?
+            .map_err(|e| CliError::io("cannot read the key", e))?
     } else {
         let mut line = String::new();
         std::io::stdin()
             .read_line(&mut line)
-            .map_err(|e| CliError::Runtime(format!("cannot read the key from stdin: {e}")))?;
+            .map_err(|e| CliError::io("cannot read the key from stdin", e))?;
         line
     };
     let key = key.trim().to_owned();
     if key.is_empty() {
-        return Err(CliError::Usage("no key given".into()));
+        return Err(CliError::usage("no key given"));
     }
     if key.chars().any(char::is_control) || key.contains(' ') {
-        return Err(CliError::Usage(
-            "a key has no spaces or control characters: was something else pasted?".into(),
+        return Err(CliError::usage(
+            "a key has no spaces or control characters: was something else pasted?",
         ));
     }
     Ok(key)

@@ -176,7 +176,7 @@ impl Names {
             servers.call_timeout = servers.call_timeout.or(p.mcp_timeout);
             no_builtins |= p.no_builtin_tools;
             if servers.mcp.is_empty() && servers.mcp_http.is_empty() {
-                return Err(CliError::Usage(format!(
+                return Err(CliError::usage(format!(
                     "name a server: --mcp \"CMD ARGS\" or --mcp-http URL (the profile {name:?} of {} has none)",
                     config
                         .path
@@ -205,19 +205,19 @@ pub(crate) async fn connect_mcp_tools(
 ) -> Result<Vec<McpTool>, CliError> {
     let mut specs = Vec::new();
     for c in &servers.mcp {
-        specs.push(ServerSpec::parse_command(c).map_err(|e| CliError::Usage(e.to_string()))?);
+        specs.push(ServerSpec::parse_command(c).map_err(|e| CliError::usage(e.to_string()))?);
     }
     specs.extend(servers.mcp_http.iter().map(ServerSpec::http));
     llmchain_mcp::connect_all(specs, &mcp_options(servers), reserved)
         .await
-        .map_err(|e| CliError::Runtime(as_flags(&e.to_string())))
+        .map_err(|e| CliError::runtime(as_flags(&e.to_string())))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| CliError::io("cannot start the async runtime", e))
 }
 
 /// Runs `llmchain mcp`.
@@ -228,11 +228,11 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
             let root = match root {
                 Some(r) => r,
                 None => std::env::current_dir()
-                    .map_err(|e| CliError::Runtime(format!("no current directory: {e}")))?,
+                    .map_err(|e| CliError::io("no current directory", e))?,
             };
             let tools = vec![tools::calculator(), tools::clock(), tools::read_file(root)];
             rt.block_on(llmchain_mcp::serve_stdio(tools))
-                .map_err(|e| CliError::Runtime(format!("MCP server: {e}")))
+                .map_err(|e| CliError::runtime(format!("MCP server: {e}")))
         }
         McpCommand::List {
             servers,
@@ -279,15 +279,15 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
             out,
         } => rt.block_on(async {
             let parsed: Value = serde_json::from_str(&args)
-                .map_err(|e| CliError::Usage(format!("the arguments are not JSON: {e}")))?;
+                .map_err(|e| CliError::usage(format!("the arguments are not JSON: {e}")))?;
             let (servers, reserved) = names.resolve(servers)?;
             let tools = connect_mcp_tools(&servers, &reserved).await?;
             let Some(t) = tools.iter().find(|t| t.tool.name() == tool) else {
                 let names: Vec<&str> = tools.iter().map(|t| t.tool.name()).collect();
-                return Err(CliError::Usage(format!("no tool {tool:?}; the tools are: {}", names.join(", "))));
+                return Err(CliError::usage(format!("no tool {tool:?}; the tools are: {}", names.join(", "))));
             };
             let call = ToolCall::function("cli_1", &tool, parsed.to_string())
-                .map_err(|e| CliError::Usage(e.to_string()))?;
+                .map_err(|e| CliError::usage(e.to_string()))?;
             let handler = approval_handler(
                 approve,
                 tools.iter().map(|t| ToolMeta::of_mcp(t, &servers.trust)),
@@ -297,12 +297,12 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
                 ReviewDecision::Edit { arguments } => Value::Object(arguments),
                 ReviewDecision::Deny { reason } | ReviewDecision::Reject { reason } => {
                     outln!("{}", json!({"ran": false, "reason": reason}));
-                    return Err(CliError::Runtime(format!("{tool} was not run: {reason}")));
+                    return Err(CliError::runtime(format!("{tool} was not run: {reason}")));
                 }
-                ReviewDecision::Interrupt => return Err(CliError::Runtime("interrupted".into())),
+                ReviewDecision::Interrupt => return Err(CliError::runtime("interrupted")),
                 // Never run on a decision this version cannot read.
                 _ => {
-                    return Err(CliError::Runtime(format!(
+                    return Err(CliError::runtime(format!(
                         "{tool} was not run: the review gave a decision this version of llmchain does not know"
                     )));
                 }
@@ -318,7 +318,7 @@ pub(crate) fn run(args: McpArgs) -> CliResult {
             }
             if r.is_error() {
                 let what = if r.is_refusal() { "refused the call" } else { "returned an error" };
-                return Err(CliError::Runtime(format!(
+                return Err(CliError::runtime(format!(
                     "{tool} {what}: {}",
                     crate::shown::inline(r.content_text().lines().next().unwrap_or_default(), 200)
                 )));

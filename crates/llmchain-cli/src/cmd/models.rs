@@ -39,7 +39,8 @@ pub(crate) fn run(args: ModelsArgs) -> CliResult {
         .unwrap_or_else(|| "openai".to_owned());
     let spec = parse_provider(&name)?;
     let model_err = |e: llmchain::model::ModelError| {
-        CliError::Runtime(llmchain::redact::urls_in(&one_line(&e.to_string())))
+        CliError::runtime(llmchain::redact::urls_in(&one_line(&e.to_string())))
+            .typed(e.error_type())
     };
     let mut http = HttpModelConfig::for_provider(spec, spec.default_model())
         .read_env(crate::keys::lookup_for(spec)?)
@@ -57,7 +58,7 @@ pub(crate) fn run(args: ModelsArgs) -> CliResult {
     let models = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?
         .block_on(model.list_models())
         .map_err(model_err)?;
     if args.json {

@@ -97,7 +97,7 @@ pub(crate) fn run(args: ReviewsArgs) -> CliResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     rt.block_on(reviews(args))
 }
 
@@ -132,7 +132,7 @@ async fn served_by(store: &AnyStore, run: Option<&str>) -> bool {
 fn not_found(e: StoreError) -> CliError {
     match e {
         StoreError::ReviewNotFound(_) | StoreError::ReviewNotPending { .. } => {
-            CliError::Usage(e.to_string())
+            CliError::usage(e.to_string())
         }
         other => store_error(other),
     }
@@ -235,7 +235,7 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
                 Some(opened) => opened,
                 None => {
                     if let ReviewsAction::Show { id, .. } = &args.action {
-                        return Err(CliError::Usage(format!("no review with id {id:?}")));
+                        return Err(CliError::usage(format!("no review with id {id:?}")));
                     }
                     eprintln!("no call waits for review");
                     return Ok(());
@@ -307,13 +307,13 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
             let arguments = match serde_json::from_str::<Value>(&arguments) {
                 Ok(Value::Object(m)) => m,
                 Ok(other) => {
-                    return Err(CliError::Usage(format!(
+                    return Err(CliError::usage(format!(
                         "the arguments must be a JSON object, not {}",
                         crate::shown::inline(&other.to_string(), 100)
                     )));
                 }
                 Err(e) => {
-                    return Err(CliError::Usage(format!("the arguments are not JSON: {e}")));
+                    return Err(CliError::usage(format!("the arguments are not JSON: {e}")));
                 }
             };
             Some((id, HumanDecision::Edit { arguments }))
@@ -326,7 +326,7 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
         if let (HumanDecision::Edit { arguments }, Some(schema)) = (&decision, &review.schema)
             && let Err(why) = llmchain::tool::check_arguments(schema, arguments)
         {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "these arguments do not fit {}'s parameters; nothing was decided:\n{}",
                 crate::shown::inline(&review.tool, 100),
                 crate::shown::block(&why)

@@ -162,9 +162,9 @@ fn prompt(arg: Option<&str>, continuing: bool) -> Result<Option<String>, CliErro
         std::io::stdin()
             .take(MAX_PROMPT_BYTES + 1)
             .read_to_string(&mut text)
-            .map_err(|e| CliError::Usage(format!("cannot read the prompt from stdin: {e}")))?;
+            .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?;
         if text.len() as u64 > MAX_PROMPT_BYTES {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "the prompt on stdin is longer than {} MiB",
                 MAX_PROMPT_BYTES >> 20
             )));
@@ -176,8 +176,8 @@ fn prompt(arg: Option<&str>, continuing: bool) -> Result<Option<String>, CliErro
         None if piped => read_stdin()?,
         None if continuing => return Ok(None),
         None => {
-            return Err(CliError::Usage(
-                "give a prompt (or `-` to read it from stdin)".into(),
+            return Err(CliError::usage(
+                "give a prompt (or `-` to read it from stdin)",
             ));
         }
         Some(p) if piped => {
@@ -194,7 +194,7 @@ fn prompt(arg: Option<&str>, continuing: bool) -> Result<Option<String>, CliErro
         if continuing && arg.is_none() {
             return Ok(None);
         }
-        return Err(CliError::Usage("the prompt is empty".into()));
+        return Err(CliError::usage("the prompt is empty"));
     }
     Ok(Some(text))
 }
@@ -291,7 +291,7 @@ fn job_of(
             // Absolute, so a later `--continue` elsewhere reads the same place.
             Some(r) => Some(
                 std::fs::canonicalize(r)
-                    .map_err(|e| CliError::Usage(format!("--root {}: {e}", r.display())))?
+                    .map_err(|e| CliError::usage(format!("--root {}: {e}", r.display())))?
                     .display()
                     .to_string(),
             ),
@@ -355,7 +355,7 @@ fn check_recorded(
                 .map(|u| format!("--mcp-http {u}")),
         );
         if !missing.is_empty() {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "conversation {id} ran with MCP servers that your configuration (profile {}) does not have: {}. \
                  llmchain starts only the servers you configure; pass them again on the command line to use them, \
                  or name the servers to use with --mcp/--mcp-http",
@@ -377,7 +377,7 @@ fn check_recorded(
         && let Some(url) = recorded.base_url.as_deref().map(redact::url)
         && configured.as_deref().map(redact::url).as_deref() != Some(url.as_str())
     {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "conversation {id} ran against {}, but your configuration (profile {}) sends {} requests to {}. \
              llmchain sends your key only where you configure; pass --base-url to choose the server",
             crate::shown::inline(&url, 500),
@@ -430,13 +430,13 @@ pub(crate) fn run(args: RunArgs) -> CliResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     let cwd = std::env::current_dir()
-        .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| CliError::io("cannot read the current directory", e))?;
     let result = rt.block_on(async {
         let config = crate::config::load()?;
         if args.enqueue {
-            let prompt = prompt.ok_or_else(|| CliError::Usage("give a prompt".into()))?;
+            let prompt = prompt.ok_or_else(|| CliError::usage("give a prompt"))?;
             return enqueue(args, prompt, &config).await;
         }
         let (store, location) = open_store(args.db.clone()).await?;
@@ -477,7 +477,7 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
     .filter_map(|(given, flag)| given.then_some(flag))
     .collect();
     if !authority.is_empty() {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "{} cannot be given with --enqueue: a queued run runs under a profile of the worker's \
              configuration, which alone says what it may execute (never the database). Define \
              them in a profile ([profiles.NAME] in {}) and pass --profile NAME",
@@ -502,7 +502,7 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
     message.content.extend(crate::attach::parts_unchecked(
         &args.attachments,
         &std::env::current_dir()
-            .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?,
+            .map_err(|e| CliError::io("cannot read the current directory", e))?,
     )?);
     conversation.messages.push(message);
     let id = store
@@ -597,7 +597,7 @@ async fn agent(
         crate::attach::parts(&args.attachments, &cwd, spec.codec(), spec.name())?
     };
     if !attached.is_empty() && prompt.is_none() {
-        return Err(CliError::Usage("-a attaches to a prompt: give one".into()));
+        return Err(CliError::usage("-a attaches to a prompt: give one"));
     }
     let parts = job.connect(cwd).await?;
     let spec = parts.spec();
@@ -631,7 +631,7 @@ async fn agent(
             let e = store_error(e);
             held.fail(e.to_string(), false).await;
             return Err(if gone {
-                CliError::Usage(format!("no conversation with id {conversation_id:?}"))
+                CliError::usage(format!("no conversation with id {conversation_id:?}"))
             } else {
                 e
             });
@@ -707,7 +707,7 @@ async fn agent(
         None => String::new(),
     };
     let Some(chain) = ended.chain else {
-        return Err(CliError::Runtime(format!(
+        return Err(CliError::runtime(format!(
             "run {run_id} ended before it started"
         )));
     };
@@ -716,7 +716,7 @@ async fn agent(
             let cut = chain
                 .last_message()
                 .is_some_and(|m| m.status != llmchain::message::MessageStatus::Complete);
-            return Err(CliError::Usage(if cut {
+            return Err(CliError::usage(if cut {
                 format!(
                     "conversation {conversation_id} ends with a cut-off answer; give a prompt to go on (e.g. \"continue\")"
                 )
@@ -728,13 +728,14 @@ async fn agent(
         }
         RunEnd::Done => {}
         RunEnd::Lost { reason } => {
-            return Err(CliError::Runtime(format!(
+            return Err(CliError::runtime(format!(
                 "this process lost the run of conversation {conversation_id} ({reason}): another \
                  process took it over, or it was cancelled; nothing more was written"
-            )));
+            ))
+            .typed("lease_lost"));
         }
         RunEnd::Cancelled => {
-            return Err(CliError::Interrupted(format!(
+            return Err(CliError::interrupted(format!(
                 "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
                 resume_command(&db_flag, &conversation_id, &job.servers(), job.policy()?)
                     + &job
@@ -747,11 +748,18 @@ async fn agent(
                         .unwrap_or_default()
             )));
         }
-        RunEnd::Failed { error, .. } => return Err(CliError::Runtime(error)),
+        RunEnd::Failed { error, .. } => {
+            let failed = ended
+                .error
+                .as_ref()
+                .map_or("run_failed", ChainError::error_type);
+            return Err(CliError::runtime(error).typed(failed));
+        }
         RunEnd::NotRecorded { error } => {
-            return Err(CliError::Runtime(format!(
+            return Err(CliError::runtime(format!(
                 "the end of run {run_id} could not be recorded: {error}"
-            )));
+            ))
+            .typed("not_recorded"));
         }
         RunEnd::Paused { reviews, .. } => {
             let ids: Vec<&str> = reviews.iter().map(|r| r.id.as_str()).collect();
@@ -760,20 +768,22 @@ async fn agent(
             } else {
                 ""
             };
-            return Err(CliError::Runtime(format!(
+            return Err(CliError::runtime(format!(
                 "run {run_id} is paused: {} call(s) wait for review ({}). Decide with \
                  `llmchain reviews{db_flag} approve|deny|edit ID`, then go on with \
                  `llmchain conversations{db_flag} resume {conversation_id}`.{not_sent}",
                 ids.len(),
                 ids.join(", ")
-            )));
+            ))
+            .typed("paused"));
         }
         RunEnd::Yielded => {
-            return Err(CliError::Runtime(format!(
+            return Err(CliError::runtime(format!(
                 "the run stopped before its end; go on with `llmchain run{db_flag} --conversation {conversation_id}`"
-            )));
+            ))
+            .typed("yielded"));
         }
-        other => return Err(CliError::Runtime(format!("the run ended as {other:?}"))),
+        other => return Err(CliError::runtime(format!("the run ended as {other:?}"))),
     }
     // This invocation's model calls and usage, not the whole conversation's.
     let new = &chain.messages()[before.min(chain.messages().len())..];

@@ -71,13 +71,13 @@ pub(crate) fn run(args: RunsArgs) -> CliResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     rt.block_on(runs(args))
 }
 
 fn parse_status(s: &str) -> Result<RunStatus, CliError> {
     RunStatus::parse(s).ok_or_else(|| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "unknown --status {s:?}: expected pending, running, paused, done, failed, discarded or cancelled"
         ))
     })
@@ -87,7 +87,7 @@ fn run_not_found(e: llmchain_store::StoreError) -> CliError {
     match e {
         llmchain_store::StoreError::RunNotFound(_)
         | llmchain_store::StoreError::RunState { .. }
-        | llmchain_store::StoreError::RunAlreadyOpen { .. } => CliError::Usage(e.to_string()),
+        | llmchain_store::StoreError::RunAlreadyOpen { .. } => CliError::usage(e.to_string()),
         other => store_error(other),
     }
 }
@@ -126,7 +126,7 @@ async fn runs(args: RunsArgs) -> CliResult {
                 Some((store, _)) => store,
                 None => {
                     if let RunsAction::Show { id, .. } = &args.action {
-                        return Err(CliError::Usage(format!("no run with id {id:?}")));
+                        return Err(CliError::usage(format!("no run with id {id:?}")));
                     }
                     eprintln!("no runs");
                     return Ok(());

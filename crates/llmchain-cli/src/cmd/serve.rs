@@ -68,7 +68,7 @@ pub(crate) fn run(args: ServeArgs) -> CliResult {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     rt.block_on(serve(args))
 }
 
@@ -77,7 +77,7 @@ fn token(args: &ServeArgs) -> Result<Option<String>, CliError> {
     let token = match &args.token_file {
         Some(path) => Some(
             std::fs::read_to_string(path)
-                .map_err(|e| CliError::Usage(format!("--token-file {}: {e}", path.display())))?
+                .map_err(|e| CliError::usage(format!("--token-file {}: {e}", path.display())))?
                 .lines()
                 .next()
                 .unwrap_or_default()
@@ -90,8 +90,8 @@ fn token(args: &ServeArgs) -> Result<Option<String>, CliError> {
     if let Some(t) = &token
         && t.len() < 16
     {
-        return Err(CliError::Usage(
-            "the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 24`)".into(),
+        return Err(CliError::usage(
+            "the token is shorter than 16 characters; use a long random one (e.g. `openssl rand -hex 24`)",
         ));
     }
     Ok(token)
@@ -100,7 +100,7 @@ fn token(args: &ServeArgs) -> Result<Option<String>, CliError> {
 async fn serve(args: ServeArgs) -> CliResult {
     let token = token(&args)?;
     if token.is_none() && !llmchain_web::is_loopback(&args.listen) {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "listening on {} (not loopback) needs a bearer token: set {TOKEN_ENV} or pass --token-file",
             args.listen
         )));
@@ -112,7 +112,7 @@ async fn serve(args: ServeArgs) -> CliResult {
         .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
     let job = JobSpec::from_profile(&profile, config.profile(&profile)?)?;
     let cwd = std::env::current_dir()
-        .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| CliError::io("cannot read the current directory", e))?;
     // The model and the MCP servers, once for every chat.
     let parts = job.connect(cwd).await?;
     let (store, location) = open_store(args.db.clone()).await?;
@@ -125,10 +125,10 @@ async fn serve(args: ServeArgs) -> CliResult {
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .map_err(|e| CliError::Runtime(format!("cannot listen on {}: {e}", args.listen)))?;
+        .map_err(|e| CliError::io(format!("cannot listen on {}", args.listen), e))?;
     let local = listener
         .local_addr()
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
+        .map_err(|e| CliError::runtime(e.to_string()))?;
     let mut allowed_hosts = args.allow_host.clone();
     // The address it listens on, when it is one, is its own name too.
     if !local.ip().is_unspecified() {
@@ -171,7 +171,7 @@ async fn serve(args: ServeArgs) -> CliResult {
         stop.cancel();
     })
     .await
-    .map_err(|e| CliError::Runtime(format!("the server failed: {e}")))?;
+    .map_err(|e| CliError::runtime(format!("the server failed: {e}")))?;
     shutdown.cancel();
     Ok(())
 }

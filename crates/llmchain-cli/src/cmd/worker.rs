@@ -23,7 +23,7 @@ use llmchain_store::worker::{BoxError, Permanent};
 use llmchain_store::{AnyStore, Run, Worker, WorkerEvent};
 
 use crate::config::Config;
-use crate::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult, Exit};
 use crate::job::{JobSpec, QueuedOptions, Reviewer};
 use crate::store_access::open_store;
 
@@ -131,7 +131,7 @@ impl ProfileFlags {
         if let Some(r) = &self.root {
             p.root = Some(
                 std::fs::canonicalize(r)
-                    .map_err(|e| CliError::Usage(format!("--root {}: {e}", r.display())))?
+                    .map_err(|e| CliError::usage(format!("--root {}: {e}", r.display())))?
                     .display()
                     .to_string(),
             );
@@ -146,7 +146,7 @@ pub(crate) fn run(args: WorkerArgs) -> CliResult {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CliError::io("cannot start the async runtime", e))?;
     rt.block_on(work(args))
 }
 
@@ -163,9 +163,9 @@ async fn open_with_retry(
         match open_store(db.clone()).await {
             Ok(opened) => return Ok(opened),
             // A bad URL or a missing data directory does not pass with time.
-            Err(e @ CliError::Usage(_)) => return Err(e),
+            Err(e) if e.exit() == Exit::Usage => return Err(e),
             Err(e) if started.elapsed() + wait > give_up_after => {
-                return Err(CliError::Runtime(format!(
+                return Err(CliError::runtime(format!(
                     "{e} (gave up after {} s; --connect-timeout)",
                     started.elapsed().as_secs()
                 )));
@@ -178,7 +178,7 @@ async fn open_with_retry(
                 );
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = crate::stop::signal() => return Err(CliError::Interrupted("stopped before the database could be reached".into())),
+                    _ = crate::stop::signal() => return Err(CliError::interrupted("stopped before the database could be reached")),
                 }
                 wait = (wait * 2).min(Duration::from_secs(5));
             }
@@ -207,7 +207,7 @@ async fn work(args: WorkerArgs) -> CliResult {
         open_with_retry(args.db.clone(), Duration::from_secs(args.connect_timeout)).await?;
     let store = Arc::new(store);
     let cwd = std::env::current_dir()
-        .map_err(|e| CliError::Runtime(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| CliError::io("cannot read the current directory", e))?;
     let name = args
         .name
         .clone()
@@ -328,8 +328,8 @@ async fn build(
         .build(cwd, Some(state), Reviewer::Inbox)
         .await
         .map_err(|e| match e {
-            CliError::Usage(m) => permanent(m),
-            other => other.to_string().into(),
+            e if e.exit() == Exit::Usage => permanent(e.report()),
+            other => other.report().into(),
         })?;
     // The MCP tools keep their servers alive through the chain's tools.
     drop(built.mcp_tools);
