@@ -5,8 +5,9 @@
 //! ([`Codec::decode_response`]). Decoding never depends on how bytes are chunked.
 
 /// A built-in format's descriptor, its [`Format`] constant and its codec's [`Codec`]
-/// impl, from its folder's `encode::encode`, `decode::stream_decoder` and
-/// `decode::decode_whole`: a codec folder writes only what is its own.
+/// impl, from its folder's `encode::encode`, `decode::stream_decoder`,
+/// `decode::decode_whole` and (feature `test-util`) `render::render`: a codec folder
+/// writes only what is its own.
 macro_rules! built_in_format {
     (
         $(#[$doc:meta])*
@@ -14,8 +15,7 @@ macro_rules! built_in_format {
             name: $name:literal,
             title: $title:literal,
             aliases: [$($alias:literal),* $(,)?],
-            framing: $framing:ident,
-            renderer: $renderer:ident $(,)?
+            framing: $framing:ident $(,)?
         }
     ) => {
         /// The format's name, written once.
@@ -27,7 +27,7 @@ macro_rules! built_in_format {
                 .aliases(&[$($alias),*])
                 .framing($crate::provider::Framing::$framing);
             #[cfg(feature = "test-util")]
-            let spec = spec.renderer($crate::provider::render::$renderer);
+            let spec = spec.renderer(render::render);
             spec
         };
 

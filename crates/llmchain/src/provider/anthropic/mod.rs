@@ -3,6 +3,8 @@
 
 mod decode;
 mod encode;
+#[cfg(feature = "test-util")]
+mod render;
 
 pub use encode::DEFAULT_MAX_TOKENS;
 
@@ -24,6 +26,5 @@ built_in_format! {
         title: "Anthropic",
         aliases: [],
         framing: Sse,
-        renderer: anthropic,
     }
 }

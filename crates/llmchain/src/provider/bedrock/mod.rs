@@ -5,6 +5,8 @@
 
 mod decode;
 mod encode;
+#[cfg(feature = "test-util")]
+mod render;
 
 /// The Bedrock Converse codec.
 ///
@@ -25,6 +27,5 @@ built_in_format! {
         title: "Bedrock Converse",
         aliases: ["bedrock", "converse"],
         framing: EventStream,
-        renderer: bedrock,
     }
 }

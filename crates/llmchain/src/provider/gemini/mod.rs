@@ -3,6 +3,8 @@
 
 mod decode;
 mod encode;
+#[cfg(feature = "test-util")]
+mod render;
 mod schema;
 
 pub use schema::gemini_schema;
@@ -28,6 +30,5 @@ built_in_format! {
         title: "Gemini",
         aliases: ["google"],
         framing: Sse,
-        renderer: gemini,
     }
 }

@@ -3,6 +3,8 @@
 
 mod decode;
 mod encode;
+#[cfg(feature = "test-util")]
+mod render;
 
 /// The Ollama native chat codec. Calls without ids get synthesised ones
 /// (`call_<hash of created_at>_<n>`, marked `metadata.synthesized_id`).
@@ -24,6 +26,5 @@ built_in_format! {
         title: "Ollama",
         aliases: [],
         framing: Ndjson,
-        renderer: ollama,
     }
 }

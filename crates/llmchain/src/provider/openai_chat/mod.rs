@@ -4,6 +4,8 @@
 mod chunk;
 mod decode;
 mod encode;
+#[cfg(feature = "test-util")]
+mod render;
 
 pub use decode::decode_response;
 pub(crate) use encode::{
@@ -23,6 +25,5 @@ built_in_format! {
         title: "OpenAI Chat",
         aliases: ["openai", "chat"],
         framing: Sse,
-        renderer: openai_chat,
     }
 }

@@ -2,6 +2,8 @@
 
 mod decode;
 mod encode;
+#[cfg(feature = "test-util")]
+mod render;
 
 pub use decode::decode_response;
 pub use encode::encode;
@@ -17,6 +19,5 @@ built_in_format! {
         title: "OpenAI Responses",
         aliases: ["responses"],
         framing: Sse,
-        renderer: openai_responses,
     }
 }
