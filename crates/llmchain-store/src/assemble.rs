@@ -19,6 +19,9 @@ pub(crate) fn header_json(conversation: &Conversation) -> StoreResult<String> {
         system: conversation.system.clone(),
         tool_choice: conversation.tool_choice.clone(),
         parallel_tool_calls: conversation.parallel_tool_calls,
+        // A typed answer is asked for by the run's mode (`Extract`), for that run: not
+        // a lasting part of the conversation.
+        response_format: None,
         messages: Vec::new(),
     };
     ser("conversation header", &header)

@@ -241,6 +241,7 @@ fn any_conversation() -> impl Strategy<Value = Conversation> {
                     .collect(),
                 tool_choice,
                 parallel_tool_calls: parallel,
+                response_format: None,
                 messages,
             },
         )

@@ -43,9 +43,9 @@ const HELP: &str = "a line is a question; /new starts a new conversation; /exit 
 /// Runs `llmchain chat`.
 pub(crate) fn run(args: ChatArgs) -> CliResult {
     let mut base = args.run;
-    if base.json || base.enqueue {
+    if base.json || base.enqueue || base.schema.is_some() {
         return Err(CliError::usage(
-            "chat answers here, as text: use `llmchain run` for --json or --enqueue",
+            "chat answers here, as text: use `llmchain run` for --json, --schema or --enqueue",
         ));
     }
     if !std::io::stdin().is_terminal() {

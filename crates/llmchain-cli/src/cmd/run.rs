@@ -13,7 +13,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision};
+use llmchain::chain::{Callbacks, ChainError, Extract, Mode, ModelError, ReviewDecision};
+use llmchain::conversation::ResponseFormat;
 use llmchain::http::Provider;
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::StreamEvent;
@@ -108,6 +109,12 @@ pub(crate) struct RunArgs {
     /// storage format) and the usage.
     #[arg(long, conflicts_with = "enqueue")]
     pub json: bool,
+    /// Ask for a typed answer: a JSON object matching the JSON Schema in FILE (named by
+    /// its "title"). Only the checked object is printed on stdout; with --json, it is
+    /// `object` beside the usage. A wrong answer is sent back to the model, which tries
+    /// again within the failure budget; tools may run first.
+    #[arg(long, value_name = "FILE", conflicts_with = "enqueue")]
+    pub schema: Option<std::path::PathBuf>,
     /// Whether the model must call a tool: auto (it decides), none, required (some
     /// tool), or a tool's name (that tool).
     #[arg(long, value_name = "auto|none|required|NAME")]
@@ -599,6 +606,7 @@ async fn agent(
     if !attached.is_empty() && prompt.is_none() {
         return Err(CliError::usage("-a attaches to a prompt: give one"));
     }
+    let extract = args.schema.as_deref().map(answer_schema).transpose()?;
     let parts = job.connect(cwd).await?;
     let spec = parts.spec();
     let store = Arc::new(store);
@@ -620,7 +628,10 @@ async fn agent(
     // The job is recorded with it (without credentials), for `--continue` to compare.
     let mut extra = serde_json::Map::new();
     extra.insert(JOB_KEY.into(), job.record());
-    let mode = Mode::while_needs_response();
+    let mode = match &extract {
+        Some(extract) => Mode::custom(extract.clone()),
+        None => Mode::while_needs_response(),
+    };
     let mut held =
         crate::interactive_run::claim(store.clone(), &conversation_id, mode.name(), extra).await?;
     let run_id = held.run().id.clone();
@@ -657,7 +668,7 @@ async fn agent(
     let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
-    let callbacks = callbacks(&progress, &mid_line, !args.json);
+    let callbacks = callbacks(&progress, &mid_line, !args.json && extract.is_none());
     let mut chain = chain.with_callbacks(callbacks);
     if let Some(s) = args.system.clone() {
         chain = chain.with_system(s);
@@ -789,7 +800,27 @@ async fn agent(
     let new = &chain.messages()[before.min(chain.messages().len())..];
     let calls = new.iter().filter(|m| m.role == Role::Assistant).count();
     let usage = crate::usage::total(new);
-    if args.json {
+    if let Some(extract) = &extract {
+        let object = extract
+            .answer(chain.conversation())
+            .map_err(CliError::chain)?;
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::json!({
+                    "conversation": conversation_id,
+                    "run": run_id,
+                    "object": object,
+                    "usage": usage_json(&usage, calls),
+                })
+            );
+        } else {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&object).unwrap_or_default()
+            );
+        }
+    } else if args.json {
         let last = chain.last_message();
         outln!(
             "{}",
@@ -825,6 +856,30 @@ async fn agent(
         );
     }
     Ok(())
+}
+
+/// The biggest schema file `--schema` reads.
+const MAX_SCHEMA_BYTES: u64 = 1 << 20;
+
+/// `--schema FILE`: the typed answer it asks for.
+fn answer_schema(path: &std::path::Path) -> Result<Extract, CliError> {
+    use std::io::Read;
+    let shown = path.display();
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::usage(format!("cannot read the schema {shown}: {e}")))?;
+    let mut text = String::new();
+    file.take(MAX_SCHEMA_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::usage(format!("cannot read the schema {shown}: {e}")))?;
+    if text.len() as u64 > MAX_SCHEMA_BYTES {
+        return Err(CliError::usage(format!(
+            "the schema {shown} is over {MAX_SCHEMA_BYTES} bytes"
+        )));
+    }
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("the schema {shown} is not JSON: {e}")))?;
+    Extract::new(ResponseFormat::for_schema(schema))
+        .map_err(|e| CliError::usage(format!("{shown}: {e}")).typed("answer_schema"))
 }
 
 /// The usage as `run --json` prints it: the token figures, and `model_calls`.

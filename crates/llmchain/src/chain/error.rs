@@ -62,6 +62,23 @@ pub enum ChainError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+    /// A typed answer's schema providers would not take (not a schema, not an object, a
+    /// name they refuse); nothing was sent.
+    #[error("cannot ask for a typed answer: {0}")]
+    AnswerSchema(String),
+    /// The model's answer does not match its schema: the last of the tries the failure
+    /// budget allows.
+    #[error("the answer does not match its schema at {path}: {message}")]
+    InvalidAnswer {
+        /// Where, as a JSON pointer (`(root)` for the whole answer).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
+    /// The run stopped before its typed answer (calls wait for a person, or it was
+    /// paused); the outcome is named.
+    #[error("the run stopped before its answer: {0}")]
+    NotAnswered(String),
 }
 
 // The convention of `std::error::Error`: a cause is shown in this error's own text or
@@ -89,6 +106,9 @@ impl ChainError {
             ChainError::Resume(_) => "resume",
             ChainError::Persist(_) => "persist",
             ChainError::Cancelled => "cancelled",
+            ChainError::AnswerSchema(_) => "answer_schema",
+            ChainError::InvalidAnswer { .. } => "invalid_answer",
+            ChainError::NotAnswered(_) => "not_answered",
         }
     }
 
@@ -107,7 +127,10 @@ impl ChainError {
             | ChainError::InvalidToolName(_)
             | ChainError::ToolNotUsed(_)
             | ChainError::Delta(_)
-            | ChainError::Resume(_) => Disposition::Permanent,
+            | ChainError::Resume(_)
+            | ChainError::AnswerSchema(_)
+            | ChainError::InvalidAnswer { .. }
+            | ChainError::NotAnswered(_) => Disposition::Permanent,
         }
     }
 }

@@ -304,6 +304,12 @@ impl LLMChain {
         self.tools.iter().find(|t| t.name() == name)
     }
 
+    /// Removes a tool and its definition.
+    pub(super) fn remove_tool(&mut self, name: &str) {
+        self.tools.retain(|t| t.name() != name);
+        self.state.conversation.tools.retain(|d| d.name != name);
+    }
+
     /// Adds a message (persisted through the sink). The calls of a complete assistant
     /// message built by hand ([`Message::assistant_with_calls`]) are completed here, as
     /// [`Message::validate`] would: a valid call is then executable, and an invalid one

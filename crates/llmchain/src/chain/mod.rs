@@ -34,6 +34,7 @@ mod callbacks;
 mod error;
 mod events;
 mod execute;
+mod extract;
 mod interrupt;
 mod llm_chain;
 mod mode;
@@ -49,6 +50,7 @@ pub use crate::step;
 pub use callbacks::{Callbacks, ChainCallbacks};
 pub use error::ChainError;
 pub use events::{ChainEvent, ChainStream};
+pub use extract::Extract;
 pub use llm_chain::{
     DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN, DEFAULT_MAX_CALLS_PER_TURN,
     DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,

@@ -9,11 +9,13 @@ use crate::message::Message;
 
 mod call_ids;
 mod consistency;
+mod response_format;
 mod unanswered;
 
 pub use call_ids::unique_call_id;
 pub use consistency::{Inconsistency, Severity};
 pub(crate) use consistency::{answered_ids, sendable};
+pub use response_format::ResponseFormat;
 pub use unanswered::unanswered_calls;
 #[cfg(feature = "runtime")]
 pub(crate) use unanswered::unanswered_in;
@@ -107,6 +109,10 @@ pub struct Conversation {
     /// Whether the model may call several tools at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// A typed answer asked for: the JSON Schema the model's answer must match (set by
+    /// the chain's [`Extract`](crate::chain::Extract) mode for its run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
     /// The messages, oldest first.
     #[serde(default)]
     pub messages: Vec<Message>,

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::assembly::SYNTHESIZED_ID_KEY;
 use super::error::EncodeError;
 use super::format::RequestOptions;
-use crate::conversation::Conversation;
+use crate::conversation::{Conversation, ResponseFormat, ToolDefinition};
 use crate::message::{Arguments, ContentPart, ToolCall};
 
 /// A call's arguments as a JSON object, borrowed when already parsed: what the
@@ -207,4 +207,37 @@ mod extra_fields {
             }
         }
     }
+}
+
+/// The tools a request lists when the provider has a native mechanism for typed answers:
+/// all but the answer tool of the conversation's [`ResponseFormat`], which such a provider
+/// never sees (it answers in text).
+pub(crate) fn listed_tools(conv: &Conversation) -> impl Iterator<Item = &ToolDefinition> {
+    let answer = conv.response_format.as_ref().map(|f| f.name.as_str());
+    conv.tools
+        .iter()
+        .filter(move |t| Some(t.name.as_str()) != answer)
+}
+
+/// A typed answer's schema as sent: strict mode's rewrite when the answer is strict
+/// (every object closed, every property listed, the optional ones nullable).
+pub(crate) fn answer_schema(format: &ResponseFormat) -> serde_json::Value {
+    if format.strict {
+        crate::provider::openai_chat::strict_schema(&format.schema)
+    } else {
+        format.schema.clone()
+    }
+}
+
+/// The JSON-schema answer object OpenAI's APIs take (`response_format.json_schema` of
+/// Chat, `text.format` of Responses, which adds `"type"` beside them).
+pub(crate) fn openai_answer(format: &ResponseFormat) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("name".into(), format.name.clone().into());
+    if let Some(d) = &format.description {
+        m.insert("description".into(), d.clone().into());
+    }
+    m.insert("schema".into(), answer_schema(format));
+    m.insert("strict".into(), format.strict.into());
+    m
 }

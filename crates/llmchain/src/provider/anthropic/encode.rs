@@ -18,7 +18,9 @@ use serde_json::{Map, Value};
 
 use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
-use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, to_body};
+use crate::provider::encoding::{
+    ArgsObject, answer_schema, body_size_hint, join_text, listed_tools, to_body,
+};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
@@ -43,6 +45,9 @@ struct Body<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
+    /// A typed answer's schema (structured outputs: `output_config.format`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -392,9 +397,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         (!system_text.is_empty()).then_some(System::Text(system_text))
     };
 
-    let tools = conv
-        .tools
-        .iter()
+    let tools = listed_tools(conv)
         .map(|t| Tool {
             name: &t.name,
             description: &t.description,
@@ -430,6 +433,9 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         tool_choice,
         temperature: opts.temperature,
         stream: opts.stream,
+        output_config: conv.response_format.as_ref().map(
+            |f| serde_json::json!({"format": {"type": "json_schema", "schema": answer_schema(f)}}),
+        ),
     };
     to_body(FORMAT, &body, opts, body_size_hint(conv))
 }

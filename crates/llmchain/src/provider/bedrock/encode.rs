@@ -336,8 +336,21 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         inference_config.insert("temperature".into(), json!(t));
     }
 
-    let tool_config = (!conv.tools.is_empty()).then(|| {
-        let mut tools = Vec::with_capacity(conv.tools.len());
+    // A typed answer comes through its tool (Converse has no native mechanism): listed
+    // when the conversation does not list it already, and the model must call a tool.
+    let answer = conv.response_format.as_ref();
+    let answer_listed = answer.is_some_and(|f| conv.tools.iter().any(|t| t.name == f.name));
+    let tool_config = (!conv.tools.is_empty() || answer.is_some()).then(|| {
+        let mut tools = Vec::with_capacity(conv.tools.len() + 1);
+        if let Some(f) = answer.filter(|_| !answer_listed) {
+            let mut spec = Map::new();
+            spec.insert("name".into(), Value::String(f.name.clone()));
+            if let Some(d) = &f.description {
+                spec.insert("description".into(), Value::String(d.clone()));
+            }
+            spec.insert("inputSchema".into(), json!({"json": f.schema}));
+            tools.push(json!({"toolSpec": spec}));
+        }
         for t in &conv.tools {
             let mut spec = Map::new();
             spec.insert("name".into(), Value::String(t.name.clone()));
@@ -350,7 +363,14 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                 tools.push(json!({"cachePoint": {"type": "default"}}));
             }
         }
+        let others = conv
+            .tools
+            .iter()
+            .any(|t| answer.is_none_or(|f| t.name != f.name));
         let choice = match &conv.tool_choice {
+            // The answer alone: that tool; beside others: any tool, the answer at last.
+            _ if answer.is_some() && !others => answer.map(|f| json!({"tool": {"name": f.name}})),
+            _ if answer.is_some() => Some(json!({"any": {}})),
             ToolChoice::Mode(ToolChoiceMode::Auto) => Some(json!({"auto": {}})),
             ToolChoice::Mode(ToolChoiceMode::Required) => Some(json!({"any": {}})),
             ToolChoice::Tool { name } => Some(json!({"tool": {"name": name}})),

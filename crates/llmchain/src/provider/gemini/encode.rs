@@ -23,10 +23,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::schema::gemini_schema;
-use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
+use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, ToolDefinition};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::assembly::THOUGHT_SIGNATURE_KEY;
-use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, synthesized_id, to_body};
+use crate::provider::encoding::{
+    ArgsObject, body_size_hint, join_text, listed_tools, synthesized_id, to_body,
+};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
@@ -165,6 +167,12 @@ struct GenerationConfig {
     max_output_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// `application/json` for a typed answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    /// A typed answer's schema, rewritten as Gemini's schema dialect wants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_schema: Option<Value>,
 }
 
 /// A user-side part; `None` for parts this wire cannot carry here.
@@ -444,9 +452,19 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         });
     }
 
-    let declarations: Vec<Declaration<'_>> = conv
-        .tools
-        .iter()
+    // A typed answer beside other tools goes through the answer tool (older models
+    // refuse a JSON response type together with functions); alone, it is native.
+    let native_answer = conv
+        .response_format
+        .as_ref()
+        .filter(|_| listed_tools(conv).next().is_none());
+    let declared: Vec<&ToolDefinition> = if native_answer.is_some() {
+        Vec::new()
+    } else {
+        conv.tools.iter().collect()
+    };
+    let declarations: Vec<Declaration<'_>> = declared
+        .into_iter()
         .map(|t| {
             let has_params = t
                 .parameters_schema
@@ -471,6 +489,8 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
     };
 
     let tool_config = match &conv.tool_choice {
+        // The answer through its tool: some tool must be called, the answer at last.
+        _ if conv.response_format.is_some() && native_answer.is_none() => Some(("ANY", None)),
         ToolChoice::Unset => None,
         ToolChoice::Mode(ToolChoiceMode::Auto) => Some(("AUTO", None)),
         ToolChoice::Mode(ToolChoiceMode::None) => Some(("NONE", None)),
@@ -484,11 +504,15 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         },
     });
 
-    let generation_config =
-        (opts.max_tokens.is_some() || opts.temperature.is_some()).then_some(GenerationConfig {
-            max_output_tokens: opts.max_tokens,
-            temperature: opts.temperature,
-        });
+    let generation_config = (opts.max_tokens.is_some()
+        || opts.temperature.is_some()
+        || native_answer.is_some())
+    .then(|| GenerationConfig {
+        max_output_tokens: opts.max_tokens,
+        temperature: opts.temperature,
+        response_mime_type: native_answer.map(|_| "application/json"),
+        response_schema: native_answer.map(|f| gemini_schema(&f.schema)),
+    });
 
     let body = Body {
         contents,

@@ -19,7 +19,9 @@ use serde_json::Value;
 
 use crate::conversation::Conversation;
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
-use crate::provider::encoding::{ArgsObject, body_size_hint, join_text, synthesized_id, to_body};
+use crate::provider::encoding::{
+    ArgsObject, body_size_hint, join_text, listed_tools, synthesized_id, to_body,
+};
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
 use crate::provider::placement::{self, Kind};
@@ -35,6 +37,9 @@ struct Body<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     options: Option<Options>,
+    /// A typed answer's schema (structured outputs: `format`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -260,9 +265,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
     }
     flush_images(&mut tool_images, &mut messages);
 
-    let tools = conv
-        .tools
-        .iter()
+    let tools = listed_tools(conv)
         .map(|t| OTool {
             ty: "function",
             function: OToolFunction {
@@ -282,6 +285,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         tools,
         stream: opts.stream,
         options,
+        format: conv.response_format.as_ref().map(|f| f.schema.clone()),
     };
     to_body(FORMAT, &body, opts, body_size_hint(conv))
 }

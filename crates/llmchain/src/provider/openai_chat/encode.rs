@@ -19,7 +19,7 @@ use crate::conversation::{
 use crate::message::{
     Arguments, ContentPart, ContentType, Message, Role, ToolCall, ToolResult, parts_to_string,
 };
-use crate::provider::encoding::{body_size_hint, to_body};
+use crate::provider::encoding::{body_size_hint, listed_tools, openai_answer, to_body};
 use crate::provider::placement::{self, Kind};
 use crate::provider::{EncodeError, RequestOptions};
 
@@ -35,7 +35,7 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
     for m in &conv.messages {
         push_message(m, &answered, &mut messages);
     }
-    let tools: Vec<_> = conv.tools.iter().map(WireTool::new).collect();
+    let tools: Vec<_> = listed_tools(conv).map(WireTool::new).collect();
     let has_tools = !tools.is_empty();
     let body = Body {
         model: &opts.model,
@@ -49,6 +49,10 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
         }),
         max_tokens: opts.max_tokens,
         temperature: opts.temperature,
+        response_format: conv
+            .response_format
+            .as_ref()
+            .map(|f| serde_json::json!({"type": "json_schema", "json_schema": openai_answer(f)})),
     };
     // Extra fields are merged by the one rule every encoder follows: a key given there
     // replaces the typed one.
@@ -223,6 +227,9 @@ struct Body<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// A typed answer's schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]

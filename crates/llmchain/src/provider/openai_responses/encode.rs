@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::conversation::{Conversation, ToolChoice, ToolDefinition, answered_ids, sendable};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
-use crate::provider::encoding::{body_size_hint, to_body};
+use crate::provider::encoding::{body_size_hint, listed_tools, openai_answer, to_body};
 use crate::provider::openai_chat::{
     ArgumentsText, OPENAI_IMAGES, UrlOrData, joined_text, mode_str, part_url, result_text,
     tool_parameters,
@@ -52,9 +52,7 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
     for m in &conv.messages {
         push_items(m, &answered, &mut input);
     }
-    let tools: Vec<_> = conv
-        .tools
-        .iter()
+    let tools: Vec<_> = listed_tools(conv)
         .map(|def| WireTool {
             def,
             parameters: tool_parameters(def),
@@ -71,6 +69,11 @@ pub fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, Enc
         stream: opts.stream.then_some(true),
         max_output_tokens: opts.max_tokens,
         temperature: opts.temperature,
+        text: conv.response_format.as_ref().map(|f| {
+            let mut format = openai_answer(f);
+            format.insert("type".into(), "json_schema".into());
+            serde_json::json!({"format": format})
+        }),
     };
     // Extra fields are merged by the one rule every encoder follows: a key given there
     // replaces the typed one.
@@ -149,6 +152,9 @@ struct Body<'a> {
     max_output_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// A typed answer's schema (`text.format`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<serde_json::Value>,
 }
 
 enum Item<'a> {
