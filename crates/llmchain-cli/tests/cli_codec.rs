@@ -1,5 +1,7 @@
 //! `llmchain decode` / `llmchain encode` through the built binary.
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -7,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_llmchain"))
+    common::bare()
 }
 
 fn fixture(dir: &str, name: &str) -> PathBuf {

@@ -1,6 +1,6 @@
 //! `llmchain demo` runs offline and tells the story it promises.
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn demo_runs_offline_and_shows_every_path() {
@@ -13,7 +13,7 @@ fn demo_runs_offline_and_shows_every_path() {
         "ollama",
     ] {
         let db = format!("sqlite://{}", dir.path().join("demo.db").display());
-        let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        let out = common::bare()
             .args(["demo", "--delay-ms", "0", "--wire", wire, "--db", &db])
             .output()
             .expect("the binary runs");
@@ -56,7 +56,7 @@ fn demo_runs_offline_and_shows_every_path() {
         let id = stored.split_whitespace().next().unwrap();
         assert!(stored.contains(&format!("stored in {db}")), "{stored}");
         // The stored conversation is whole and exports in the storage format.
-        let export = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        let export = common::bare()
             .args(["conversations", "--db", &db, "export", id])
             .output()
             .unwrap();
@@ -70,7 +70,7 @@ fn demo_runs_offline_and_shows_every_path() {
             "completed"
         );
         // Nothing is outstanding, so resume has nothing to run.
-        let resume = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        let resume = common::bare()
             .args(["conversations", "--db", &db, "resume", id])
             .output()
             .unwrap();
@@ -82,7 +82,7 @@ fn demo_runs_offline_and_shows_every_path() {
 
 #[test]
 fn demo_rejects_an_unknown_wire() {
-    let out = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+    let out = common::bare()
         .args(["demo", "--wire", "smoke-signals"])
         .output()
         .expect("the binary runs");
@@ -102,7 +102,7 @@ fn a_closed_pipe_neither_panics_nor_loses_the_conversation() {
     use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("demo.db").display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+    let mut child = common::bare()
         .args(["demo", "--delay-ms", "0", "--db", &db])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -115,7 +115,7 @@ fn a_closed_pipe_neither_panics_nor_loses_the_conversation() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let list = Command::new(env!("CARGO_BIN_EXE_llmchain"))
+    let list = common::bare()
         .args(["conversations", "--db", &db, "list"])
         .output()
         .unwrap();

@@ -3,7 +3,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use llmchain::conversation::{Conversation, ToolDefinition};
 use llmchain::message::{ExecutionStatus, Message, ToolCall, ToolResult};
@@ -190,7 +190,7 @@ fn bad_input_exits_2_with_one_line() {
 fn default_database_is_in_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_llmchain"))
+        common::bare()
             .args(args)
             .env_remove("LLMCHAIN_DATABASE_URL")
             .env("XDG_DATA_HOME", dir.path())

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{BIN, Session, bad_server_cmd, have_tmux};
 
 use llmchain::tool::ToolContext;
@@ -61,7 +59,7 @@ async fn mcp_serve_serves_the_builtin_tools_over_stdio() {
 /// `llmchain mcp call … calculator ARGS [--approve POLICY]`: exit code, stdout JSON,
 /// stderr.
 fn call(policy: Option<&str>, args: &str) -> (Option<i32>, Value, String) {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = common::bare();
     cmd.args([
         "mcp",
         "call",
@@ -104,7 +102,7 @@ fn mcp_call_runs_the_named_tool_and_fails_on_an_error_result() {
 #[test]
 fn mcp_list_and_bad_servers_fail_cleanly() {
     // The names `run` sends: the built-in tools hold these, so the server's get its prefix.
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--mcp", &serve_cmd()])
         .output()
         .unwrap();
@@ -114,7 +112,7 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
         text.contains("llmchain__calculator\tCalculate\t[read-only, idempotent]\tllmchain\t"),
         "{text}"
     );
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--no-builtin-tools", "--mcp", &serve_cmd()])
         .output()
         .unwrap();
@@ -124,7 +122,7 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
         "{text}"
     );
 
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--mcp", "/nonexistent/server --x"])
         .output()
         .unwrap();
@@ -135,7 +133,7 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
         "{err}"
     );
 
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--mcp", "\"unterminated"])
         .output()
         .unwrap();
@@ -147,7 +145,7 @@ fn mcp_list_and_bad_servers_fail_cleanly() {
 #[test]
 fn a_dying_servers_stderr_is_shown_escaped() {
     let server = r#"sh -c 'printf "\033]0;pwned\007config missing: set TOKEN\n" >&2; exit 1'"#;
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--mcp", server])
         .output()
         .unwrap();
@@ -204,7 +202,7 @@ fn an_unreachable_http_server_is_named_without_rust_types() {
         l.local_addr().unwrap().port()
     };
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--mcp-http", &url])
         .output()
         .unwrap();
@@ -224,7 +222,7 @@ fn a_hung_server_fails_after_the_start_timeout() {
     else {
         return;
     };
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args(["mcp", "list", "--mcp", &server, "--mcp-start-timeout", "1"])
         .output()
         .unwrap();
@@ -240,7 +238,7 @@ fn a_hung_server_fails_after_the_start_timeout() {
 /// `--mcp-prefix` tells two copies of one server apart.
 #[test]
 fn mcp_list_shows_server_and_schema_and_prefixes_on_request() {
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args([
             "mcp",
             "list",
@@ -264,7 +262,7 @@ fn mcp_list_shows_server_and_schema_and_prefixes_on_request() {
     assert_eq!(calc["server"], "llmchain");
     assert_eq!(calc["input_schema"]["required"], json!(["expression"]));
     assert_eq!(calc["hints"], json!(["read-only", "idempotent"]));
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args([
             "mcp",
             "list",
@@ -310,7 +308,7 @@ fn mcp_call_shows_every_part_and_writes_files_with_out() {
     );
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("parts");
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args([
             "mcp",
             "call",
@@ -371,7 +369,7 @@ fn mcp_list_and_call_read_the_profiles_servers() {
     )
     .unwrap();
     let run = |args: &[&str]| {
-        Command::new(BIN)
+        common::bare()
             .args(args)
             .env("LLMCHAIN_CONFIG", &config)
             .output()

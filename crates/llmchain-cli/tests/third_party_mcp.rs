@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{BIN, llmchain, serve, third_party as bin_dir};
+use common::{llmchain, serve, third_party as bin_dir};
 use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
 use serde_json::{Value, json};
@@ -20,7 +20,7 @@ const START: &str = "90";
 
 /// `llmchain mcp list --json --mcp CMD`: the tools' names.
 fn list(cmd: &str) -> Vec<String> {
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args([
             "mcp",
             "list",
@@ -47,7 +47,7 @@ fn list(cmd: &str) -> Vec<String> {
 
 /// `llmchain mcp call --mcp CMD TOOL ARGS`: the printed result, asserting it ran fine.
 fn call(cmd: &str, tool: &str, args: Value) -> Value {
-    let out = Command::new(BIN)
+    let out = common::bare()
         .args([
             "mcp",
             "call",

@@ -198,34 +198,76 @@ pub(crate) fn llmchain_with_env(
         .expect("the binary runs")
 }
 
-/// The command [`llmchain`] runs, for a test that spawns it (a server).
-pub(crate) fn llmchain_command(args: &[&str], dir: &std::path::Path) -> Command {
+/// Prefixes of the variables a user's shell may hold that change what `llmchain` does:
+/// its own settings, the providers' and clouds' keys and endpoints, OpenTelemetry's,
+/// the XDG directories. A test's `llmchain` runs with none of them (but the
+/// `LLMCHAIN_TEST_*` the suite itself reads).
+const USER_PREFIXES: &[&str] = &[
+    "LLMCHAIN_",
+    "OTEL_",
+    "XDG_",
+    "OPENAI_",
+    "ANTHROPIC_",
+    "GEMINI_",
+    "GOOGLE_",
+    "VERTEX",
+    "CLOUDSDK_",
+    "AWS_",
+    "AZURE_",
+    "OLLAMA_",
+    "MISTRAL_",
+    "DEEPSEEK_",
+    "OPENROUTER_",
+    "GROQ_",
+    "TOGETHER_",
+    "XAI_",
+    "FIREWORKS_",
+];
+
+/// Single variables of the user's that change what `llmchain` does or shows.
+const USER_VARS: &[&str] = &[
+    "HOME",
+    "EDITOR",
+    "VISUAL",
+    "NO_COLOR",
+    "CLICOLOR_FORCE",
+    "TRACEPARENT",
+    "USER",
+];
+
+/// `llmchain` with none of the user's environment that could change it (their config,
+/// data, database, keys, collector, editor, colours: [`USER_PREFIXES`], [`USER_VARS`])
+/// and `home` as its home, config and data directory. Every test that starts the
+/// binary starts it from here (`tests/hermetic_guard.rs` keeps it so).
+pub(crate) fn bare_in(home: &std::path::Path) -> Command {
     let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("LLMCHAIN_DATABASE_URL")
-        .env_remove("LLMCHAIN_PROVIDER")
-        .env_remove("LLMCHAIN_MODEL")
-        .env_remove("LLMCHAIN_SERVE_TOKEN")
-        .env_remove("LLMCHAIN_CONFIG")
-        .env_remove("EDITOR")
-        .env_remove("VISUAL")
-        .env_remove("NO_COLOR")
-        // The default database goes into the test's directory.
-        .env("XDG_DATA_HOME", dir)
-        .env("XDG_CONFIG_HOME", dir);
-    // No span of a test reaches the user's own collector, and no OTEL_* setting of theirs
-    // changes what a test sees.
+    command.current_dir(home);
     for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("OTEL_") {
-            command.env_remove(name);
+        let n = name.to_string_lossy();
+        let users =
+            USER_PREFIXES.iter().any(|p| n.starts_with(p)) && !n.starts_with("LLMCHAIN_TEST_");
+        if users || USER_VARS.contains(&n.as_ref()) {
+            command.env_remove(&name);
         }
     }
+    command
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("USER", "tester");
+    command
+}
+
+/// [`bare_in`] a home of its own (a new temporary directory, kept).
+pub(crate) fn bare() -> Command {
+    let home = tempfile::tempdir().expect("a temporary directory").keep();
+    bare_in(&home)
+}
+
+/// The command [`llmchain`] runs, for a test that spawns it (a server).
+pub(crate) fn llmchain_command(args: &[&str], dir: &std::path::Path) -> Command {
+    let mut command = bare_in(dir);
+    command.args(args);
     command
 }
 

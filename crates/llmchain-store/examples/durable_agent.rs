@@ -1,0 +1,119 @@
+//! A durable agent: its conversation stored in SQLite as it goes, a tool that must not
+//! run twice, an approval decided from the call's arguments, and the conversation taken
+//! up again by another process.
+//!
+//! ```text
+//! cargo run -p llmchain-store --example durable_agent -- start agent.db "Email bob@example.com that the build is green"
+//! cargo run -p llmchain-store --example durable_agent -- resume agent.db CONVERSATION_ID "Tell mallory@evil.test too"
+//! ```
+//!
+//! `OPENAI_API_KEY` (and `OPENAI_BASE_URL` for any compatible server) come from the
+//! environment. Kill the first process at any moment: `resume` finds every message and
+//! every call's status as they were, and a `send_email` caught mid-run is answered
+//! "outcome unknown" instead of being sent again (the tool is not idempotent).
+
+use std::sync::Arc;
+
+use llmchain::chain::{LLMChain, Mode, ReviewDecision};
+use llmchain::http::{HttpModel, HttpModelConfig};
+use llmchain::message::{Message, ToolCall};
+use llmchain::provider::Format;
+use llmchain::tool::Tool;
+use llmchain_store::SqliteStore;
+use llmchain_store::sink::{StoreSink, load_chain_state};
+use serde_json::json;
+
+type Error = Box<dyn std::error::Error>;
+
+/// A tool with an effect in the world: running it twice sends two emails.
+fn send_email() -> Result<Tool, Error> {
+    Ok(Tool::builder("send_email")
+        .description("Sends an email.")
+        .schema(json!({"type": "object",
+            "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+            "required": ["to", "body"]}))
+        .idempotent(false)
+        .handler(|args, _ctx| async move {
+            let to = args["to"].as_str().unwrap_or_default().to_owned();
+            format!("sent to {to}")
+        })
+        .build()?)
+}
+
+/// The approval hook: an email may go to example.com only. It reads the call's
+/// arguments as a map (`arguments_as_map`), whatever the provider streamed.
+fn review(call: &ToolCall) -> ReviewDecision {
+    let args = call.arguments_as_map();
+    match args.get("to").and_then(|v| v.as_str()) {
+        Some(to) if to.ends_with("@example.com") => ReviewDecision::Approve,
+        Some(to) => ReviewDecision::Deny {
+            reason: format!("{to} is outside example.com: not sent"),
+        },
+        None => ReviewDecision::Reject {
+            reason: "give the address in `to`".into(),
+        },
+    }
+}
+
+fn model() -> Result<HttpModel, Error> {
+    Ok(HttpModel::new(HttpModelConfig::from_env(
+        Format::OPENAI_CHAT,
+        "gpt-4.1-mini",
+    )?)?)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: durable_agent start DB PROMPT | resume DB CONVERSATION_ID [PROMPT]";
+    let (command, db) = match (args.first(), args.get(1)) {
+        (Some(c), Some(db)) => (c.as_str(), db.as_str()),
+        _ => return Err(usage.into()),
+    };
+    let store = Arc::new(SqliteStore::open(db).await?);
+    let mut chain = match command {
+        "start" => {
+            let prompt = args.get(2).ok_or(usage)?;
+            let chain = LLMChain::new(model()?)
+                .with_system("You send short emails for the user.")
+                .with_tool(send_email()?)
+                .with_review(review);
+            // The conversation is created with the chain's header (system prompt, tools)
+            // and every later message and call status is written as it happens.
+            let (mut chain, id) =
+                StoreSink::persist(store.clone(), chain, Some(prompt.clone())).await?;
+            println!("conversation {id}");
+            chain.add_message(Message::user(prompt.clone())).await?;
+            chain
+        }
+        "resume" => {
+            let id = args.get(2).ok_or(usage)?;
+            // Another process: the conversation as the store holds it.
+            let state = load_chain_state(store.as_ref(), id, None)
+                .await?
+                .ok_or_else(|| format!("no conversation {id} in {db}"))?;
+            let mut chain = LLMChain::from_state(model()?, state)
+                .with_tool(send_email()?)
+                .with_review(review)
+                .with_sink(StoreSink::new(store.clone(), id.clone()));
+            println!("conversation {id}: {} messages", chain.messages().len());
+            if let Some(prompt) = args.get(3) {
+                chain.add_message(Message::user(prompt.clone())).await?;
+            }
+            chain
+        }
+        _ => return Err(usage.into()),
+    };
+    chain.run(Mode::while_needs_response()).await?;
+    for m in chain.messages() {
+        for r in &m.tool_results {
+            println!("tool result {}: {}", r.tool_call_id, r.content_text());
+        }
+    }
+    let answer = chain
+        .last_message()
+        .and_then(Message::text)
+        .unwrap_or_default();
+    println!("answer: {answer}");
+    Ok(())
+}
