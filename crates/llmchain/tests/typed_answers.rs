@@ -294,3 +294,93 @@ async fn a_schema_known_at_run_time_and_the_mode_under_any_owner() {
     .unwrap_err();
     assert!(matches!(e, ChainError::AnswerSchema(_)), "{e:?}");
 }
+
+/// A partial answer is a view of the final one: its keys are the final's, its strings
+/// prefixes of the final's, its arrays prefixes, its finished scalars equal.
+fn view_of(partial: &Value, full: &Value) -> bool {
+    match (partial, full) {
+        (Value::Object(p), Value::Object(f)) => p
+            .iter()
+            .all(|(k, v)| f.get(k).is_some_and(|fv| view_of(v, fv))),
+        (Value::Array(p), Value::Array(f)) => {
+            p.len() <= f.len() && p.iter().zip(f).all(|(a, b)| view_of(a, b))
+        }
+        (Value::String(p), Value::String(f)) => f.starts_with(p.as_str()),
+        (p, f) => p == f,
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Doc {
+    title: String,
+    tags: Vec<String>,
+    pages: u32,
+    meta: Meta,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Meta {
+    author: String,
+    draft: bool,
+}
+
+const DOC: &str = r#"{"title": "Streams \"all\" the way — ünïcode", "tags": ["a", "béta", "c"], "pages": 123, "meta": {"author": "Ada", "draft": false}}"#;
+
+const ALL: [Format; 6] = [
+    Format::OPENAI_CHAT,
+    Format::OPENAI_RESPONSES,
+    Format::ANTHROPIC,
+    Format::GEMINI,
+    Format::OLLAMA,
+    Format::BEDROCK_CONVERSE,
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Partial answers at any chunking of any format's stream: each is a view of the
+    /// final answer and of the partial after it, and the last is the answer.
+    #[test]
+    fn every_partial_answer_is_a_view_of_the_final_one(
+        chunk in 1usize..48,
+        which in 0usize..6,
+        fenced: bool,
+    ) {
+        let format = ALL[which];
+        let script = if format == Format::BEDROCK_CONVERSE {
+            ResponseScript::tool_call("call_1", "Doc", DOC)
+        } else if fenced {
+            ResponseScript::text(format!("```json\n{DOC}\n```"))
+        } else {
+            ResponseScript::text(DOC)
+        };
+        let model = Arc::new(ScriptedModel::new(format).respond(script).unwrap().chunk_size(chunk));
+        let partials: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
+        let seen = partials.clone();
+        let extract = Extract::of::<Doc>()
+            .unwrap()
+            .on_partial(move |v| seen.lock().unwrap().push(v.clone()));
+        let value = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let mut chain = chain_asking(model).await;
+                chain.extract_value(extract).await
+            })
+            .unwrap();
+        let partials = partials.lock().unwrap();
+        // It streams: the object grows over several partials.
+        proptest::prop_assert!(partials.len() >= 3, "{format}: {partials:?}");
+        proptest::prop_assert_ne!(&partials[0], &value);
+        for p in partials.iter() {
+            proptest::prop_assert!(view_of(p, &value), "{format}: {p} is not a view of {value}");
+        }
+        for pair in partials.windows(2) {
+            proptest::prop_assert!(view_of(&pair[0], &pair[1]), "{format}: {} then {}", pair[0], pair[1]);
+        }
+        proptest::prop_assert_eq!(partials.last().unwrap(), &value, "{}", format);
+    }
+}

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use super::error::ChainError;
 use super::llm_chain::LLMChain;
 use super::mode::{CustomMode, DEFAULT_MAX_RUNS, ModeFuture, RunOutcome};
+use super::partial_answer::{OnPartial, PartialAnswers};
 use super::steps::Steps;
 use crate::conversation::{Conversation, ResponseFormat};
 use crate::message::{Message, MessageStatus, Role};
@@ -30,6 +31,7 @@ pub struct Extract {
     format: ResponseFormat,
     validator: Arc<jsonschema::Validator>,
     max_runs: u32,
+    partial: Option<OnPartial>,
 }
 
 impl std::fmt::Debug for Extract {
@@ -37,6 +39,7 @@ impl std::fmt::Debug for Extract {
         f.debug_struct("Extract")
             .field("format", &self.format)
             .field("max_runs", &self.max_runs)
+            .field("partial", &self.partial.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +63,7 @@ impl Extract {
             format,
             validator: Arc::new(validator),
             max_runs: DEFAULT_MAX_RUNS,
+            partial: None,
         })
     }
 
@@ -83,6 +87,24 @@ impl Extract {
     /// With another max-runs guard (model calls in this run; default 25).
     pub fn max_runs(mut self, max_runs: u32) -> Extract {
         self.max_runs = max_runs;
+        self
+    }
+
+    /// Calls `on_partial` with the object so far each time the streamed answer grows
+    /// (the answer's text, or the answer tool's arguments): every partial is a view of
+    /// the final answer — its keys, prefixes of its strings and arrays, its finished
+    /// scalars — at any chunking. Partials are not checked against the schema; the
+    /// answer is.
+    ///
+    /// ```
+    /// # use llmchain::chain::Extract;
+    /// #[derive(schemars::JsonSchema)]
+    /// struct Story { title: String, text: String }
+    /// let extract = Extract::of::<Story>()?.on_partial(|so_far| eprintln!("{so_far}"));
+    /// # Ok::<(), llmchain::chain::ChainError>(())
+    /// ```
+    pub fn on_partial(mut self, on_partial: impl Fn(&Value) + Send + Sync + 'static) -> Extract {
+        self.partial = Some(Arc::new(on_partial));
         self
     }
 
@@ -279,7 +301,15 @@ impl CustomMode for Extract {
                     }
                 }
             }
+            let watching = self.partial.clone().map(|on_partial| {
+                let watch = PartialAnswers::new(self.format.name.clone(), on_partial);
+                chain.callbacks.push(Arc::new(watch));
+                chain.callbacks.len() - 1
+            });
             let outcome = self.drive(chain).await;
+            if let Some(at) = watching {
+                chain.callbacks.remove(at);
+            }
             if added {
                 chain.remove_tool(&self.format.name);
             }

@@ -38,6 +38,7 @@ mod extract;
 mod interrupt;
 mod llm_chain;
 mod mode;
+mod partial_answer;
 mod review;
 mod run;
 #[cfg(feature = "test-util")]
