@@ -440,9 +440,9 @@ fn chat_keeps_one_conversation_and_survives_ctrl_c() {
     assert!(screen.contains("EXIT=0"), "{screen}");
     drop(t);
 
-    let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 3, "{seen:?}");
-    let last = seen[2].1["messages"].as_array().unwrap();
+    let first = seen.lock().unwrap().clone();
+    assert_eq!(first.len(), 3, "{first:?}");
+    let last = first[2].1["messages"].as_array().unwrap();
     let text: Vec<String> = last.iter().map(|m| m["content"].to_string()).collect();
     let text = text.join(" ");
     for needle in [
@@ -465,11 +465,32 @@ fn chat_keeps_one_conversation_and_survives_ctrl_c() {
         screen.contains("› Its river?") && screen.contains("The Seine."),
         "{screen}"
     );
+    // The session's commands.
+    for (command, says) in [
+        ("/id", "conversation "),
+        ("/tools", "built-in tools: calculator, clock, read_file"),
+        ("/usage", "model call(s)"),
+        ("/nope", "unknown command /nope"),
+        ("/model", "model: m"),
+        (
+            "/model other-model",
+            "model: other-model for the next answers",
+        ),
+    ] {
+        t.type_text(command);
+        t.keys(&["Enter"]);
+        t.wait_for(says);
+    }
     t.type_text("Sure?");
     t.keys(&["Enter"]);
     t.wait_for("Yes, the Seine.");
     t.keys(&["C-d"]);
     t.wait_for("EXIT=0");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen[3].1["model"], "other-model",
+        "/model chose the next answer's model"
+    );
 }
 
 /// A review question inside `llmchain chat`: the call is asked about between two

@@ -27,9 +27,9 @@ use crate::store_access::{open_store, redact_url, resolve_id, store_error};
     mut_arg("max_attempts", |a| a.hide(true)),
     mut_arg("priority", |a| a.hide(true)),
     mut_arg("prompt", |a| a.help("The first question (then the session goes on)")),
-    after_help = "In the session: a line is a question; /new starts a new conversation, \
-                  /exit (or Ctrl-D) ends the session, /help says this. Ctrl-C cancels the \
-                  answer being written (it is kept, marked cancelled) or clears the line."
+    after_help = "In the session: a line is a question. /help lists the commands: /new, /id, \
+                  /model NAME, /tools, /usage, /exit (or Ctrl-D). Ctrl-C cancels the answer \
+                  being written (it is kept, marked cancelled) or clears the line."
 )]
 pub(crate) struct ChatArgs {
     #[command(flatten)]
@@ -37,8 +37,14 @@ pub(crate) struct ChatArgs {
 }
 
 /// What the session says at `/help`.
-const HELP: &str = "a line is a question; /new starts a new conversation; /exit or Ctrl-D ends \
-                    the session; Ctrl-C cancels the answer being written or clears the line";
+const HELP: &str = "a line is a question (its answer streams here). Commands:
+  /new          start a new conversation
+  /id           the conversation's id (for `llmchain run -c`, `conversations show`)
+  /model NAME   answer with model NAME from now on (/model alone: the model in use)
+  /tools        the tools the answers may call
+  /usage        the tokens this conversation used
+  /exit         end the session (or Ctrl-D)
+Ctrl-C cancels the answer being written (it is kept, marked cancelled) or clears the line.";
 
 /// Runs `llmchain chat`.
 pub(crate) fn run(args: ChatArgs) -> CliResult {
@@ -82,18 +88,13 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
             continue;
         }
         let _ = editor.add_history_entry(question);
-        match question {
-            "/exit" | "/quit" => break,
-            "/help" => {
-                eprintln!("{HELP}");
-                continue;
+        if let Some(command) = question.strip_prefix('/') {
+            match session.command(&mut base, command) {
+                Ok(Next::Exit) => break,
+                Ok(Next::Ask) => {}
+                Err(e) => eprintln!("llmchain: {}", crate::shown::block(&e.report())),
             }
-            "/new" => {
-                session.id = None;
-                eprintln!("a new conversation");
-                continue;
-            }
-            _ => {}
+            continue;
         }
         let result = session.turn(&base, question);
         // Attachments go with the first question only.
@@ -130,7 +131,70 @@ struct Session {
     id: Option<String>,
 }
 
+/// What the session does after a command.
+enum Next {
+    Ask,
+    Exit,
+}
+
 impl Session {
+    /// Runs `/command` (without its slash).
+    fn command(&mut self, base: &mut RunArgs, command: &str) -> Result<Next, CliError> {
+        let (name, arg) = command
+            .split_once(char::is_whitespace)
+            .map_or((command, ""), |(n, a)| (n, a.trim()));
+        match name {
+            "exit" | "quit" => return Ok(Next::Exit),
+            "help" => eprintln!("{HELP}"),
+            "new" => {
+                self.id = None;
+                eprintln!("a new conversation");
+            }
+            "id" => match &self.id {
+                Some(id) => eprintln!("conversation {id}"),
+                None => eprintln!("no conversation yet: the first question starts one"),
+            },
+            "model" if arg.is_empty() => match &base.model {
+                Some(m) => eprintln!("model: {}", crate::shown::inline(m, 200)),
+                None => eprintln!(
+                    "model: the conversation's, else the profile's or the provider's default \
+                     (/model NAME to choose)"
+                ),
+            },
+            "model" => {
+                base.model = Some(arg.to_owned());
+                eprintln!(
+                    "model: {} for the next answers",
+                    crate::shown::inline(arg, 200)
+                );
+            }
+            "tools" => eprintln!("{}", tools_of(base)),
+            "usage" => match &self.id {
+                None => eprintln!("no conversation yet"),
+                Some(id) => {
+                    let messages = block_on(async {
+                        let (store, _) = open_store(base.db.clone()).await?;
+                        let stored = store.get_conversation(id).await.map_err(store_error)?;
+                        Ok(stored.map(|s| s.conversation.messages).unwrap_or_default())
+                    })?;
+                    let calls = messages
+                        .iter()
+                        .filter(|m| m.role == Role::Assistant)
+                        .count();
+                    eprintln!(
+                        "usage: {} in {calls} model call(s)",
+                        crate::usage::summary(&crate::usage::total(&messages))
+                    );
+                }
+            },
+            _ => eprintln!(
+                "unknown command /{}: /help lists them",
+                crate::shown::inline(name, 100)
+            ),
+        }
+        Ok(Next::Ask)
+    }
+
     /// The conversation `-c` or `--conversation` names, or none yet.
     fn open(args: &RunArgs) -> Result<Session, CliError> {
         if !args.continue_latest && args.conversation.is_none() {
@@ -150,8 +214,9 @@ impl Session {
                         .find(|m| m.role == role)
                         .and_then(|m| m.text())
                 };
+                // As typed: a question of several lines is shown on several lines.
                 if let Some(q) = last(Role::User) {
-                    eprintln!("› {}", crate::shown::inline(&q, 200));
+                    eprintln!("› {}", crate::shown::block(&q));
                 }
                 if let Some(a) = last(Role::Assistant) {
                     eprintln!("{}", crate::shown::block(&a));
@@ -206,4 +271,38 @@ fn history_path() -> Option<std::path::PathBuf> {
         .ok()?
         .parent()
         .map(|d| d.join("chat_history"))
+}
+
+/// What `/tools` says: the built-in tools the flags leave, and the MCP servers whose
+/// tools come with them.
+fn tools_of(args: &RunArgs) -> String {
+    let builtins: Vec<&str> = if args.no_builtin_tools {
+        Vec::new()
+    } else {
+        crate::tools::BUILTIN_NAMES
+            .iter()
+            .copied()
+            .filter(|n| args.tools.is_empty() || args.tools.iter().any(|c| c == n))
+            .collect()
+    };
+    let mut out = if builtins.is_empty() {
+        "built-in tools: none".to_owned()
+    } else {
+        format!("built-in tools: {}", builtins.join(", "))
+    };
+    let servers: Vec<String> = args
+        .servers
+        .mcp
+        .iter()
+        .chain(&args.servers.mcp_http)
+        .map(|s| crate::shown::inline(&llmchain::redact::urls_in(s), 200))
+        .collect();
+    if !servers.is_empty() {
+        out.push_str(&format!(
+            "\nMCP servers (their tools too): {}",
+            servers.join(", ")
+        ));
+    }
+    out.push_str("\n(and the MCP servers of the profile, if it names any)");
+    out
 }

@@ -171,12 +171,41 @@ pub(crate) fn unpaired(request: &serde_json::Value) -> Option<String> {
 /// server's environment, which is the user's), `dir` as its config and data home.
 pub(crate) fn hermetic(dir: &std::path::Path) -> String {
     let d = dir.display();
-    format!(
-        "env -u EDITOR -u VISUAL -u NO_COLOR -u LLMCHAIN_DATABASE_URL -u LLMCHAIN_CONFIG -u LLMCHAIN_PROVIDER \
-         -u LLMCHAIN_MODEL -u LLMCHAIN_SERVE_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL \
-         -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL -u OTEL_EXPORTER_OTLP_ENDPOINT \
-         -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT XDG_DATA_HOME={d} XDG_CONFIG_HOME={d}"
-    )
+    // The pane's environment is the tmux server's: unset what the user's may hold, as
+    // `bare_in` does, naming every such variable this process sees and the usual ones.
+    let mut unset: Vec<String> = std::env::vars_os()
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .filter(|n| {
+            (USER_PREFIXES.iter().any(|p| n.starts_with(p)) && !n.starts_with("LLMCHAIN_TEST_"))
+                || USER_VARS.contains(&n.as_str())
+        })
+        .collect();
+    for usual in [
+        "EDITOR",
+        "VISUAL",
+        "NO_COLOR",
+        "LLMCHAIN_DATABASE_URL",
+        "LLMCHAIN_CONFIG",
+        "LLMCHAIN_PROVIDER",
+        "LLMCHAIN_MODEL",
+        "LLMCHAIN_SERVE_TOKEN",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ] {
+        if !unset.iter().any(|u| u == usual) {
+            unset.push(usual.to_owned());
+        }
+    }
+    let unset: String = unset
+        .iter()
+        .filter(|n| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .map(|n| format!("-u {n} "))
+        .collect();
+    format!("env {unset}HOME={d} USER=tester XDG_DATA_HOME={d} XDG_CONFIG_HOME={d}")
 }
 
 /// Runs `llmchain ARGS` in `dir` without a terminal and without provider or database
