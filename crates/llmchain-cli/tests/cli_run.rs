@@ -1149,3 +1149,58 @@ fn a_secret_echoed_by_the_provider_is_masked_everywhere() {
         assert!(!text(&shown).contains(KEY), "{args:?}: {}", text(&shown));
     }
 }
+
+/// An attached text file is found again: `conversations search` reads attached text,
+/// `show` names the file.
+#[test]
+fn attached_text_is_searched_and_shown_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("a.db").display());
+    std::fs::write(
+        dir.path().join("notes.txt"),
+        "Shopping list.\nThe secret ingredient is pumpernickel.\n",
+    )
+    .unwrap();
+    let (base, _) = serve(vec![
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Noted.")).unwrap(),
+    ]);
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--db",
+            &db,
+            "-a",
+            "notes.txt",
+            "Keep this",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = llmchain(
+        &["conversations", "--db", &db, "search", "PUMPERNICKEL"],
+        dir.path(),
+    );
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        found.contains("attached notes.txt") && found.contains("pumpernickel"),
+        "{found}"
+    );
+    let id = found.split_whitespace().next().unwrap().to_owned();
+    let out = llmchain(&["conversations", "--db", &db, "show", &id], dir.path());
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("[file notes.txt, text/plain, 54 bytes]"),
+        "{shown}"
+    );
+}

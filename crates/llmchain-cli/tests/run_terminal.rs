@@ -611,3 +611,50 @@ fn markdown_is_drawn_in_a_terminal_and_kept_in_a_pipe() {
     let out = common::llmchain(&["run", "--base-url", &base, "plan"], dir.path());
     assert!(String::from_utf8_lossy(&out.stdout).contains(answer));
 }
+
+/// `conversations delete` on a terminal asks first: "n" keeps the conversation, "y"
+/// deletes it; `--yes` (and a pipe) do not ask.
+#[test]
+fn delete_asks_on_a_terminal() {
+    if !have_tmux("delete_asks_on_a_terminal") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_url(dir.path());
+    let (base, _) = serve(vec![sse(&ResponseScript::text("Hello."))]);
+    let out = common::llmchain(
+        &["run", "--base-url", &base, "--db", &db, "Hi there"],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = common::saved_id(&String::from_utf8_lossy(&out.stderr));
+    let delete = format!(
+        "cd {} && {} {BIN} conversations --db {db} delete {id}; echo EXIT=$?; sleep 60",
+        dir.path().display(),
+        hermetic(dir.path())
+    );
+    let t = Session::start("llmchain-delete-n", &delete);
+    let screen = t.wait_for("[y/N]");
+    assert!(
+        screen.contains("Hi there") && screen.contains("2 message(s)"),
+        "{screen}"
+    );
+    t.type_text("n");
+    t.keys(&["Enter"]);
+    t.wait_for("not deleted");
+    t.wait_for("EXIT=0");
+    drop(t);
+    let t = Session::start("llmchain-delete-y", &delete);
+    t.wait_for("[y/N]");
+    t.type_text("y");
+    t.keys(&["Enter"]);
+    t.wait_for("deleted conversation");
+    t.wait_for("EXIT=0");
+    drop(t);
+    let out = common::llmchain(&["conversations", "--db", &db, "list"], dir.path());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
+}

@@ -56,6 +56,9 @@ pub(crate) enum Action {
     Delete {
         /// The conversation id (or a unique prefix of it).
         id: String,
+        /// Do not ask first (asked only on a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Show a conversation's messages, tool calls (with their execution status) and runs.
     Show {
@@ -151,7 +154,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                 return Ok(None);
             }
         },
-        Action::Show { id } | Action::Export { id, .. } | Action::Delete { id } => {
+        Action::Show { id } | Action::Export { id, .. } | Action::Delete { id, .. } => {
             match open_existing(args.db.clone()).await? {
                 Some((store, _)) => store,
                 None => {
@@ -178,10 +181,20 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                 .search_conversations(&text, (limit.max(1) * 4).min(400))
                 .await
                 .map_err(store_error)?;
+            // Attached text files are stored encoded, where the store's match cannot
+            // see them: the latest conversations are read for them too.
+            let mut seen = std::collections::HashSet::new();
+            let recent = store
+                .list_conversations(ATTACHMENT_SCAN)
+                .await
+                .map_err(store_error)?;
             let mut found = 0;
-            for s in candidates {
+            for s in candidates.into_iter().chain(recent) {
                 if found >= limit {
                     break;
+                }
+                if !seen.insert(s.id.clone()) {
+                    continue;
                 }
                 let Some(hit) = search_hit(&store, &s, &text).await? else {
                     continue;
@@ -193,7 +206,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                 eprintln!("no conversation holds {}", crate::shown::inline(&text, 80));
             }
         }
-        Action::Delete { id } => {
+        Action::Delete { id, yes } => {
             let id = resolve_id(&store, &id).await?;
             let runs = store.list_runs(&id).await.map_err(store_error)?;
             if let Some(open) = runs.iter().find(|r| r.state.status.is_open()) {
@@ -205,11 +218,25 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                     open.id
                 )));
             }
-            let title = store
-                .get_conversation(&id)
-                .await
-                .map_err(store_error)?
-                .and_then(|c| c.summary.title);
+            let stored = store.get_conversation(&id).await.map_err(store_error)?;
+            let count = stored.as_ref().map_or(0, |c| c.conversation.messages.len());
+            let title = stored.and_then(|c| c.summary.title);
+            let shown_title = title
+                .as_deref()
+                .map(|t| format!(" ({})", crate::shown::inline(t, 80)))
+                .unwrap_or_default();
+            // On a terminal, a deletion is confirmed first: it cannot be undone.
+            let asking = !yes
+                && std::io::IsTerminal::is_terminal(&std::io::stdin())
+                && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            if asking
+                && !confirm(&format!(
+                    "delete conversation {id}{shown_title}, {count} message(s)?"
+                ))?
+            {
+                eprintln!("not deleted");
+                return Ok(None);
+            }
             if !store.delete_conversation(&id).await.map_err(store_error)? {
                 return Err(CliError::usage(format!("no conversation with id {id:?}")));
             }
@@ -552,8 +579,53 @@ async fn search_hit(
                 return Ok(Some(format!("{}: {excerpt}", m.role.as_str())));
             }
         }
+        for (name, t) in attached_texts(&m.content) {
+            if let Some(excerpt) = excerpt(&t, &needle) {
+                return Ok(Some(format!(
+                    "{} attached {name}: {excerpt}",
+                    m.role.as_str()
+                )));
+            }
+        }
     }
     Ok(None)
+}
+
+/// How many of the latest conversations `search` reads for attached text.
+const ATTACHMENT_SCAN: i64 = 400;
+
+/// The text files among `parts` (a text media type, or JSON, XML, YAML…), decoded:
+/// their names and texts.
+fn attached_texts(parts: &[llmchain::message::ContentPart]) -> Vec<(String, String)> {
+    use base64::Engine;
+    parts
+        .iter()
+        .filter(|p| p.r#type == ContentType::File)
+        .filter(|p| {
+            p.media().is_some_and(|m| {
+                m.starts_with("text/")
+                    || ["json", "xml", "yaml", "toml", "csv", "javascript"]
+                        .iter()
+                        .any(|t| m.contains(t))
+            })
+        })
+        .filter_map(|p| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(p.content.trim())
+                .ok()?;
+            let text = String::from_utf8(bytes).ok()?;
+            Some((attachment_name(p).to_owned(), text))
+        })
+        .collect()
+}
+
+/// An attached file's name as `-a` recorded it, or "a file".
+fn attachment_name(p: &llmchain::message::ContentPart) -> &str {
+    p.options
+        .get("filename")
+        .and_then(|v| v.as_str())
+        .filter(|n| !n.is_empty())
+        .unwrap_or("a file")
 }
 
 /// About 40 characters either side of the first place `needle` (lowercase) is in
@@ -669,8 +741,15 @@ fn parts_shown(parts: &[llmchain::message::ContentPart]) -> String {
                 let data = p.content.trim_end();
                 let padding = data.len() - data.trim_end_matches('=').len();
                 let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+                let name = p
+                    .options
+                    .get("filename")
+                    .and_then(|v| v.as_str())
+                    .filter(|n| !n.is_empty())
+                    .map(|n| format!("{n}, "))
+                    .unwrap_or_default();
                 format!(
-                    "[{kind} {}, {bytes} bytes]",
+                    "[{kind} {name}{}, {bytes} bytes]",
                     p.media().unwrap_or("of unknown type")
                 )
             }
@@ -680,4 +759,19 @@ fn parts_shown(parts: &[llmchain::message::ContentPart]) -> String {
         });
     }
     shown.join("\n")
+}
+
+/// Asks `question` on stderr, `[y/N]`; true for `y` or `yes` (any case).
+fn confirm(question: &str) -> Result<bool, CliError> {
+    use std::io::Write;
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::io("cannot read the answer", e))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }

@@ -101,13 +101,38 @@ pub(crate) fn run(args: ReviewsArgs) -> CliResult {
     rt.block_on(reviews(args))
 }
 
-/// Who is deciding: `$USER@HOST`.
+/// Who is deciding: `$USER@HOST`; without `USER` (or `LOGNAME`, `USERNAME`), the
+/// operating system's name for this process's user.
 pub(crate) fn who() -> String {
     let user = ["USER", "LOGNAME", "USERNAME"]
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .or_else(login_name)
         .unwrap_or_else(|| "unknown".into());
     format!("{user}@{}", host_name())
+}
+
+/// The login name of this process's user, from the password database: the owner of
+/// `/proc/self` is the process's user, `/etc/passwd` names it (or `uid N` when it has no
+/// entry). Ten lines here rather than a crate (or libc's `getpwuid`, unsafe) for one
+/// fallback of a label.
+#[cfg(unix)]
+fn login_name() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let named = passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse::<u32>().ok()? == uid && !name.is_empty()).then(|| name.to_owned())
+    });
+    Some(named.unwrap_or_else(|| format!("uid {uid}")))
+}
+
+#[cfg(not(unix))]
+fn login_name() -> Option<String> {
+    None
 }
 
 /// This machine's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else
@@ -366,4 +391,20 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
     }
     out!("{out}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(unix)]
+    #[test]
+    fn the_login_name_comes_from_the_os() {
+        let name = super::login_name().expect("a name on unix");
+        assert!(!name.is_empty() && !name.contains(':'), "{name}");
+        // What `id -un` says, where it is installed.
+        if let Ok(out) = std::process::Command::new("id").arg("-un").output()
+            && out.status.success()
+        {
+            assert_eq!(name, String::from_utf8_lossy(&out.stdout).trim());
+        }
+    }
 }

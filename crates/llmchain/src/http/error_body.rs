@@ -36,11 +36,52 @@ pub fn provider_message(status: u16, body: &[u8]) -> (String, Option<String>) {
             .unwrap_or("error");
         return (reason.to_owned(), None);
     }
+    if let Some(page) = html_page(text) {
+        return (page, None);
+    }
+    // One line: a body's line breaks and runs of blanks are one space.
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut end = text.len().min(MAX_RAW_MESSAGE);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     (text[..end].to_owned(), None)
+}
+
+/// An HTML error page (a proxy's, a web server's 404) as one line: its title (else its
+/// first heading), not the markup.
+fn html_page(text: &str) -> Option<String> {
+    let lower = text.get(..text.len().min(512))?.to_ascii_lowercase();
+    if !(lower.starts_with("<!doctype html")
+        || lower.starts_with("<html")
+        || lower.contains("<html"))
+    {
+        return None;
+    }
+    let element = |tag: &str| {
+        let lower = text.to_ascii_lowercase();
+        let open = lower.find(&format!("<{tag}"))?;
+        let start = open + lower[open..].find('>')? + 1;
+        let end = start + lower[start..].find(&format!("</{tag}"))?;
+        let inner = text
+            .get(start..end)?
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        (!inner.is_empty()).then_some(inner)
+    };
+    let said = element("title").or_else(|| element("h1"));
+    let mut line = match said {
+        Some(said) => format!("an HTML page: {said}"),
+        None => "an HTML page".to_owned(),
+    };
+    line.truncate(
+        (0..=line.len().min(MAX_RAW_MESSAGE))
+            .rev()
+            .find(|&i| line.is_char_boundary(i))
+            .unwrap_or(0),
+    );
+    Some(line)
 }
 
 fn message_of(v: &Value) -> Option<(String, Option<String>)> {
@@ -163,6 +204,23 @@ pub fn reported_headers(headers: &HeaderMap) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_html_page_is_one_line_its_title() {
+        let page = b"<!DOCTYPE html>\n<html><head>\n<title>404 Not Found</title></head>\n<body><h1>Not Found</h1><p>The requested URL was not found on this server.</p>\n</body></html>";
+        assert_eq!(provider_message(404, page).0, "an HTML page: 404 Not Found");
+        let page = b"<html><body>\n<h1>502   Bad\nGateway</h1></body></html>";
+        assert_eq!(
+            provider_message(502, page).0,
+            "an HTML page: 502 Bad Gateway"
+        );
+        assert_eq!(provider_message(500, b"<html></html>").0, "an HTML page");
+        // Plain text keeps its words, on one line.
+        assert_eq!(
+            provider_message(500, b"upstream\n  timed out\n").0,
+            "upstream timed out"
+        );
+    }
 
     #[test]
     fn messages_per_provider() {
