@@ -18,6 +18,7 @@ mod job;
 mod keys;
 mod markdown;
 mod parts;
+mod profile_flags;
 mod progress;
 mod review;
 mod shown;

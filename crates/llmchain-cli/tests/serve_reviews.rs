@@ -61,3 +61,68 @@ fn approving_a_served_chat_from_the_cli_says_the_server_goes_on() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `serve` takes the worker's profile flags for its profile "default": with no config
+/// file, `--approve ask` and an MCP server from flags make a served call wait for its
+/// approval; the flags with another profile are refused.
+#[test]
+fn serve_takes_the_profile_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let Some(files) = files_server_cmd("serve_takes_the_profile_flags", &root, 0) else {
+        return;
+    };
+    let call = ResponseScript::tool_call(
+        "call_1",
+        "write_file",
+        serde_json::json!({"path": "b.txt", "content": "B"}).to_string(),
+    );
+    let (base, _) = serve(vec![render_stream(Format::OPENAI_CHAT, &call).unwrap()]);
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    let served = Served::start(
+        dir,
+        &[
+            "--db",
+            &db,
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--mcp",
+            &files,
+            "--no-builtin-tools",
+            "--approve",
+            "ask",
+        ],
+    );
+    let asked = post_chat(&served.base, &user_message("chat", "u1", "write b.txt"));
+    assert!(
+        asked.contains("\"approvalId\""),
+        "no approval request: {asked}"
+    );
+    assert!(
+        std::fs::read_to_string(root.join("b.txt")).is_err(),
+        "it waits"
+    );
+    drop(served);
+    let refused = llmchain(
+        &[
+            "serve",
+            "--db",
+            &db,
+            "--profile",
+            "other",
+            "--approve",
+            "ask",
+        ],
+        dir,
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("define the profile"),
+        "{}",
+        text(&refused)
+    );
+}

@@ -60,6 +60,10 @@ pub(crate) struct ServeArgs {
     /// Answers generated at once.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_answers: usize,
+    /// The profile "default", from flags: they override the config file's top-level
+    /// keys, as the worker's do.
+    #[command(flatten)]
+    pub default_profile: crate::profile_flags::ProfileFlags,
 }
 
 /// Runs `llmchain serve`.
@@ -105,11 +109,23 @@ async fn serve(args: ServeArgs) -> CliResult {
             args.listen
         )));
     }
-    let config = crate::config::load_from(args.config.as_deref())?;
+    let mut config = crate::config::load_from(args.config.as_deref())?;
     let profile = args
         .profile
         .clone()
         .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
+    if args.default_profile.any() {
+        if profile != DEFAULT_PROFILE {
+            return Err(CliError::usage(format!(
+                "the profile flags (--provider, --model, --approve…) define the profile \
+                 \"{DEFAULT_PROFILE}\"; serve it (drop --profile {profile}) or put them in \
+                 the profile {profile} of the config file"
+            )));
+        }
+        if let Some(default) = config.profiles.get_mut(DEFAULT_PROFILE) {
+            args.default_profile.apply(default)?;
+        }
+    }
     let job = JobSpec::from_profile(&profile, config.profile(&profile)?)?;
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::io("cannot read the current directory", e))?;
