@@ -2,7 +2,9 @@
 //! `chromium`, headless, driven over the DevTools protocol by `puppeteer-core` (pinned in
 //! `.ci/third-party`), runs `tests/js/page_in_chromium.mjs` against the real binary: type,
 //! send, watch the text stream in, click Approve, see the result, reload and see the
-//! conversation. A screenshot is kept in `target/test-artifacts/serve-page.png`.
+//! conversation; at phone width (390 px) the chats are a drawer and the chat has the
+//! width, at 1280 px the list is beside it; a new chat requests nothing that is not
+//! there. Screenshots are kept in `target/test-artifacts/serve-page*.png` (CI artifacts).
 
 mod common;
 
@@ -105,7 +107,15 @@ fn the_page_chats_approves_and_reloads_in_chromium() {
         served.log()
     );
     eprintln!("{stdout}screenshot: {}", screenshot.display());
-    assert!(std::fs::metadata(&screenshot).unwrap().len() > 10_000);
+    for shot in [
+        "serve-page.png",
+        "serve-page-390.png",
+        "serve-page-390-drawer.png",
+        "serve-page-1280.png",
+    ] {
+        let len = std::fs::metadata(artifacts.join(shot)).map_or(0, |m| m.len());
+        assert!(len > 5_000, "{shot}: {len} bytes");
+    }
     let ran = files_calls(&root);
     assert_eq!(ran.len(), 1, "{ran:?}");
     assert_eq!(

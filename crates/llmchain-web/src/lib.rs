@@ -134,6 +134,9 @@ pub struct ServeConfig {
     /// How long a connection may take to send a request's headers, and stay idle
     /// between requests, before it is closed (default 10 s).
     pub header_timeout: Duration,
+    /// What the page says answers its chats (`openai · gpt-4.1-mini`): shown with the
+    /// profile on an empty chat (`GET /api/info`).
+    pub model_label: Option<String>,
 }
 
 impl ServeConfig {
@@ -160,6 +163,7 @@ impl Default for ServeConfig {
             name: format!("serve-{}", std::process::id()),
             max_connections: 4096,
             header_timeout: Duration::from_secs(10),
+            model_label: None,
         }
     }
 }
@@ -228,6 +232,7 @@ impl<S: Store + 'static> ChatServer<S> {
             .route("/api/chat/{id}/stream", get(resume::<S>))
             .route("/api/chats", get(list::<S>))
             .route("/api/chats/{id}", get(messages::<S>))
+            .route("/api/info", get(info::<S>))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.app.clone(),
                 require_token::<S>,
@@ -668,6 +673,16 @@ async fn resume<S: Store + 'static>(
         Some(hub) if hub.replayable() => stream_response(&app, hub),
         _ => StatusCode::NO_CONTENT.into_response(),
     }
+}
+
+/// `GET /api/info`: what answers here (the profile, the model), for the page's empty
+/// chat.
+async fn info<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
+    axum::Json(json!({
+        "profile": app.config.profile,
+        "model": app.config.model_label,
+    }))
+    .into_response()
 }
 
 async fn list<S: Store>(State(app): State<Arc<App<S>>>) -> Response {

@@ -183,9 +183,44 @@ pub fn ui_messages(conversation: &Conversation, reviews: &[Review]) -> Vec<Value
 fn text_parts(m: &Message) -> Vec<Value> {
     m.content
         .iter()
-        .filter(|p| p.r#type == ContentType::Text && !p.content.is_empty())
-        .map(|p| json!({"type": "text", "text": p.content, "state": "done"}))
+        .filter_map(|p| match p.r#type {
+            ContentType::Text if !p.content.is_empty() => {
+                Some(json!({"type": "text", "text": p.content, "state": "done"}))
+            }
+            ContentType::Image
+            | ContentType::File
+            | ContentType::ImageUrl
+            | ContentType::FileUrl => Some(file_part(p)),
+            _ => None,
+        })
         .collect()
+}
+
+/// The largest attachment sent back whole (as a `data:` URL) to the page; a bigger one
+/// is named with its type and size only.
+const MAX_SHOWN_ATTACHMENT: usize = 256 << 10;
+
+/// An attachment as the AI SDK's UI `file` part: its media type, its name (`-a` records
+/// it), and a URL (its own, or its bytes as a `data:` URL when small enough).
+fn file_part(p: &llmchain::message::ContentPart) -> Value {
+    let by_url = matches!(p.r#type, ContentType::ImageUrl | ContentType::FileUrl);
+    let media = p.media().unwrap_or(if p.r#type == ContentType::Image {
+        "image/*"
+    } else {
+        "application/octet-stream"
+    });
+    let url = if by_url {
+        p.content.clone()
+    } else if p.content.len() <= MAX_SHOWN_ATTACHMENT {
+        format!("data:{media};base64,{}", p.content.trim())
+    } else {
+        String::new()
+    };
+    let mut part = json!({"type": "file", "mediaType": media, "url": url});
+    if let Some(name) = p.options.get("filename").and_then(Value::as_str) {
+        part["filename"] = Value::String(name.to_owned());
+    }
+    part
 }
 
 fn assistant_parts(m: &Message, after: &[Message], reviews: &[Review]) -> Vec<Value> {
@@ -287,6 +322,28 @@ fn tool_part(call: &ToolCall, after: &[Message], reviews: &[Review]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_users_attachments_are_file_parts_with_their_names() {
+        use llmchain::message::{ContentPart, Message};
+        let mut m = Message::user("Read these");
+        m.content
+            .push(ContentPart::file("aGVsbG8=", "text/plain").with_option("filename", "notes.txt"));
+        m.content
+            .push(ContentPart::image_url("https://example.com/cat.png"));
+        let mut conversation = Conversation::new();
+        conversation.messages.push(m);
+        let ui = ui_messages(&conversation, &[]);
+        let parts = ui[0]["parts"].as_array().unwrap();
+        assert_eq!(parts[0]["type"], "text");
+        assert_eq!(
+            parts[1],
+            json!({"type": "file", "mediaType": "text/plain", "filename": "notes.txt",
+                   "url": "data:text/plain;base64,aGVsbG8="})
+        );
+        assert_eq!(parts[2]["url"], "https://example.com/cat.png");
+        assert_eq!(parts[2]["type"], "file");
+    }
 
     fn req(v: Value) -> ChatRequest {
         serde_json::from_value(v).unwrap()

@@ -158,6 +158,7 @@ async fn serve(args: ServeArgs) -> CliResult {
         cors_origins: args.cors.clone(),
         allowed_hosts,
         profile: Some(profile.clone()),
+        model_label: Some(format!("{} · {}", job.provider, job.model)),
         max_answers: args.max_answers,
         max_connections: connection_cap(args.max_connections),
         // Stable across restarts, unique among live processes (one listener per

@@ -32,12 +32,20 @@ try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1100, height: 760 });
   const errors = [];
+  const notFound = [];
   page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('response', (r) => { if (r.status() === 404) notFound.push(r.url()); });
   page.on('dialog', (d) => {
     errors.push(`unexpected dialog: ${d.message()}`);
     d.dismiss();
   });
   await page.goto(`${base}/`, { waitUntil: 'networkidle0' });
+
+  // An empty chat says what answers it; the page has an icon.
+  await page.waitForFunction(() => /profile default/.test(document.querySelector('.empty')?.textContent || ''), { timeout: 10000 });
+  const empty = await page.$eval('.empty', (e) => e.textContent);
+  assert.match(empty, /profile default · openai · m/);
+  assert.equal(await page.$$eval('link[rel=icon]', (ls) => ls.length), 1);
 
   // Every length the assistant's text had, as the page drew it.
   await page.evaluate(() => {
@@ -76,6 +84,8 @@ try {
   assert.equal(await page.$$eval('#log b, #log img', (es) => es.length), 0);
   const output = await page.$eval('.tool .output', (e) => e.textContent);
   assert.match(output, /wrote notes\.txt/);
+  // States in plain words.
+  assert.equal(await page.$eval('.tool .state', (e) => e.textContent), 'Ran');
   await page.screenshot({ path: screenshot, fullPage: true });
 
   // Reload: the conversation comes back from the store, and it is in the list.
@@ -93,6 +103,42 @@ try {
   ]);
   const listed = await page.$$eval('#chats a', (as) => as.map((a) => a.textContent));
   assert.deepEqual(listed, ['Please save my notes.']);
+
+  // A phone (390 px): the chats are a drawer, the conversation and the box have the width.
+  await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
+  await page.waitForSelector('#menu', { visible: true });
+  const phone = await page.evaluate(() => ({
+    nav: document.querySelector('nav').getBoundingClientRect().right,
+    input: document.querySelector('#input').getBoundingClientRect().width,
+    log: document.querySelector('#log').getBoundingClientRect().width,
+    overflow: document.documentElement.scrollWidth - window.innerWidth,
+  }));
+  assert.ok(phone.nav <= 0, `the drawer is closed: ${JSON.stringify(phone)}`);
+  assert.ok(phone.input >= 200 && phone.log >= 360, `wide enough: ${JSON.stringify(phone)}`);
+  assert.ok(phone.overflow <= 0, `nothing sticks out sideways: ${JSON.stringify(phone)}`);
+  await page.screenshot({ path: screenshot.replace(/\.png$/, '-390.png') });
+  await page.click('#menu');
+  await page.waitForFunction(() => document.querySelector('nav').getBoundingClientRect().left >= 0, { timeout: 5000 });
+  await new Promise((r) => setTimeout(r, 300));
+  await page.screenshot({ path: screenshot.replace(/\.png$/, '-390-drawer.png') });
+  await page.click('#scrim', { offset: { x: 380, y: 400 } }).catch(() => {});
+  await page.mouse.click(380, 400);
+  await page.waitForFunction(() => document.querySelector('nav').getBoundingClientRect().right <= 0, { timeout: 5000 });
+
+  // A desktop (1280 px): the list beside the chat, no bar.
+  await page.setViewport({ width: 1280, height: 800 });
+  const desk = await page.evaluate(() => ({
+    nav: document.querySelector('nav').getBoundingClientRect().width,
+    bar: getComputedStyle(document.querySelector('#bar')).display,
+  }));
+  assert.ok(desk.nav >= 200 && desk.bar === 'none', JSON.stringify(desk));
+  await page.screenshot({ path: screenshot.replace(/\.png$/, '-1280.png') });
+
+  // A new chat asks the server nothing it does not have.
+  await page.click('#new');
+  await page.waitForSelector('.empty');
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(notFound, []);
   assert.deepEqual(errors, []);
   report.url = url;
 } finally {
