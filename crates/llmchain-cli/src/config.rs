@@ -85,6 +85,9 @@ pub(crate) struct Profile {
     pub mcp_start_timeout: Option<u64>,
     /// `--mcp-timeout`, in seconds.
     pub mcp_timeout: Option<u64>,
+    /// `--schema`: a JSON Schema file; the profile's runs answer with an object matching
+    /// it (a typed answer), in `run`, the worker and `serve` alike.
+    pub schema: Option<String>,
 }
 
 /// The profiles a config file defines (always one named `default`).

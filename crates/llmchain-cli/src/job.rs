@@ -68,6 +68,9 @@ pub(crate) struct JobSpec {
     /// `--root`: the directory `read_file` reads (default: the working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
+    /// A JSON Schema file: the runs answer with an object matching it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     /// `--mcp-prefix`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mcp_prefix: bool,
@@ -250,6 +253,7 @@ impl JobSpec {
             no_builtin_tools: p.no_builtin_tools,
             root: p.root.clone(),
             mcp_prefix: p.mcp_prefix,
+            schema: p.schema.clone(),
             ..JobSpec::default()
         })
     }
@@ -310,6 +314,17 @@ impl JobSpec {
             .map(|c| llmchain::redact::urls_in(c))
             .collect();
         serde_json::to_value(shown).unwrap_or_default()
+    }
+
+    /// How the job's runs go: to a typed answer when it names a schema, else while the
+    /// model needs to answer.
+    pub(crate) fn mode(&self) -> Result<llmchain::chain::Mode, CliError> {
+        Ok(match &self.schema {
+            Some(path) => {
+                llmchain::chain::Mode::custom(extract_from_file(std::path::Path::new(path))?)
+            }
+            None => llmchain::chain::Mode::while_needs_response(),
+        })
     }
 
     /// The job recorded in a run state's extra, if any.
@@ -498,6 +513,32 @@ pub(crate) fn provider_help() -> String {
         ));
     }
     s
+}
+
+/// The biggest schema file `--schema` reads.
+const MAX_SCHEMA_BYTES: u64 = 1 << 20;
+
+/// `--schema FILE` (or a profile's `schema`): the typed answer it asks for.
+pub(crate) fn extract_from_file(
+    path: &std::path::Path,
+) -> Result<llmchain::chain::Extract, CliError> {
+    use std::io::Read;
+    let shown = path.display();
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::usage(format!("cannot read the schema {shown}: {e}")))?;
+    let mut text = String::new();
+    file.take(MAX_SCHEMA_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::usage(format!("cannot read the schema {shown}: {e}")))?;
+    if text.len() as u64 > MAX_SCHEMA_BYTES {
+        return Err(CliError::usage(format!(
+            "the schema {shown} is over {MAX_SCHEMA_BYTES} bytes"
+        )));
+    }
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("the schema {shown} is not JSON: {e}")))?;
+    llmchain::chain::Extract::new(llmchain::conversation::ResponseFormat::for_schema(schema))
+        .map_err(|e| CliError::usage(format!("{shown}: {e}")).typed("answer_schema"))
 }
 
 #[cfg(test)]

@@ -126,3 +126,55 @@ fn serve_takes_the_profile_flags() {
         text(&refused)
     );
 }
+
+/// A profile that names a schema makes `serve` answer typed: the UI stream carries the
+/// object as it grows (`data-object`, one id), and the last is the checked answer.
+#[test]
+fn a_profile_with_a_schema_streams_partial_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(
+        dir.join("city.json"),
+        r#"{"title": "City", "type": "object",
+            "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
+            "required": ["name", "population"]}"#,
+    )
+    .unwrap();
+    let name = "Paris, capital of France, on the Seine, ".repeat(6);
+    let answer = format!(r#"{{"name": "{name}", "population": 2100000}}"#);
+    let (base, seen) = serve(vec![
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text(&answer)).unwrap(),
+    ]);
+    write_config(
+        dir,
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\nno_builtin_tools = true\nschema = \"{}\"\n",
+            dir.join("city.json").display()
+        ),
+    );
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    let served = Served::start(dir, &["--db", &db]);
+    let stream = post_chat(
+        &served.base,
+        &user_message("chat", "u1", "Largest city of France?"),
+    );
+    let objects: Vec<serde_json::Value> = stream
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter(|c| c["type"] == "data-object")
+        .collect();
+    // (One text event here: how partials follow a finer stream is the library's test.)
+    assert!(!objects.is_empty(), "the object streams: {stream}");
+    assert!(objects.iter().all(|c| c["id"] == "object"), "{stream}");
+    assert_eq!(
+        objects.last().unwrap()["data"],
+        serde_json::json!({"name": name, "population": 2100000})
+    );
+    // The provider was asked for the schema natively.
+    let asked = &seen.lock().unwrap()[0].1;
+    assert_eq!(
+        asked["response_format"]["json_schema"]["name"], "City",
+        "{asked}"
+    );
+}

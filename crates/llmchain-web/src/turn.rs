@@ -512,6 +512,16 @@ impl ChunkWriter {
 }
 
 impl ChainCallbacks for ChunkWriter {
+    /// A typed answer so far, as the data part `data-object` (one id: each replaces the
+    /// one before, as the AI SDK's client keeps data parts).
+    fn on_partial_answer(&self, partial: &Value) {
+        self.push(Chunk::data(
+            "object",
+            Some("object".into()),
+            partial.clone(),
+        ));
+    }
+
     fn on_llm_new_delta(&self, event: &StreamEvent<'_>) {
         let mut st = self.lock();
         match event {

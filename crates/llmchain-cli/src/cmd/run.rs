@@ -13,8 +13,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use llmchain::chain::{Callbacks, ChainError, Extract, Mode, ModelError, ReviewDecision};
-use llmchain::conversation::ResponseFormat;
+use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision};
 use llmchain::http::Provider;
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::StreamEvent;
@@ -294,6 +293,11 @@ fn job_of(
             args.tools.clone()
         },
         no_builtin_tools: args.no_builtin_tools || base.no_builtin_tools,
+        schema: args
+            .schema
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .or_else(|| base.schema.clone()),
         root: match &args.root {
             // Absolute, so a later `--continue` elsewhere reads the same place.
             Some(r) => Some(
@@ -606,7 +610,10 @@ async fn agent(
     if !attached.is_empty() && prompt.is_none() {
         return Err(CliError::usage("-a attaches to a prompt: give one"));
     }
-    let extract = args.schema.as_deref().map(answer_schema).transpose()?;
+    let extract = match &job.schema {
+        Some(path) => Some(crate::job::extract_from_file(std::path::Path::new(path))?),
+        None => None,
+    };
     let parts = job.connect(cwd).await?;
     let spec = parts.spec();
     let store = Arc::new(store);
@@ -856,30 +863,6 @@ async fn agent(
         );
     }
     Ok(())
-}
-
-/// The biggest schema file `--schema` reads.
-const MAX_SCHEMA_BYTES: u64 = 1 << 20;
-
-/// `--schema FILE`: the typed answer it asks for.
-fn answer_schema(path: &std::path::Path) -> Result<Extract, CliError> {
-    use std::io::Read;
-    let shown = path.display();
-    let file = std::fs::File::open(path)
-        .map_err(|e| CliError::usage(format!("cannot read the schema {shown}: {e}")))?;
-    let mut text = String::new();
-    file.take(MAX_SCHEMA_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| CliError::usage(format!("cannot read the schema {shown}: {e}")))?;
-    if text.len() as u64 > MAX_SCHEMA_BYTES {
-        return Err(CliError::usage(format!(
-            "the schema {shown} is over {MAX_SCHEMA_BYTES} bytes"
-        )));
-    }
-    let schema: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| CliError::usage(format!("the schema {shown} is not JSON: {e}")))?;
-    Extract::new(ResponseFormat::for_schema(schema))
-        .map_err(|e| CliError::usage(format!("{shown}: {e}")).typed("answer_schema"))
 }
 
 /// The usage as `run --json` prints it: the token figures, and `model_calls`.

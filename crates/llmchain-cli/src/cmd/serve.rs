@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llmchain::chain::{ChainState, Mode};
+use llmchain::chain::ChainState;
 use llmchain_store::Run;
 use llmchain_store::worker::BoxError;
 use llmchain_web::{ChatServer, ServeConfig};
@@ -131,12 +131,14 @@ async fn serve(args: ServeArgs) -> CliResult {
         .map_err(|e| CliError::io("cannot read the current directory", e))?;
     // The model and the MCP servers, once for every chat.
     let parts = job.connect(cwd).await?;
+    let mode = job.mode()?;
     let (store, location) = open_store(args.db.clone()).await?;
     let factory = move |_run: Run, state: ChainState| {
         let parts = parts.clone();
+        let mode = mode.clone();
         async move {
             let built = parts.chain(Some(state), Reviewer::Inbox);
-            Ok::<_, BoxError>((built.chain, Mode::while_needs_response()))
+            Ok::<_, BoxError>((built.chain, mode))
         }
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

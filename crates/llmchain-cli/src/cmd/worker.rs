@@ -260,5 +260,6 @@ async fn build(
         })?;
     // The MCP tools keep their servers alive through the chain's tools.
     drop(built.mcp_tools);
-    Ok((built.chain, Mode::while_needs_response()))
+    let mode = job.mode().map_err(|e| permanent(e.report()))?;
+    Ok((built.chain, mode))
 }

@@ -41,6 +41,9 @@ use crate::provider::StreamEvent;
 pub trait ChainCallbacks: Send + Sync {
     /// A stream event arrived.
     fn on_llm_new_delta(&self, event: &StreamEvent<'_>) {}
+    /// A typed answer ([`Extract`](super::Extract)) grew while it streams: the object so
+    /// far, a view of the final one.
+    fn on_partial_answer(&self, partial: &serde_json::Value) {}
     /// A model call produced a message.
     fn on_llm_new_message(&self, message: &Message) {}
     /// A model call reported usage.

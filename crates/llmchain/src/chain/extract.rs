@@ -301,8 +301,13 @@ impl CustomMode for Extract {
                     }
                 }
             }
-            let watching = self.partial.clone().map(|on_partial| {
-                let watch = PartialAnswers::new(self.format.name.clone(), on_partial);
+            // Partial answers go to the mode's receiver and to the chain's callbacks.
+            let watching = (self.partial.is_some() || !chain.callbacks.is_empty()).then(|| {
+                let watch = PartialAnswers::new(
+                    self.format.name.clone(),
+                    self.partial.clone(),
+                    chain.callbacks.clone(),
+                );
                 chain.callbacks.push(Arc::new(watch));
                 chain.callbacks.len() - 1
             });

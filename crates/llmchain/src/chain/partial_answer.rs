@@ -15,11 +15,15 @@ use crate::provider::preview::ArgumentPreview;
 /// What receives each partial answer.
 pub(super) type OnPartial = Arc<dyn Fn(&Value) + Send + Sync>;
 
-/// The chain callback that turns an answer's stream into partial objects, for one run.
+/// The chain callback that turns an answer's stream into partial objects, for one run:
+/// given to the mode's own receiver and to the chain's callbacks
+/// ([`ChainCallbacks::on_partial_answer`]).
 pub(super) struct PartialAnswers {
     /// The answer tool's name.
     name: String,
-    on_partial: OnPartial,
+    on_partial: Option<OnPartial>,
+    /// The chain's callbacks when the run began.
+    callbacks: Vec<Arc<dyn ChainCallbacks>>,
     state: Mutex<State>,
 }
 
@@ -35,10 +39,15 @@ struct State {
 }
 
 impl PartialAnswers {
-    pub(super) fn new(name: String, on_partial: OnPartial) -> PartialAnswers {
+    pub(super) fn new(
+        name: String,
+        on_partial: Option<OnPartial>,
+        callbacks: Vec<Arc<dyn ChainCallbacks>>,
+    ) -> PartialAnswers {
         PartialAnswers {
             name,
             on_partial,
+            callbacks,
             state: Mutex::default(),
         }
     }
@@ -85,7 +94,12 @@ impl ChainCallbacks for PartialAnswers {
         if state.last.as_ref() == Some(&partial) {
             return;
         }
-        (self.on_partial)(&partial);
+        if let Some(on_partial) = &self.on_partial {
+            on_partial(&partial);
+        }
+        for cb in &self.callbacks {
+            cb.on_partial_answer(&partial);
+        }
         state.last = Some(partial);
     }
 
