@@ -219,7 +219,7 @@ pub(crate) fn listed_tools(conv: &Conversation) -> impl Iterator<Item = &ToolDef
         .filter(move |t| Some(t.name.as_str()) != answer)
 }
 
-/// A typed answer's schema as sent: strict mode's rewrite when the answer is strict
+/// A typed answer's schema as OpenAI's strict mode wants it when the answer is strict
 /// (every object closed, every property listed, the optional ones nullable).
 pub(crate) fn answer_schema(format: &ResponseFormat) -> serde_json::Value {
     if format.strict {
@@ -227,6 +227,31 @@ pub(crate) fn answer_schema(format: &ResponseFormat) -> serde_json::Value {
     } else {
         format.schema.clone()
     }
+}
+
+/// A typed answer's schema as Anthropic's structured outputs want it: every object
+/// closed (`additionalProperties: false`), what is required left as it is.
+pub(crate) fn closed_schema(schema: &serde_json::Value) -> serde_json::Value {
+    fn close(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                let object = o.get("type").and_then(serde_json::Value::as_str) == Some("object")
+                    || o.contains_key("properties");
+                if object {
+                    o.entry("additionalProperties")
+                        .or_insert(serde_json::Value::Bool(false));
+                }
+                for (_, child) in o.iter_mut() {
+                    close(child);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(close),
+            _ => {}
+        }
+    }
+    let mut v = schema.clone();
+    close(&mut v);
+    v
 }
 
 /// The JSON-schema answer object OpenAI's APIs take (`response_format.json_schema` of

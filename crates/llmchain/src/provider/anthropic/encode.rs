@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
 use crate::provider::encoding::{
-    ArgsObject, answer_schema, body_size_hint, join_text, listed_tools, to_body,
+    ArgsObject, body_size_hint, closed_schema, join_text, listed_tools, to_body,
 };
 use crate::provider::error::EncodeError;
 use crate::provider::format::RequestOptions;
@@ -434,7 +434,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         temperature: opts.temperature,
         stream: opts.stream,
         output_config: conv.response_format.as_ref().map(
-            |f| serde_json::json!({"format": {"type": "json_schema", "schema": answer_schema(f)}}),
+            |f| serde_json::json!({"format": {"type": "json_schema", "schema": closed_schema(&f.schema)}}),
         ),
     };
     to_body(FORMAT, &body, opts, body_size_hint(conv))
