@@ -1054,3 +1054,61 @@ async fn resume_is_refused_while_another_process_holds_the_run() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("ran call_1"), "{}", text(&out));
 }
+
+/// A profile that names a schema makes the worker's runs answer typed: the provider is
+/// asked for it, a wrong answer is sent back, and the stored answer is the checked one.
+#[test]
+fn a_worker_runs_a_typed_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let db = db_of(dir);
+    std::fs::write(
+        dir.join("ticket.json"),
+        r#"{"title": "Ticket", "type": "object",
+            "properties": {"priority": {"enum": ["low", "high"]}, "summary": {"type": "string"}},
+            "required": ["priority", "summary"]}"#,
+    )
+    .unwrap();
+    let (base, seen) = serve(bodies(&[
+        ResponseScript::text(r#"{"priority": "urgent", "summary": "Printer on fire"}"#),
+        ResponseScript::text(r#"{"priority": "high", "summary": "Printer on fire"}"#),
+    ]));
+    write_config(
+        dir,
+        &format!(
+            "[profiles.triage]\nbase_url = \"{base}\"\nmodel = \"m\"\nno_builtin_tools = true\n\
+             schema = \"{}\"\n",
+            dir.join("ticket.json").display()
+        ),
+    );
+    let queued = llmchain(
+        &[
+            "run",
+            "--enqueue",
+            "--db",
+            &db,
+            "--profile",
+            "triage",
+            "The printer is on fire",
+        ],
+        dir,
+    );
+    assert!(queued.status.success(), "{}", text(&queued));
+    let out = drain(&db, dir);
+    assert!(out.status.success(), "{}", text(&out));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "a wrong answer was sent back: {seen:?}");
+    assert_eq!(
+        seen[0].1["response_format"]["json_schema"]["name"],
+        "Ticket"
+    );
+    let told = seen[1].1["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(told.contains("/priority"), "{told}");
+    let list = llmchain(&["runs", "--db", &db, "list"], dir);
+    assert!(text(&list).contains("done"), "{}", text(&list));
+}
