@@ -54,7 +54,7 @@ pub(crate) async fn claim(
             store
                 .release_leases(&owner)
                 .await
-                .map_err(crate::store_access::store_error)?;
+                .map_err(CliError::store)?;
             LeasedRun::claim(store, claim(state), &holder, LEASE).await
         }
         other => other,
@@ -63,7 +63,7 @@ pub(crate) async fn claim(
         StoreError::RunBusy { .. } | StoreError::QueuedRunOpen { .. } => {
             CliError::runtime(e.to_string()).typed(e.error_type())
         }
-        other => crate::store_access::store_error(other),
+        other => CliError::store(other),
     })
 }
 

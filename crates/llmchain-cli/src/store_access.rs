@@ -1,32 +1,28 @@
 //! Opening the store a command works on and naming what is in it, for every command:
 //! `--db URL`, else `LLMCHAIN_DATABASE_URL`, else the default SQLite file
 //! (`$XDG_DATA_HOME/llmchain/llmchain.db` or `~/.local/share/llmchain/llmchain.db`);
-//! a conversation by id or id prefix; store errors as the CLI's; times for people.
+//! a conversation by id or id prefix; times for people (store errors: `CliError::store`).
 
 use std::path::PathBuf;
 
-use llmchain_store::{AnyStore, Store, StoreError};
+use llmchain_store::{AnyStore, Store};
 
 use crate::error::CliError;
 
 /// The environment variable naming the database.
 pub(crate) const DATABASE_URL_ENV: &str = "LLMCHAIN_DATABASE_URL";
 
-pub(crate) fn store_error(e: StoreError) -> CliError {
-    CliError::store(e)
-}
-
 /// Opens the store named by `--db`, else `LLMCHAIN_DATABASE_URL`, else the default
 /// SQLite file; also returns where it is, for messages.
 pub(crate) async fn open_store(flag: Option<String>) -> Result<(AnyStore, String), CliError> {
     match database_url(flag) {
         Some(url) => {
-            let store = AnyStore::open(&url).await.map_err(store_error)?;
+            let store = AnyStore::open(&url).await.map_err(CliError::store)?;
             Ok((store, redact_url(&url)))
         }
         None => {
-            let path = llmchain_store::default_sqlite_path().map_err(store_error)?;
-            let store = AnyStore::open_default().await.map_err(store_error)?;
+            let path = llmchain_store::default_sqlite_path().map_err(CliError::store)?;
+            let store = AnyStore::open_default().await.map_err(CliError::store)?;
             Ok((store, format!("sqlite://{}", path.display())))
         }
     }
@@ -39,7 +35,7 @@ pub(crate) async fn open_existing(
 ) -> Result<Option<(AnyStore, String)>, CliError> {
     let file = match database_url(flag.clone()) {
         Some(url) => sqlite_file(&url),
-        None => Some(llmchain_store::default_sqlite_path().map_err(store_error)?),
+        None => Some(llmchain_store::default_sqlite_path().map_err(CliError::store)?),
     };
     if file.is_some_and(|f| !f.exists()) {
         return Ok(None);
@@ -72,7 +68,7 @@ fn database_url(flag: Option<String>) -> Option<String> {
 
 pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, CliError> {
     if given.is_empty() {
-        let latest = store.list_conversations(1).await.map_err(store_error)?;
+        let latest = store.list_conversations(1).await.map_err(CliError::store)?;
         return latest
             .into_iter()
             .next()
@@ -82,7 +78,7 @@ pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, 
     if store
         .get_conversation(given)
         .await
-        .map_err(store_error)?
+        .map_err(CliError::store)?
         .is_some()
     {
         return Ok(given.to_owned());
@@ -90,7 +86,7 @@ pub(crate) async fn resolve_id(store: &AnyStore, given: &str) -> Result<String, 
     let all = store
         .list_conversations(MAX_PREFIX_SCAN)
         .await
-        .map_err(store_error)?;
+        .map_err(CliError::store)?;
     let matching: Vec<String> = all
         .into_iter()
         .map(|s| s.id)

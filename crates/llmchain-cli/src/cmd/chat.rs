@@ -16,7 +16,7 @@ use rustyline::error::ReadlineError;
 
 use crate::cmd::run::RunArgs;
 use crate::error::{CliError, CliResult, Exit};
-use crate::store_access::{open_store, redact_url, resolve_id, store_error};
+use crate::store_access::{open_store, redact_url, resolve_id};
 
 /// Arguments of `llmchain chat`: those of `run` (`--provider`, `--model`, `-s`, `-o`,
 /// `--mcp`, `--approve`, `-c`...); a prompt given is the first question.
@@ -174,7 +174,7 @@ impl Session {
                 Some(id) => {
                     let messages = block_on(async {
                         let (store, _) = open_store(base.db.clone()).await?;
-                        let stored = store.get_conversation(id).await.map_err(store_error)?;
+                        let stored = store.get_conversation(id).await.map_err(CliError::store)?;
                         Ok(stored.map(|s| s.conversation.messages).unwrap_or_default())
                     })?;
                     let calls = messages
@@ -204,7 +204,7 @@ impl Session {
             let (store, _) = open_store(args.db.clone()).await?;
             let id = resolve_id(&store, args.conversation.as_deref().unwrap_or("")).await?;
             // The last exchange, to say where the conversation stands.
-            if let Some(stored) = store.get_conversation(&id).await.map_err(store_error)? {
+            if let Some(stored) = store.get_conversation(&id).await.map_err(CliError::store)? {
                 let last = |role: Role| {
                     stored
                         .conversation
@@ -240,7 +240,7 @@ impl Session {
                             NewConversation::from_conversation(conversation).titled_by(question),
                         )
                         .await
-                        .map_err(store_error)
+                        .map_err(CliError::store)
                 })?;
                 self.id = Some(id.clone());
                 id

@@ -13,7 +13,7 @@ use llmchain_store::{AnyStore, ConversationSummary, Store, StoredConversation};
 use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
 use crate::error::{CliError, CliResult};
 use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
-use crate::store_access::{format_ms, open_existing, open_store, resolve_id, store_error};
+use crate::store_access::{format_ms, open_existing, open_store, resolve_id};
 
 /// Arguments of `llmchain conversations`.
 #[derive(Debug, clap::Args)]
@@ -180,14 +180,14 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             let candidates = store
                 .search_conversations(&text, (limit.max(1) * 4).min(400))
                 .await
-                .map_err(store_error)?;
+                .map_err(CliError::store)?;
             // Attached text files are stored encoded, where the store's match cannot
             // see them: the latest conversations are read for them too.
             let mut seen = std::collections::HashSet::new();
             let recent = store
                 .list_conversations(ATTACHMENT_SCAN)
                 .await
-                .map_err(store_error)?;
+                .map_err(CliError::store)?;
             let mut found = 0;
             for s in candidates.into_iter().chain(recent) {
                 if found >= limit {
@@ -208,7 +208,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
         }
         Action::Delete { id, yes } => {
             let id = resolve_id(&store, &id).await?;
-            let runs = store.list_runs(&id).await.map_err(store_error)?;
+            let runs = store.list_runs(&id).await.map_err(CliError::store)?;
             if let Some(open) = runs.iter().find(|r| r.state.status.is_open()) {
                 return Err(CliError::usage(format!(
                     "conversation {id} has an open run ({}, {}): cancel it first with \
@@ -218,7 +218,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                     open.id
                 )));
             }
-            let stored = store.get_conversation(&id).await.map_err(store_error)?;
+            let stored = store.get_conversation(&id).await.map_err(CliError::store)?;
             let count = stored.as_ref().map_or(0, |c| c.conversation.messages.len());
             let title = stored.and_then(|c| c.summary.title);
             let shown_title = title
@@ -237,7 +237,11 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                 eprintln!("not deleted");
                 return Ok(None);
             }
-            if !store.delete_conversation(&id).await.map_err(store_error)? {
+            if !store
+                .delete_conversation(&id)
+                .await
+                .map_err(CliError::store)?
+            {
                 return Err(CliError::usage(format!("no conversation with id {id:?}")));
             }
             out.push_str(&format!(
@@ -248,7 +252,10 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             ));
         }
         Action::List { limit, json } => {
-            let list = store.list_conversations(limit).await.map_err(store_error)?;
+            let list = store
+                .list_conversations(limit)
+                .await
+                .map_err(CliError::store)?;
             for s in &list {
                 summary_line(&store, &mut out, s, json, None).await?;
             }
@@ -260,7 +267,7 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             let id = resolve_id(&store, &id).await?;
             let stored = load(&store, &id).await?;
             show(&mut out, &stored);
-            let runs = store.list_runs(&id).await.map_err(store_error)?;
+            let runs = store.list_runs(&id).await.map_err(CliError::store)?;
             for run in runs {
                 out.push_str(&format!(
                     "run {}: {} (mode {:?}, failures {}, pending interrupts {})\n",
@@ -288,7 +295,10 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
             let stored = load(&store, &id).await?;
             let mut value = serde_json::to_value(&stored.conversation).map_err(runtime)?;
             // What ran stays on record: the answers a regeneration replaced.
-            let superseded = store.superseded_messages(&id).await.map_err(store_error)?;
+            let superseded = store
+                .superseded_messages(&id)
+                .await
+                .map_err(CliError::store)?;
             if let (false, Some(object)) = (superseded.is_empty(), value.as_object_mut()) {
                 let kept: Vec<serde_json::Value> = superseded
                     .iter()
@@ -340,7 +350,7 @@ async fn resume(
     if store
         .get_conversation(id)
         .await
-        .map_err(store_error)?
+        .map_err(CliError::store)?
         .is_none()
     {
         return Err(CliError::usage(format!("no conversation with id {id:?}")));
@@ -353,7 +363,7 @@ async fn resume(
     let state = match held.chain_state().await {
         Ok(s) => s,
         Err(e) => {
-            let e = store_error(e);
+            let e = CliError::store(e);
             held.fail(e.to_string(), false).await;
             return Err(e);
         }
@@ -516,7 +526,7 @@ async fn summary_line(
     let last = store
         .list_runs(&s.id)
         .await
-        .map_err(store_error)?
+        .map_err(CliError::store)?
         .pop()
         .map(|r| r.state.status);
     let mark = last.and_then(run_mark);
@@ -559,7 +569,11 @@ async fn search_hit(
     {
         return Ok(Some(format!("title: {t}")));
     }
-    let Some(stored) = store.get_conversation(&s.id).await.map_err(store_error)? else {
+    let Some(stored) = store
+        .get_conversation(&s.id)
+        .await
+        .map_err(CliError::store)?
+    else {
         return Ok(None);
     };
     for m in &stored.conversation.messages {
@@ -614,18 +628,17 @@ fn attached_texts(parts: &[llmchain::message::ContentPart]) -> Vec<(String, Stri
                 .decode(p.content.trim())
                 .ok()?;
             let text = String::from_utf8(bytes).ok()?;
-            Some((attachment_name(p).to_owned(), text))
+            Some((attachment_name(p).unwrap_or("a file").to_owned(), text))
         })
         .collect()
 }
 
-/// An attached file's name as `-a` recorded it, or "a file".
-fn attachment_name(p: &llmchain::message::ContentPart) -> &str {
+/// An attached file's name as `-a` recorded it.
+fn attachment_name(p: &llmchain::message::ContentPart) -> Option<&str> {
     p.options
         .get("filename")
         .and_then(|v| v.as_str())
         .filter(|n| !n.is_empty())
-        .unwrap_or("a file")
 }
 
 /// About 40 characters either side of the first place `needle` (lowercase) is in
@@ -652,7 +665,7 @@ async fn load(store: &AnyStore, id: &str) -> Result<StoredConversation, CliError
     store
         .get_conversation(id)
         .await
-        .map_err(store_error)?
+        .map_err(CliError::store)?
         .ok_or_else(|| CliError::usage(format!("no conversation with id {id:?}")))
 }
 
@@ -741,11 +754,7 @@ fn parts_shown(parts: &[llmchain::message::ContentPart]) -> String {
                 let data = p.content.trim_end();
                 let padding = data.len() - data.trim_end_matches('=').len();
                 let bytes = (data.len() / 4 * 3).saturating_sub(padding);
-                let name = p
-                    .options
-                    .get("filename")
-                    .and_then(|v| v.as_str())
-                    .filter(|n| !n.is_empty())
+                let name = attachment_name(p)
                     .map(|n| format!("{n}, "))
                     .unwrap_or_default();
                 format!(

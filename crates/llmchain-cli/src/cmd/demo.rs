@@ -193,7 +193,7 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
     let conversation_id = store
         .create_conversation(NewConversation::from_conversation(header).with_title("llmchain demo"))
         .await
-        .map_err(crate::store_access::store_error)?;
+        .map_err(CliError::store)?;
     let mut chain = chain.with_sink(Arc::new(StoreSink::new(
         store.clone(),
         conversation_id.clone(),

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::error::{CliError, CliResult};
 use crate::stdout::out;
 use crate::store_access::format_ms;
-use crate::store_access::{open_store, store_error};
+use crate::store_access::open_store;
 
 /// Arguments of `llmchain reviews`.
 #[derive(Debug, clap::Args)]
@@ -159,13 +159,13 @@ fn not_found(e: StoreError) -> CliError {
         StoreError::ReviewNotFound(_) | StoreError::ReviewNotPending { .. } => {
             CliError::usage(e.to_string())
         }
-        other => store_error(other),
+        other => CliError::store(other),
     }
 }
 
 /// The review `given` names: its id or a prefix of exactly one id.
 async fn resolve(store: &AnyStore, given: &str) -> Result<Review, CliError> {
-    if let Some(r) = store.get_review(given).await.map_err(store_error)? {
+    if let Some(r) = store.get_review(given).await.map_err(CliError::store)? {
         return Ok(r);
     }
     let all = store
@@ -174,7 +174,7 @@ async fn resolve(store: &AnyStore, given: &str) -> Result<Review, CliError> {
             ..Default::default()
         })
         .await
-        .map_err(store_error)?;
+        .map_err(CliError::store)?;
     crate::cmd::id_prefix::pick(given, all, |r| r.id.as_str(), "review")
 }
 
@@ -294,7 +294,7 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
                     limit,
                 })
                 .await
-                .map_err(store_error)?;
+                .map_err(CliError::store)?;
             for r in &list {
                 if json {
                     out.push_str(&to_json(r).to_string());

@@ -33,7 +33,7 @@ use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
 use crate::shown::one_line;
 use crate::stdout::{out, outln};
-use crate::store_access::{open_store, resolve_id, store_error};
+use crate::store_access::{open_store, resolve_id};
 
 /// Arguments of `llmchain run`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -412,7 +412,7 @@ fn check_recorded(
 /// What a conversation's most recent run says of how it ran: the job an interactive
 /// run recorded, or the profile and options of a queued one. Data, never authority.
 pub(crate) async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<JobSpec>, CliError> {
-    let runs = store.list_runs(id).await.map_err(store_error)?;
+    let runs = store.list_runs(id).await.map_err(CliError::store)?;
     for r in runs.iter().rev() {
         if let Some(job) = JobSpec::from_extra(&r.state.extra) {
             return job.map(Some);
@@ -519,7 +519,7 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
     let id = store
         .create_conversation(NewConversation::from_conversation(conversation).titled_by(&prompt))
         .await
-        .map_err(store_error)?;
+        .map_err(CliError::store)?;
     let options = QueuedOptions {
         model: args.model.clone(),
         max_tokens: args.max_tokens,
@@ -568,7 +568,7 @@ async fn enqueue(args: RunArgs, prompt: String, config: &Config) -> CliResult {
             },
         )
         .await
-        .map_err(store_error)?;
+        .map_err(CliError::store)?;
     outln!("{}", run.id);
     let db_flag = match &args.db {
         Some(_) => format!(" --db {location}"),
@@ -628,7 +628,7 @@ async fn agent(
                         .titled_by(prompt.as_deref().unwrap_or_default()),
                 )
                 .await
-                .map_err(store_error)?
+                .map_err(CliError::store)?
         }
     };
     // This process holds the run: no other process can run the conversation meanwhile.
@@ -646,7 +646,7 @@ async fn agent(
         Ok(s) => s,
         Err(e) => {
             let gone = matches!(e, StoreError::ConversationNotFound(_));
-            let e = store_error(e);
+            let e = CliError::store(e);
             held.fail(e.to_string(), false).await;
             return Err(if gone {
                 CliError::usage(format!("no conversation with id {conversation_id:?}"))

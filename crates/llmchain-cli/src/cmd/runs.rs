@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::error::{CliError, CliResult};
 use crate::job::{JOB_KEY, OPTIONS_KEY};
 use crate::stdout::out;
-use crate::store_access::{format_ms, open_store, store_error};
+use crate::store_access::{format_ms, open_store};
 
 /// Arguments of `llmchain runs`.
 #[derive(Debug, clap::Args)]
@@ -88,13 +88,13 @@ fn run_not_found(e: llmchain_store::StoreError) -> CliError {
         llmchain_store::StoreError::RunNotFound(_)
         | llmchain_store::StoreError::RunState { .. }
         | llmchain_store::StoreError::RunAlreadyOpen { .. } => CliError::usage(e.to_string()),
-        other => store_error(other),
+        other => CliError::store(other),
     }
 }
 
 /// The run `given` names: its id, or a prefix of exactly one id (as git takes a commit).
 async fn resolve(store: &AnyStore, given: &str) -> Result<Run, CliError> {
-    if let Some(run) = store.get_run(given).await.map_err(store_error)? {
+    if let Some(run) = store.get_run(given).await.map_err(CliError::store)? {
         return Ok(run);
     }
     let all = store
@@ -103,7 +103,7 @@ async fn resolve(store: &AnyStore, given: &str) -> Result<Run, CliError> {
             ..Default::default()
         })
         .await
-        .map_err(store_error)?;
+        .map_err(CliError::store)?;
     crate::cmd::id_prefix::pick(given, all, |r| r.id.as_str(), "run")
 }
 
@@ -112,7 +112,7 @@ async fn prompts(store: &AnyStore) -> Result<HashMap<String, String>, CliError> 
     Ok(store
         .list_conversations(100_000)
         .await
-        .map_err(store_error)?
+        .map_err(CliError::store)?
         .into_iter()
         .filter_map(|s| Some((s.id, s.title?)))
         .collect())
@@ -157,7 +157,7 @@ async fn runs(args: RunsArgs) -> CliResult {
                     limit,
                 })
                 .await
-                .map_err(store_error)?;
+                .map_err(CliError::store)?;
             let prompts = prompts(&store).await?;
             for run in &list {
                 let prompt = prompts.get(&run.conversation_id).map(String::as_str);

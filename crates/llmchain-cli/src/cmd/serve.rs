@@ -172,10 +172,7 @@ async fn serve(args: ServeArgs) -> CliResult {
         ),
         ..ServeConfig::default()
     });
-    server
-        .release_own_leases()
-        .await
-        .map_err(crate::store_access::store_error)?;
+    server.release_own_leases().await.map_err(CliError::store)?;
     let shutdown = server.shutdown_token();
     let _resumer = server.spawn_resumer(Duration::from_secs(2));
     eprintln!(

@@ -116,11 +116,8 @@ impl Extract {
     /// The answer at the end of `conversation`: the answer tool's arguments, or the last
     /// assistant message's text parsed as JSON, checked against the schema.
     pub fn answer(&self, conversation: &Conversation) -> Result<Value, ChainError> {
-        match self.candidate(conversation) {
-            Some(Ok(value)) => match first_violation(&self.validator, &value) {
-                None => Ok(value),
-                Some((path, message)) => Err(ChainError::InvalidAnswer { path, message }),
-            },
+        match self.checked(conversation) {
+            Some(Ok(value)) => Ok(value),
             Some(Err((path, message))) => Err(ChainError::InvalidAnswer { path, message }),
             None => Err(ChainError::InvalidAnswer {
                 path: "(root)".into(),
@@ -129,8 +126,19 @@ impl Extract {
         }
     }
 
-    /// What the conversation's end offers as the answer, parsed; `None` when it ends
-    /// with neither an answer call nor an assistant's text.
+    /// What the conversation's end offers as the answer, checked against the schema:
+    /// the value, or where and why it is wrong; `None` when it ends with neither an
+    /// answer call nor an assistant's text.
+    fn checked(&self, conversation: &Conversation) -> Option<Result<Value, (String, String)>> {
+        Some(self.candidate(conversation)?.and_then(|value| {
+            match first_violation(&self.validator, &value) {
+                None => Ok(value),
+                Some(violation) => Err(violation),
+            }
+        }))
+    }
+
+    /// What the conversation's end offers as the answer, parsed (not checked).
     fn candidate(&self, conversation: &Conversation) -> Option<Result<Value, (String, String)>> {
         let messages = &conversation.messages;
         // Through the answer tool: the newest successful result of it.
@@ -142,13 +150,7 @@ impl Extract {
             .find(|r| r.name.as_deref() == Some(&self.format.name) && !r.is_error())
             .map(|r| r.tool_call_id.as_str())
         {
-            return messages
-                .iter()
-                .rev()
-                .filter(|m| m.role == Role::Assistant)
-                .flat_map(|m| m.tool_calls.iter())
-                .find(|c| c.call_id.as_deref() == Some(id))
-                .map(|c| Ok(Value::Object(c.arguments_as_map())));
+            return arguments_of(conversation, id).map(Ok);
         }
         let last = messages.last().filter(|m| m.role == Role::Assistant)?;
         if !last.tool_calls.is_empty() {
@@ -218,11 +220,8 @@ impl Extract {
                 step!(Steps::check_max_runs(chain, self.max_runs));
                 continue;
             }
-            let checked = match self.candidate(chain.conversation()) {
-                Some(Ok(value)) => match first_violation(&self.validator, &value) {
-                    None => return Ok(RunOutcome::Done),
-                    Some(violation) => violation,
-                },
+            let checked = match self.checked(chain.conversation()) {
+                Some(Ok(_)) => return Ok(RunOutcome::Done),
                 Some(Err(violation)) => violation,
                 None => ("(root)".into(), "the model gave no answer".into()),
             };
@@ -251,15 +250,24 @@ impl Extract {
             .tool_results
             .iter()
             .find(|r| r.name.as_deref() == Some(&self.format.name) && r.is_error())?;
-        let call = conversation
-            .messages
-            .iter()
-            .rev()
-            .filter(|m| m.role == Role::Assistant)
-            .flat_map(|m| m.tool_calls.iter())
-            .find(|c| c.call_id.as_deref() == Some(refused.tool_call_id.as_str()))?;
-        first_violation(&self.validator, &Value::Object(call.arguments_as_map()))
+        first_violation(
+            &self.validator,
+            &arguments_of(conversation, &refused.tool_call_id)?,
+        )
     }
+}
+
+/// The arguments of the call `id` of the conversation's assistant messages (the newest
+/// first), as an object.
+fn arguments_of(conversation: &Conversation, id: &str) -> Option<Value> {
+    conversation
+        .messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| m.tool_calls.iter())
+        .find(|c| c.call_id.as_deref() == Some(id))
+        .map(|c| Value::Object(c.arguments_as_map()))
 }
 
 /// What the model is told when its answer does not match.

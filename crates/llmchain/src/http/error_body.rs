@@ -36,30 +36,35 @@ pub fn provider_message(status: u16, body: &[u8]) -> (String, Option<String>) {
             .unwrap_or("error");
         return (reason.to_owned(), None);
     }
-    if let Some(page) = html_page(text) {
-        return (page, None);
-    }
-    // One line: a body's line breaks and runs of blanks are one space.
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut end = text.len().min(MAX_RAW_MESSAGE);
+    let line = match html_page(text) {
+        Some(page) => page,
+        // One line: a body's line breaks and runs of blanks are one space.
+        None => text.split_whitespace().collect::<Vec<_>>().join(" "),
+    };
+    (shortened(&line, MAX_RAW_MESSAGE).to_owned(), None)
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn shortened(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    (text[..end].to_owned(), None)
+    &text[..end]
 }
 
 /// An HTML error page (a proxy's, a web server's 404) as one line: its title (else its
 /// first heading), not the markup.
 fn html_page(text: &str) -> Option<String> {
-    let lower = text.get(..text.len().min(512))?.to_ascii_lowercase();
-    if !(lower.starts_with("<!doctype html")
-        || lower.starts_with("<html")
-        || lower.contains("<html"))
-    {
+    // ASCII lowercasing keeps every byte where it was: offsets in it are offsets in
+    // `text`.
+    let lower = text.to_ascii_lowercase();
+    let is_page =
+        lower.starts_with("<!doctype html") || lower.find("<html").is_some_and(|at| at < 512);
+    if !is_page {
         return None;
     }
     let element = |tag: &str| {
-        let lower = text.to_ascii_lowercase();
         let open = lower.find(&format!("<{tag}"))?;
         let start = open + lower[open..].find('>')? + 1;
         let end = start + lower[start..].find(&format!("</{tag}"))?;
@@ -70,18 +75,10 @@ fn html_page(text: &str) -> Option<String> {
             .join(" ");
         (!inner.is_empty()).then_some(inner)
     };
-    let said = element("title").or_else(|| element("h1"));
-    let mut line = match said {
+    Some(match element("title").or_else(|| element("h1")) {
         Some(said) => format!("an HTML page: {said}"),
         None => "an HTML page".to_owned(),
-    };
-    line.truncate(
-        (0..=line.len().min(MAX_RAW_MESSAGE))
-            .rev()
-            .find(|&i| line.is_char_boundary(i))
-            .unwrap_or(0),
-    );
-    Some(line)
+    })
 }
 
 fn message_of(v: &Value) -> Option<(String, Option<String>)> {
@@ -215,6 +212,14 @@ mod tests {
             "an HTML page: 502 Bad Gateway"
         );
         assert_eq!(provider_message(500, b"<html></html>").0, "an HTML page");
+        // A page whose first 512 bytes end inside a character is still a page.
+        let page = format!(
+            "<!DOCTYPE html><html><head><title>Überlastet — {}</title></head></html>",
+            "é".repeat(300)
+        );
+        let said = provider_message(503, page.as_bytes()).0;
+        assert!(said.starts_with("an HTML page: Überlastet"), "{said}");
+        assert!(said.len() <= MAX_RAW_MESSAGE, "{}", said.len());
         // Plain text keeps its words, on one line.
         assert_eq!(
             provider_message(500, b"upstream\n  timed out\n").0,
