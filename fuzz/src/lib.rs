@@ -8,10 +8,12 @@
 //! say). Any panic, hang or unbounded allocation is a bug.
 
 mod fragments;
+mod schemas;
 
 use std::collections::BTreeMap;
 
 pub use fragments::fragments;
+pub use schemas::{schema_from, schema_rewrites};
 use llmchain::message::MessageStatus;
 use llmchain::provider::{DecoderConfig, Format, StreamEvent};
 

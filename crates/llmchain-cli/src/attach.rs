@@ -18,6 +18,10 @@ use crate::error::CliError;
 /// The largest file attached (the providers' own limits are 20 to 50 MiB a request).
 const MAX_BYTES: u64 = 32 << 20;
 
+/// The kernel's and the processes' state, not documents: `/proc/self/environ` holds every
+/// key of this process, `/dev/stdin` whatever is piped in.
+const PSEUDO_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
 /// The parts of `given` (paths relative to `cwd`, or http(s) URLs), each checked against
 /// `codec` (what the provider would not take is an error naming it).
 pub(crate) fn parts(
@@ -68,6 +72,21 @@ fn part(given: &str, cwd: &Path) -> Result<ContentPart, CliError> {
     }
     let path = cwd.join(given);
     let bytes = read(&path, given)?;
+    // No secret of this process leaves in an attachment (a `.env`, a log): text is masked
+    // as any other text is; a binary file holding one is refused (masking would corrupt it).
+    let bytes = match std::str::from_utf8(&bytes) {
+        Ok(text) => match llmchain::secrets::mask(text) {
+            std::borrow::Cow::Owned(masked) => masked.into_bytes(),
+            std::borrow::Cow::Borrowed(_) => bytes,
+        },
+        Err(_) if llmchain::secrets::found_in(&bytes) => {
+            return Err(CliError::usage(format!(
+                "-a {}: it holds a secret of this process (an API key or token); not attached",
+                crate::shown::inline(given, 200)
+            )));
+        }
+        Err(_) => bytes,
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -97,6 +116,18 @@ fn part(given: &str, cwd: &Path) -> Result<ContentPart, CliError> {
 fn read(path: &Path, given: &str) -> Result<Vec<u8>, CliError> {
     use std::io::Read as _;
     let shown = crate::shown::inline(given, 200);
+    let pseudo = || {
+        CliError::usage(format!(
+            "-a {shown}: a file under /proc, /sys or /dev is never attached (it holds the \
+             system's state and this process's keys); copy what you need into a file"
+        ))
+    };
+    // Where the path really leads: links, `..`, /proc/self and /dev/fd resolved.
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| CliError::usage(format!("-a {shown}: cannot read it: {e}")))?;
+    if PSEUDO_ROOTS.iter().any(|root| real.starts_with(root)) {
+        return Err(pseudo());
+    }
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -105,8 +136,26 @@ fn read(path: &Path, given: &str) -> Result<Vec<u8>, CliError> {
         options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
     }
     let file = options
-        .open(path)
+        .open(&real)
         .map_err(|e| CliError::usage(format!("-a {shown}: cannot read it: {e}")))?;
+    // And by file system: a procfs or sysfs mounted elsewhere, or a link swapped in
+    // after the check above.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Ok(fs) = rustix::fs::fstatfs(&file) {
+        const PSEUDO_FS: [i64; 6] = [
+            0x9fa0,      // proc
+            0x6265_6572, // sysfs
+            0x6462_6720, // debugfs
+            0x7472_6163, // tracefs
+            0x7363_6673, // securityfs
+            0xde5e_81e4, // efivarfs
+        ];
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let kind = i64::from(fs.f_type as i64);
+        if PSEUDO_FS.contains(&kind) {
+            return Err(pseudo());
+        }
+    }
     let meta = file
         .metadata()
         .map_err(|e| CliError::usage(format!("-a {shown}: {e}")))?;
@@ -185,6 +234,54 @@ mod tests {
 
     /// A FIFO with no writer is refused at once, not read (or opened) forever.
     #[cfg(unix)]
+    #[test]
+    fn pseudo_files_are_refused_however_they_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = vec![
+            std::path::PathBuf::from("/proc/self/environ"),
+            std::path::PathBuf::from("/proc/self/cmdline"),
+        ];
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("innocent.txt");
+            std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+            paths.push(link);
+            paths.push(dir.path().join("../../proc/self/environ"));
+        }
+        if std::path::Path::new("/sys/kernel/mm").exists() {
+            paths.push("/sys/kernel/mm/transparent_hugepage/enabled".into());
+        }
+        for p in paths {
+            if !p.exists() {
+                continue;
+            }
+            let e = read(&p, "given").unwrap_err().to_string();
+            assert!(e.contains("/proc, /sys or /dev"), "{}: {e}", p.display());
+        }
+    }
+
+    #[test]
+    fn known_secrets_are_masked_in_attached_text() {
+        llmchain::secrets::register("sk-attached-secret-5e6f7a8b");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("notes.env"),
+            "OPENAI_API_KEY=sk-attached-secret-5e6f7a8b\nOTHER=1\n",
+        )
+        .unwrap();
+        let attached = part("notes.env", dir.path()).unwrap();
+        let json = serde_json::to_string(&attached).unwrap();
+        let data =
+            base64::engine::general_purpose::STANDARD.encode("OPENAI_API_KEY=***\nOTHER=1\n");
+        assert!(json.contains(&data), "{json}");
+        // A binary file holding it is refused.
+        let mut bin = vec![0xffu8, 0xfe, 0];
+        bin.extend_from_slice(b"sk-attached-secret-5e6f7a8b");
+        std::fs::write(dir.path().join("blob.bin"), bin).unwrap();
+        let e = part("blob.bin", dir.path()).unwrap_err().to_string();
+        assert!(e.contains("holds a secret"), "{e}");
+    }
+
     #[test]
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();

@@ -100,6 +100,40 @@ pub(crate) fn save(keys: &BTreeMap<String, String>) -> Result<PathBuf, CliError>
     Ok(path)
 }
 
+/// Every secret the process can see, registered with the masker before any text from
+/// outside is read (an attachment, a provider's answer, an exporter's error): each
+/// provider's key variables, the URL secrets of its base-URL variables, the cloud
+/// credentials, the keys file's keys, and the OTLP endpoints' and headers' secrets.
+pub(crate) fn register_known() {
+    use llmchain::secrets;
+    let var = |k: &str| std::env::var(k).ok();
+    for p in llmchain::http::providers::PROVIDERS {
+        p.key_env()
+            .iter()
+            .filter_map(|v| var(v))
+            .for_each(|k| secrets::register(&k));
+        p.base_url_env()
+            .iter()
+            .filter_map(|v| var(v))
+            .for_each(|u| secrets::register_url(&u));
+    }
+    for v in [
+        "AWS_SECRET_ACCESS_KEY",
+        "SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AZURE_OPENAI_AD_TOKEN",
+        "LLMCHAIN_SERVE_TOKEN",
+    ] {
+        if let Some(k) = var(v) {
+            secrets::register(&k);
+        }
+    }
+    if let Ok(keys) = load() {
+        keys.values().for_each(|k| secrets::register(k));
+    }
+    crate::telemetry::register_secrets(var);
+}
+
 /// The environment, then the keys file for `spec`'s key variables: what a provider's
 /// config reads.
 pub(crate) fn lookup_for(

@@ -113,6 +113,8 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Every secret in sight is known to the masker before any outside text is read.
+    keys::register_known();
     // Spans exported over OTLP when OTEL_EXPORTER_OTLP_* says where; flushed when this
     // is dropped, after the command.
     let exporting = telemetry::init();

@@ -684,4 +684,19 @@ mod tests {
             ReviewDecision::Deny { .. }
         ));
     }
+
+    #[test]
+    fn bidi_overrides_in_arguments_are_shown_escaped() {
+        // Round 5: U+202E reversed what the reviewer saw ("exe.txt" shown as "txt.exe").
+        let (h, out) = handler(ApprovalPolicy::Ask, "d\n\n", None);
+        let _ = h.decide(&call(
+            "rm",
+            json!({"path": "notes\u{202E}txt.exe\u{2066}x\u{2069}"}),
+        ));
+        let shown = text(&out);
+        for c in ['\u{202E}', '\u{2066}', '\u{2069}'] {
+            assert!(!shown.contains(c), "{c:?} reached the terminal: {shown}");
+        }
+        assert!(shown.contains("notes\\u{202e}txt.exe"), "{shown}");
+    }
 }

@@ -1,11 +1,15 @@
 //! Text from a model, a tool, a provider or an MCP server, made safe to show in a
 //! terminal: control characters (escape sequences that could retitle the window, clear
-//! the screen or draw a fake "approved") are shown escaped, as `\u{1b}`, never sent;
+//! the screen or draw a fake "approved") and invisible format characters (bidi overrides
+//! and isolates that reorder what is displayed, zero-width characters) are shown escaped,
+//! as `\u{1b}` or `\u{202e}`, never sent ([`llmchain::redact::unsafe_in_terminal`]);
 //! and every secret the process holds is masked ([`llmchain::secrets`]).
 //!
 //! Written here rather than taken from a crate: it is a few lines over `char`, and the
 //! crates that strip ANSI sequences remove them silently, where a user should see that
 //! something tried.
+
+use llmchain::redact::unsafe_in_terminal;
 
 /// One line: every control character escaped, line breaks included; at most `max`
 /// characters, then `…`.
@@ -27,7 +31,7 @@ pub(crate) fn block(text: &str) -> String {
     let text = llmchain::secrets::mask(text);
     if !text
         .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
+        .any(|c| unsafe_in_terminal(c) && c != '\n' && c != '\t')
     {
         return text.into_owned();
     }
@@ -41,7 +45,7 @@ pub(crate) fn block(text: &str) -> String {
 fn push(out: &mut String, c: char, keep_lines: bool) {
     if keep_lines && (c == '\n' || c == '\t') {
         out.push(c);
-    } else if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+    } else if unsafe_in_terminal(c) {
         out.extend(c.escape_unicode());
     } else {
         out.push(c);
@@ -56,6 +60,15 @@ pub(crate) fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bidi_and_invisible_characters_are_shown_escaped() {
+        let t = "a\u{202E}cba\u{2066}x\u{2069}\u{200B}\u{FEFF}\u{E0041}";
+        let want = "a\\u{202e}cba\\u{2066}x\\u{2069}\\u{200b}\\u{feff}\\u{e0041}";
+        assert_eq!(inline(t, 100), want);
+        assert_eq!(block(t), want);
+        assert_eq!(block("é 日本\n\tok"), "é 日本\n\tok");
+    }
 
     #[test]
     fn escapes_are_shown_not_sent() {

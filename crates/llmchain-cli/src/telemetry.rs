@@ -87,7 +87,7 @@ impl LastError {
             .strip_prefix("Operation failed: ")
             .unwrap_or(&text)
             .to_owned();
-        crate::shown::inline(&text, 300)
+        crate::shown::inline(&llmchain::redact::urls_in(&text), 300)
     }
 }
 
@@ -177,6 +177,54 @@ fn metrics_wanted(var: impl Fn(&str) -> Option<String>) -> bool {
     .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
 }
 
+/// The variables that hold an OTLP endpoint.
+const ENDPOINT_VARS: [&str; 3] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+];
+
+/// The variables that hold OTLP headers (`k=v,k2=v2`, values percent-encoded).
+const HEADER_VARS: [&str; 3] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+];
+
+/// The endpoints' passwords and secret query values and every header value, registered
+/// with the process's masker: an exporter error that quotes them is masked when shown.
+pub(crate) fn register_secrets(var: impl Fn(&str) -> Option<String>) {
+    for k in ENDPOINT_VARS {
+        if let Some(v) = var(k) {
+            llmchain::secrets::register_url(v.trim());
+        }
+    }
+    for k in HEADER_VARS {
+        let Some(v) = var(k) else { continue };
+        for (_, value) in v.split(',').filter_map(|p| p.split_once('=')) {
+            let value = value.trim();
+            llmchain::secrets::register_encoded(value);
+            // `Authorization=Bearer%20TOKEN`, `Basic …`: the credential alone too.
+            let decoded = value.replace("%20", " ");
+            if let Some((_, credential)) = decoded.split_once(' ') {
+                llmchain::secrets::register_encoded(credential.trim());
+            }
+        }
+    }
+}
+
+/// An exporter's error for stderr: each endpoint it quotes redacted (a password shorter
+/// than the masker registers too), every URL redacted, the rest masked and escaped.
+fn shown_error(e: &dyn std::fmt::Display, var: impl Fn(&str) -> Option<String>) -> String {
+    let mut text = e.to_string();
+    for k in ENDPOINT_VARS {
+        if let Some(v) = var(k).filter(|v| !v.is_empty() && text.contains(v.as_str())) {
+            text = text.replace(v.as_str(), &llmchain::redact::url(v.trim()));
+        }
+    }
+    crate::shown::inline(&llmchain::redact::urls_in(&text), 300)
+}
+
 /// Installs the OTLP exporter and the `tracing` layer that feeds it, when the
 /// environment asks for it; `None` otherwise (and when it cannot be built: said on
 /// stderr, the command goes on without it).
@@ -194,7 +242,7 @@ pub(crate) fn init() -> Option<Exporting> {
         Err(e) => {
             eprintln!(
                 "llmchain: warning: spans are not exported: {}",
-                crate::shown::inline(&e.to_string(), 300)
+                shown_error(&e, |k| std::env::var(k).ok())
             );
             return None;
         }
@@ -208,7 +256,7 @@ pub(crate) fn init() -> Option<Exporting> {
         Err(e) => {
             eprintln!(
                 "llmchain: warning: spans are not exported: {}",
-                crate::shown::inline(&e.to_string(), 300)
+                shown_error(&e, |k| std::env::var(k).ok())
             );
             return None;
         }
@@ -303,6 +351,32 @@ mod tests {
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn a_malformed_endpoint_is_shown_without_its_secrets() {
+        // Round 5: a stray space made the SDK refuse the endpoint and the warning quoted
+        // it whole, password and `?api-key=` included.
+        let endpoint = "http://user:otlp-pass-123456@127.0.0.1:4318 /v1?api-key=otlp-key-abcdef12";
+        let vars = env(&[
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "http://user:otlp-pass-123456@127.0.0.1:4318 /v1?api-key=otlp-key-abcdef12",
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "Authorization=Bearer%20otlp-header-token-77,x-key=otlp%2Fkey%2B99",
+            ),
+        ]);
+        register_secrets(&vars);
+        let error = format!("OTEL_EXPORTER_OTLP_ENDPOINT: invalid endpoint '{endpoint}': bad");
+        let shown = shown_error(&error, &vars);
+        for secret in ["otlp-pass-123456", "otlp-key-abcdef12"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        let echoed = "sent Bearer otlp-header-token-77 and otlp/key+99 and otlp%2Fkey%2B99";
+        let shown = crate::shown::inline(echoed, 300);
+        assert_eq!(shown, "sent *** and *** and ***");
     }
 
     #[test]

@@ -39,6 +39,7 @@ impl Guard {
                 .allowed_hosts
                 .iter()
                 .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.contains('*'))
                 .collect(),
             any_host: config.allowed_hosts.iter().any(|h| h.trim() == "*"),
             origins: config
@@ -49,10 +50,16 @@ impl Guard {
         }
     }
 
-    /// The host name of a `Host:` value (without its port), if it is allowed.
+    /// Whether a `Host:` value (its port aside) is allowed.
     fn host_allowed(&self, host: &str) -> bool {
+        self.any_host || self.host_named(host)
+    }
+
+    /// Whether a `Host:` value is one of the server's own names (loopback or configured),
+    /// not merely let in by `*`: only such a name makes a page's origin its own.
+    fn host_named(&self, host: &str) -> bool {
         let name = host_name(host).to_ascii_lowercase();
-        self.any_host || LOOPBACK.contains(&name.as_str()) || self.hosts.contains(&name)
+        LOOPBACK.contains(&name.as_str()) || self.hosts.contains(&name)
     }
 
     /// Why a request that changes something is refused, if it is.
@@ -70,9 +77,13 @@ impl Guard {
         }
         let origin = headers.get(header::ORIGIN)?;
         let origin = origin.to_str().unwrap_or("").trim().to_ascii_lowercase();
-        let own = ["http", "https"]
-            .iter()
-            .any(|scheme| origin == format!("{scheme}://{}", host.to_ascii_lowercase()));
+        // The page's own origin is the host it was served from, when that host is one of
+        // the server's names: with `--allow-host '*'` the request's Host is the
+        // attacker's to choose (DNS rebinding), so it proves nothing.
+        let own = self.host_named(host)
+            && ["http", "https"]
+                .iter()
+                .any(|scheme| origin == format!("{scheme}://{}", host.to_ascii_lowercase()));
         if own || self.origins.contains(&origin) {
             return None;
         }
@@ -237,6 +248,31 @@ mod tests {
                 .unwrap();
             assert_eq!(status, StatusCode::FORBIDDEN, "{origin}");
         }
+    }
+
+    #[test]
+    fn a_wildcard_host_never_makes_a_foreign_origin_its_own() {
+        // Round 5: with `--allow-host '*'`, Host and Origin both `attacker.example` were
+        // taken for the server's own page.
+        let g = guard(&["*"], &[]);
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        h.insert(
+            "origin",
+            HeaderValue::from_static("http://attacker.example"),
+        );
+        let (status, _) = g.refuses_change(&h, "attacker.example").unwrap();
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        h.insert("origin", HeaderValue::from_static("http://127.0.0.1:3000"));
+        assert!(g.refuses_change(&h, "127.0.0.1:3000").is_none());
+        // A named host's own page is still its own.
+        let g = guard(&["*", "chat.example.com"], &[]);
+        h.insert(
+            "origin",
+            HeaderValue::from_static("https://chat.example.com"),
+        );
+        assert!(g.refuses_change(&h, "chat.example.com").is_none());
+        assert!(!g.hosts.iter().any(|h| h.contains('*')));
     }
 
     #[test]

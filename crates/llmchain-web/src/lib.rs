@@ -248,7 +248,19 @@ impl<S: Store + 'static> ChatServer<S> {
                 .config
                 .cors_origins
                 .iter()
-                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .filter_map(|o| {
+                    let o = o.trim().trim_end_matches('/');
+                    // tower-http panics on `*` in a list; a wildcard cannot be honoured
+                    // beside the guard's origin check anyway.
+                    if o.contains('*') {
+                        tracing::warn!(
+                            origin = o,
+                            "a wildcard CORS origin is ignored: name each origin"
+                        );
+                        return None;
+                    }
+                    HeaderValue::from_str(o).ok()
+                })
                 .collect();
             router = router.layer(
                 tower_http::cors::CorsLayer::new()
@@ -467,19 +479,37 @@ fn stream_response<S>(app: &App<S>, hub: Arc<Hub>) -> Response {
         );
     };
     let body = futures_util::stream::unfold(
-        (hub, 0usize, Vec::<Bytes>::new().into_iter(), permit),
-        |(hub, mut offset, mut queued, permit)| async move {
+        (hub, 0usize, Vec::<Bytes>::new().into_iter(), permit, false),
+        |(hub, mut offset, mut queued, permit, mut ended)| async move {
             loop {
                 if let Some(chunk) = queued.next() {
                     return Some((
                         Ok::<_, std::convert::Infallible>(chunk),
-                        (hub, offset, queued, permit),
+                        (hub, offset, queued, permit, ended),
                     ));
+                }
+                if ended {
+                    return None;
                 }
                 match hub.next(&mut offset, 64) {
                     Next::Chunks(c) => queued = c.into_iter(),
                     Next::Wait => hub.wait(offset).await,
-                    Next::Done | Next::Behind => return None,
+                    // A reader that fell behind what is kept is told so, and the stream
+                    // ends as every stream does: the answer goes on and is saved.
+                    Next::Behind => {
+                        ended = true;
+                        queued = vec![
+                            protocol::Chunk::Error {
+                                error_text: "this connection fell behind the answer; it goes \
+                                             on and is saved: reload the chat to see it"
+                                    .into(),
+                            }
+                            .to_sse(),
+                            Bytes::from_static(protocol::DONE),
+                        ]
+                        .into_iter();
+                    }
+                    Next::Done => return None,
                 }
             }
         },

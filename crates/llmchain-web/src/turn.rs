@@ -103,6 +103,27 @@ pub(crate) async fn run<S: Store + 'static>(
     hub.finish();
 }
 
+/// What a client is told when the claim of `chat` fails. A claim refused before its
+/// opening ran (a run busy elsewhere, a worker's queued run) has not yet checked whose
+/// chat it is: one that is not this server's is answered as one that does not exist, as
+/// every route answers, never with its holder, its lease or its run.
+async fn claim_refused<S: Store>(env: &TurnEnv<S>, chat: &str, e: StoreError) -> String {
+    let none = || format!("there is no chat {chat:?}");
+    match e {
+        StoreError::ConversationNotFound(_) => none(),
+        StoreError::ConversationFull { max, .. } => {
+            format!("this chat holds {max} messages, the most it may; start another")
+        }
+        e @ (StoreError::RunBusy { .. }
+        | StoreError::QueuedRunOpen { .. }
+        | StoreError::RunAlreadyOpen { .. }) => match env.store.get_conversation(chat).await {
+            Ok(Some(c)) if env.owns(&c.summary.metadata) => e.to_string(),
+            _ => none(),
+        },
+        other => other.to_string(),
+    }
+}
+
 async fn turn<S: Store + 'static>(
     env: &TurnEnv<S>,
     chat: &str,
@@ -152,15 +173,10 @@ async fn turn<S: Store + 'static>(
         state,
         opening: Some(opening),
     };
-    let mut held = LeasedRun::claim(store.clone(), claim, &env.worker, LEASE)
-        .await
-        .map_err(|e| match e {
-            StoreError::ConversationNotFound(_) => format!("there is no chat {chat:?}"),
-            StoreError::ConversationFull { max, .. } => {
-                format!("this chat holds {max} messages, the most it may; start another")
-            }
-            other => other.to_string(),
-        })?;
+    let mut held = match LeasedRun::claim(store.clone(), claim, &env.worker, LEASE).await {
+        Ok(held) => held,
+        Err(e) => return Err(claim_refused(env, chat, e).await),
+    };
     let stored = held
         .conversation()
         .cloned()

@@ -1,5 +1,6 @@
 //! Secrets out of URLs: the one redaction every part of llmchain uses before a URL is
-//! stored, printed, logged or put in an error.
+//! stored, printed, logged or put in an error; and [`unsafe_in_terminal`], the characters
+//! text from outside never reaches a terminal with.
 //!
 //! A URL may carry credentials: userinfo (`http://user:PASSWORD@host`) or a key in its
 //! query (`…/v1?api-key=K`, `?key=…`, `?token=…`, a pre-signed `X-Amz-Signature=…`).
@@ -126,6 +127,52 @@ pub fn urls_in(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Whether `c` must be shown escaped, never sent, when untrusted text reaches a terminal:
+/// controls (C0, DEL, C1: escape sequences), the line and paragraph separators, and every
+/// invisible format character (Unicode's category Cf): the bidi marks, embeddings,
+/// overrides and isolates (U+061C, U+200E–F, U+202A–E, U+2066–9) that reorder what is
+/// displayed, so that a reviewer would approve arguments other than those shown;
+/// zero-width characters, the BOM, the soft hyphen and the tag characters.
+///
+/// Written by hand: category Cf is about twenty stable ranges, and a table crate for one
+/// category would be a dependency of the core for those lines.
+///
+/// ```
+/// use llmchain::redact::unsafe_in_terminal;
+/// assert!(unsafe_in_terminal('\u{202E}') && unsafe_in_terminal('\u{1b}'));
+/// assert!(!unsafe_in_terminal('é') && !unsafe_in_terminal('日'));
+/// ```
+pub fn unsafe_in_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{0600}'..='\u{0605}'
+                | '\u{061C}'
+                | '\u{06DD}'
+                | '\u{070F}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08E2}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{110BD}'
+                | '\u{110CD}'
+                | '\u{13430}'..='\u{1343F}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0001}'
+                | '\u{E0020}'..='\u{E007F}'
+        )
 }
 
 #[cfg(test)]

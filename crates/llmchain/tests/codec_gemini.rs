@@ -198,12 +198,14 @@ fn encode_snapshots_and_rules() {
         "You are a careful assistant."
     );
     let decl = &b["tools"][0]["functionDeclarations"];
-    assert_eq!(
-        decl[0]["parameters"]["properties"]["unit"],
-        json!({"type": "string", "enum": ["celsius", "fahrenheit"]})
-    );
-    assert!(decl[0]["parameters"].get("additionalProperties").is_none());
+    // A schema with a `$ref` goes as JSON Schema, as it is (never inlined), but for its
+    // `$schema` marker.
+    assert!(decl[0].get("parameters").is_none());
+    let mut sent = conv.tools[0].parameters_schema.clone();
+    sent.as_object_mut().unwrap().remove("$schema");
+    assert_eq!(decl[0]["parametersJsonSchema"], sent);
     assert!(decl[1].get("parameters").is_none());
+    assert!(decl[1].get("parametersJsonSchema").is_none());
     assert_eq!(b["toolConfig"]["functionCallingConfig"]["mode"], "ANY");
     let contents = b["contents"].as_array().unwrap();
     assert_eq!(contents[1]["role"], "model");
@@ -254,6 +256,75 @@ fn encode_snapshots_and_rules() {
     ] {
         assert!(!text.contains(virtual_field), "{virtual_field} leaked");
     }
+}
+
+/// Level i references level i+1 twice: 2^levels copies if inlined.
+fn doubling(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        let next = format!("#/$defs/L{}", i + 1);
+        defs.insert(
+            format!("L{i}"),
+            json!({"type": "object", "properties": {"a": {"$ref": next}, "b": {"$ref": next}}}),
+        );
+    }
+    defs.insert(format!("L{levels}"), json!({"type": "string"}));
+    json!({"type": "object", "properties": {"root": {"$ref": "#/$defs/L0"}}, "$defs": defs})
+}
+
+#[test]
+fn schemas_with_refs_go_as_json_schema_and_never_grow() {
+    // Round 5: an 18-level chain of double references was a 16 MB body; 28 levels ran
+    // the machine out of memory. Now the schema goes as it is.
+    let schema = doubling(28);
+    let schema_len = serde_json::to_vec(&schema).unwrap().len();
+    let mut conv: llmchain::conversation::Conversation = serde_json::from_value(json!({
+        "tools": [{"name": "deep", "description": "d", "parameters_schema": schema},
+                  {"name": "flat", "parameters_schema": {"type": "object",
+                     "properties": {"n": {"type": ["integer", "null"]}}, "additionalProperties": false}}],
+        "messages": [{"role": "user", "content": "go"}]
+    }))
+    .unwrap();
+    let b = body(&conv, "gemini-2.5-flash");
+    let len = serde_json::to_vec(&b).unwrap().len();
+    assert!(
+        len < schema_len + 1024,
+        "{len} bytes for a {schema_len}-byte schema"
+    );
+    let decl = &b["tools"][0]["functionDeclarations"];
+    assert_eq!(
+        decl[0]["parametersJsonSchema"],
+        conv.tools[0].parameters_schema
+    );
+    // A schema without references is still rewritten for `parameters`.
+    assert_eq!(
+        decl[1]["parameters"],
+        json!({"type": "object", "properties": {"n": {"type": "integer", "nullable": true}}})
+    );
+
+    // A typed answer alone: `responseJsonSchema` with references, `responseSchema` without.
+    conv.tools.clear();
+    conv.response_format = Some(llmchain::conversation::ResponseFormat::new(
+        "answer",
+        doubling(28),
+    ));
+    let b = body(&conv, "gemini-2.5-flash");
+    assert!(serde_json::to_vec(&b).unwrap().len() < schema_len + 1024);
+    assert_eq!(b["generationConfig"]["responseJsonSchema"], doubling(28));
+    assert!(b["generationConfig"].get("responseSchema").is_none());
+    conv.response_format = Some(llmchain::conversation::ResponseFormat::new(
+        "answer",
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+    ));
+    let b = body(&conv, "gemini-2.5-flash");
+    assert_eq!(
+        b["generationConfig"]["responseSchema"],
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}})
+    );
+    assert!(b["generationConfig"].get("responseJsonSchema").is_none());
+
+    // The rewrite itself, asked directly, refuses within its budget.
+    assert!(llmchain::provider::gemini_schema(&doubling(28)).is_err());
 }
 
 #[test]

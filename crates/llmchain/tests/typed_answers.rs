@@ -384,3 +384,50 @@ proptest::proptest! {
         proptest::prop_assert_eq!(partials.last().unwrap(), &value, "{}", format);
     }
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Essay {
+    body: String,
+}
+
+/// Round 5: a partial per piece made a long answer cost the square of its size (512 KB
+/// in 100-byte pieces sent hundreds of megabytes to a served page). All the partials
+/// together now stay within a few times the answer, in every format, and the last is it.
+#[tokio::test]
+async fn partials_of_a_long_answer_cost_a_few_times_its_size() {
+    let body = "word ".repeat(40_000);
+    let answer = serde_json::json!({ "body": body }).to_string();
+    for format in ALL {
+        let script = if format == Format::BEDROCK_CONVERSE {
+            ResponseScript::tool_call("call_1", "Essay", &answer)
+        } else {
+            ResponseScript::text(answer.clone())
+        };
+        let model = Arc::new(
+            ScriptedModel::new(format)
+                .respond(script)
+                .unwrap()
+                .chunk_size(100),
+        );
+        let sizes: Arc<std::sync::Mutex<Vec<usize>>> = Arc::default();
+        let seen = sizes.clone();
+        let last: Arc<std::sync::Mutex<Option<Value>>> = Arc::default();
+        let kept = last.clone();
+        let extract = Extract::of::<Essay>().unwrap().on_partial(move |v| {
+            seen.lock().unwrap().push(v.to_string().len());
+            *kept.lock().unwrap() = Some(v.clone());
+        });
+        let mut chain = chain_asking(model).await;
+        let value = chain.extract_value(extract).await.unwrap();
+        let sizes = sizes.lock().unwrap();
+        let total: usize = sizes.iter().sum();
+        assert!(sizes.len() >= 10, "{format}: {} partials", sizes.len());
+        assert!(
+            total <= 4 * answer.len(),
+            "{format}: {total} bytes of partials for a {}-byte answer",
+            answer.len()
+        );
+        assert_eq!(last.lock().unwrap().as_ref(), Some(&value), "{format}");
+    }
+}

@@ -101,6 +101,44 @@ fn token(args: &ServeArgs) -> Result<Option<String>, CliError> {
     Ok(token)
 }
 
+/// `*` where it cannot be honoured, refused with what to use instead: `--cors '*'` (any
+/// site's page could drive the server) and `--allow-host '*'` without a token (any name
+/// that resolves here, DNS rebinding included, could read and run its chats). Whether
+/// `--allow-host '*'` was given (and so a warning is due).
+fn wildcards(args: &ServeArgs, has_token: bool) -> Result<bool, CliError> {
+    for o in &args.cors {
+        if o.contains('*') {
+            return Err(CliError::usage(format!(
+                "--cors {}: a wildcard cannot be honoured (a page of any site could use this \
+                 server); name each origin instead, e.g. --cors https://app.example.com \
+                 (repeatable)",
+                crate::shown::inline(o, 100)
+            )));
+        }
+    }
+    if let Some(h) = args
+        .allow_host
+        .iter()
+        .find(|h| h.contains('*') && h.trim() != "*")
+    {
+        return Err(CliError::usage(format!(
+            "--allow-host {}: partial wildcards are not supported; name each host \
+             (--allow-host chat.example.com, repeatable)",
+            crate::shown::inline(h, 100)
+        )));
+    }
+    let any_host = args.allow_host.iter().any(|h| h.trim() == "*");
+    if any_host && !has_token {
+        return Err(CliError::usage(format!(
+            "--allow-host '*' answers any host name, so a page of any site whose name \
+             resolves to this machine could read and run its chats; set a bearer token with \
+             it ({TOKEN_ENV} or --token-file), or name the hosts instead (--allow-host \
+             chat.example.com)"
+        )));
+    }
+    Ok(any_host)
+}
+
 async fn serve(args: ServeArgs) -> CliResult {
     let token = token(&args)?;
     if token.is_none() && !llmchain_web::is_loopback(&args.listen) {
@@ -109,6 +147,7 @@ async fn serve(args: ServeArgs) -> CliResult {
             args.listen
         )));
     }
+    let any_host = wildcards(&args, token.is_some())?;
     let mut config = crate::config::load_from(args.config.as_deref())?;
     let profile = args
         .profile
@@ -179,6 +218,12 @@ async fn serve(args: ServeArgs) -> CliResult {
         "llmchain serve: http://{local}/ (profile {profile}, {} on {location}); Ctrl-C to stop",
         job.provider
     );
+    if any_host {
+        eprintln!(
+            "llmchain serve: warning: --allow-host '*' answers requests for any host name: \
+             only the bearer token keeps pages of other sites out"
+        );
+    }
     let stop = shutdown.clone();
     let limits = server.limits();
     llmchain_web::serve(listener, server.router(), limits, async move {

@@ -128,7 +128,13 @@ fn cross_origin_redirect(provider: &str, url: &str, resp: &reqwest::Response) ->
 /// Control characters (terminal escapes) out of text that came from a server.
 fn sanitize_for_terminal(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| {
+            if crate::redact::unsafe_in_terminal(c) {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 

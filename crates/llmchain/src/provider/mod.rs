@@ -102,7 +102,7 @@ pub use format::RenderFn;
 pub use format::{
     Codec, DecoderConfig, Format, FormatSpec, Framing, RequestOptions, StreamDecoder,
 };
-pub use gemini::{GeminiCodec, gemini_schema};
+pub use gemini::{GeminiCodec, SchemaTooLarge, gemini_schema};
 pub use ollama::OllamaCodec;
 pub use outcome::{
     DecodeOutcome, DecodeReport, ProviderError, ReportIncompleteCall, ReportToolCall,

@@ -57,11 +57,7 @@ pub fn validate_name(name: &str) -> Result<(), ToolError> {
 /// ```
 pub fn shown_name(name: &str) -> String {
     let cut: String = name.chars().take(100).collect();
-    let unsafe_char = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-    };
-    if cut.chars().any(unsafe_char) {
+    if cut.chars().any(crate::redact::unsafe_in_terminal) {
         format!("{cut:?}")
     } else {
         cut

@@ -2,8 +2,10 @@
 //!
 //! - the system prompt goes in `systemInstruction`;
 //! - tools become `functionDeclarations` whose `parameters` are rewritten by
-//!   [`super::schema::gemini_schema`] (omitted for tools without
-//!   parameters);
+//!   [`super::schema::gemini_schema`] (omitted for tools without parameters); a schema
+//!   with a `$ref` goes as it is in `parametersJsonSchema` instead (inlining references
+//!   can grow exponentially); a typed answer's schema likewise goes in `responseSchema`
+//!   or, with a `$ref`, `responseJsonSchema`;
 //! - assistant turns are `role: "model"` with `functionCall` parts (`args` always an
 //!   object) and their `thoughtSignature`s sent back verbatim; thought text is replayed
 //!   only when it carries a signature;
@@ -22,7 +24,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::schema::gemini_schema;
+use super::schema::{gemini_schema, has_refs};
 use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, ToolDefinition};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::assembly::THOUGHT_SIGNATURE_KEY;
@@ -138,12 +140,16 @@ struct ToolsEntry<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Declaration<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     parameters: Option<Value>,
+    /// A schema with `$ref`s, as JSON Schema (never inlined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters_json_schema: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -173,6 +179,19 @@ struct GenerationConfig {
     /// A typed answer's schema, rewritten as Gemini's schema dialect wants.
     #[serde(skip_serializing_if = "Option::is_none")]
     response_schema: Option<Value>,
+    /// A typed answer's schema with `$ref`s, as JSON Schema (never inlined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_json_schema: Option<Value>,
+}
+
+/// A schema with references as Gemini's `*JsonSchema` fields take it: as it is, but for
+/// the `$schema` dialect marker, which says nothing to the model.
+fn as_json_schema(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if let Value::Object(o) = &mut schema {
+        o.remove("$schema");
+    }
+    schema
 }
 
 /// A user-side part; `None` for parts this wire cannot carry here.
@@ -463,23 +482,33 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
     } else {
         conv.tools.iter().collect()
     };
-    let declarations: Vec<Declaration<'_>> = declared
-        .into_iter()
-        .map(|t| {
-            let has_params = t
-                .parameters_schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .is_some_and(|p| !p.is_empty())
-                || t.parameters_schema.get("$ref").is_some()
-                || t.parameters_schema.get("anyOf").is_some();
-            Declaration {
-                name: &t.name,
-                description: &t.description,
-                parameters: has_params.then(|| gemini_schema(&t.parameters_schema)),
-            }
-        })
-        .collect();
+    let mut declarations: Vec<Declaration<'_>> = Vec::with_capacity(declared.len());
+    for t in declared {
+        let schema = &t.parameters_schema;
+        let has_params = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty())
+            || schema.get("$ref").is_some()
+            || schema.get("anyOf").is_some();
+        let (parameters, parameters_json_schema) = if !has_params {
+            (None, None)
+        } else if has_refs(schema) {
+            (None, Some(as_json_schema(schema)))
+        } else {
+            let rewritten = gemini_schema(schema).map_err(|e| EncodeError::Unsupported {
+                format: FORMAT,
+                message: format!("tool `{}`: {e}", t.name),
+            })?;
+            (Some(rewritten), None)
+        };
+        declarations.push(Declaration {
+            name: &t.name,
+            description: &t.description,
+            parameters,
+            parameters_json_schema,
+        });
+    }
     let tools = if declarations.is_empty() {
         Vec::new()
     } else {
@@ -504,15 +533,26 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
         },
     });
 
-    let generation_config = (opts.max_tokens.is_some()
-        || opts.temperature.is_some()
-        || native_answer.is_some())
-    .then(|| GenerationConfig {
-        max_output_tokens: opts.max_tokens,
-        temperature: opts.temperature,
-        response_mime_type: native_answer.map(|_| "application/json"),
-        response_schema: native_answer.map(|f| gemini_schema(&f.schema)),
-    });
+    let (response_schema, response_json_schema) = match native_answer {
+        None => (None, None),
+        Some(f) if has_refs(&f.schema) => (None, Some(as_json_schema(&f.schema))),
+        Some(f) => {
+            let rewritten = gemini_schema(&f.schema).map_err(|e| EncodeError::Unsupported {
+                format: FORMAT,
+                message: format!("the answer schema `{}`: {e}", f.name),
+            })?;
+            (Some(rewritten), None)
+        }
+    };
+    let generation_config =
+        (opts.max_tokens.is_some() || opts.temperature.is_some() || native_answer.is_some())
+            .then_some(GenerationConfig {
+                max_output_tokens: opts.max_tokens,
+                temperature: opts.temperature,
+                response_mime_type: native_answer.map(|_| "application/json"),
+                response_schema,
+                response_json_schema,
+            });
 
     let body = Body {
         contents,

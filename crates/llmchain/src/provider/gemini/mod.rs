@@ -7,7 +7,7 @@ mod encode;
 mod render;
 mod schema;
 
-pub use schema::gemini_schema;
+pub use schema::{SchemaTooLarge, gemini_schema};
 
 /// The Gemini codec. Calls without ids get synthesised ones (see the decoder docs:
 /// `call_<hash of responseId>_<n>`, marked `metadata.synthesized_id`).
