@@ -206,7 +206,7 @@ pub(crate) struct Built {
 /// Cloning shares them (one set of MCP servers for every chain built from the clones).
 #[derive(Clone)]
 pub(crate) struct Parts {
-    model: Arc<HttpModel>,
+    model: Arc<dyn llmchain::model::ChatModel>,
     spec: &'static dyn Provider,
     builtins: Vec<Tool>,
     mcp_tools: Vec<McpTool>,
@@ -343,7 +343,6 @@ impl JobSpec {
     /// job's root) and the MCP servers' tools.
     pub(crate) async fn connect(&self, cwd: std::path::PathBuf) -> Result<Parts, CliError> {
         let spec = parse_provider(&self.provider)?;
-        let policy = self.policy()?;
         let model_err = |e: llmchain::model::ModelError| {
             CliError::runtime(llmchain::redact::urls_in(&crate::shown::one_line(
                 &e.to_string(),
@@ -371,6 +370,29 @@ impl JobSpec {
             config = config.stream(false);
         }
         let model = HttpModel::new(config).map_err(model_err)?;
+        self.assemble(cwd, Arc::new(model)).await
+    }
+
+    /// The job's tools, review and tool choice, without a model that can be asked
+    /// (no key needed): `conversations resume` runs the calls a run left exactly as
+    /// the run's profile would, and asks no model.
+    pub(crate) async fn connect_tools_only(
+        &self,
+        cwd: std::path::PathBuf,
+    ) -> Result<Parts, CliError> {
+        let model = llmchain::chain::ScriptedModel::new(llmchain::provider::Format::OPENAI_CHAT);
+        self.assemble(cwd, Arc::new(model)).await
+    }
+
+    /// What [`connect`](Self::connect) and [`connect_tools_only`](Self::connect_tools_only)
+    /// share: the one place a job's tools are put together.
+    async fn assemble(
+        &self,
+        cwd: std::path::PathBuf,
+        model: Arc<dyn llmchain::model::ChatModel>,
+    ) -> Result<Parts, CliError> {
+        let spec = parse_provider(&self.provider)?;
+        let policy = self.policy()?;
         let builtins = if self.no_builtin_tools {
             Vec::new()
         } else {
@@ -420,7 +442,7 @@ impl JobSpec {
             }
         };
         Ok(Parts {
-            model: Arc::new(model),
+            model,
             spec,
             builtins,
             mcp_tools,

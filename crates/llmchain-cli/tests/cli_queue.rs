@@ -940,6 +940,64 @@ fn an_interactive_run_without_a_terminal_waits_for_the_inbox() {
     });
 }
 
+/// Round 5: a profile with an MCP server and `approve = "ask"`, run without a terminal,
+/// pauses; after `reviews approve`, exactly the `conversations resume` llmchain printed
+/// runs the call with the profile's server (it used to find only the built-in tools,
+/// store the call `failed: … tool not found` and use up the approval).
+#[test]
+fn the_printed_resume_runs_an_approved_call_with_the_profiles_server() {
+    let test = "the_printed_resume_runs_an_approved_call_with_the_profiles_server";
+    common::on_both_databases(test, |dir, db| {
+        let root = dir.join("files");
+        std::fs::create_dir(&root).unwrap();
+        let Some(files) = files_server_cmd(test, &root, 0) else {
+            return;
+        };
+        let (base, seen) = serve(bodies(&[
+            write_call("c1", "a.txt", "x"),
+            ResponseScript::text("Written."),
+        ]));
+        write_config(
+            dir,
+            &format!(
+                "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\n\
+                 no_builtin_tools = true\napprove = \"ask\"\n"
+            ),
+        );
+        let out = llmchain(&["run", "--db", db, "write a.txt"], dir);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let said = text(&out);
+        let printed = said
+            .split("then go on with `")
+            .nth(1)
+            .and_then(|rest| rest.split('`').next())
+            .unwrap_or_else(|| panic!("no resume command in: {said}"))
+            .to_owned();
+        let reviews = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
+        let r: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&reviews.stdout)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        let approved = llmchain(
+            &["reviews", "--db", db, "approve", r["id"].as_str().unwrap()],
+            dir,
+        );
+        assert!(approved.status.success(), "{}", text(&approved));
+        let words: Vec<&str> = printed.split_whitespace().collect();
+        assert_eq!(words[0], "llmchain", "{printed}");
+        let out = llmchain(&words[1..], dir);
+        assert!(out.status.success(), "{printed}: {}", text(&out));
+        assert!(text(&out).contains("ran c1"), "{}", text(&out));
+        assert!(!text(&out).contains("not found"), "{}", text(&out));
+        assert_eq!(files_calls(&root).len(), 1, "the approved call ran once");
+        assert!(text(&out).contains("Written."), "{}", text(&out));
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    });
+}
+
 /// The worker's own flags define its profile "default": with no config file, `worker
 /// --base-url URL --model M` runs a run queued under "default" against that server.
 #[test]

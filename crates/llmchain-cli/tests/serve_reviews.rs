@@ -127,6 +127,29 @@ fn serve_takes_the_profile_flags() {
     );
 }
 
+/// Round 5: `--cors '*'` panicked at start (exit 101) and `--allow-host '*'` without a
+/// token let any page in. Both are usage errors that say what to use instead.
+#[test]
+fn serve_refuses_wildcards_it_cannot_honour() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    for (flags, says) in [
+        (["--cors", "*"], "name each origin instead"),
+        (["--cors", "https://*.example.com"], "name each origin instead"),
+        (["--allow-host", "*"], "set a bearer token with it"),
+        (["--allow-host", "*.example.com"], "partial wildcards"),
+    ] {
+        let mut args = vec!["serve", "--db", &db];
+        args.extend(flags);
+        let refused = llmchain(&args, dir);
+        let said = text(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{flags:?}: {said}");
+        assert!(said.contains(says), "{flags:?}: {said}");
+        assert!(!said.contains("panicked"), "{said}");
+    }
+}
+
 /// A profile that names a schema makes `serve` answer typed: the UI stream carries the
 /// object as it grows (`data-object`, one id), and the last is the checked answer.
 #[test]

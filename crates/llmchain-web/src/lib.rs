@@ -84,6 +84,7 @@ use llmchain_store::{
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+mod body;
 mod catch_up;
 mod guard;
 pub mod hub;
@@ -129,11 +130,19 @@ pub struct ServeConfig {
     /// serve` names itself by host and port).
     pub name: String,
     /// Connections served at once (default 4096); one more waits in the kernel's
-    /// backlog until one closes.
+    /// backlog until one closes. Fit it under the process's open-file limit, with room
+    /// for the database and MCP servers (`llmchain serve` does).
     pub max_connections: usize,
     /// How long a connection may take to send a request's headers, and stay idle
     /// between requests, before it is closed (default 10 s).
     pub header_timeout: Duration,
+    /// How long a request's body may take to start arriving, and the slack on top of
+    /// what [`min_body_rate`](Self::min_body_rate) allows for the bytes so far (default
+    /// 10 s); a body slower than that gets 408 and its connection is closed.
+    pub body_timeout: Duration,
+    /// The slowest a request's body may arrive, in bytes a second, past
+    /// [`body_timeout`](Self::body_timeout) (default 16 KiB/s).
+    pub min_body_rate: usize,
     /// What the page says answers its chats (`openai · gpt-4.1-mini`): shown with the
     /// profile on an empty chat (`GET /api/info`).
     pub model_label: Option<String>,
@@ -163,6 +172,8 @@ impl Default for ServeConfig {
             name: format!("serve-{}", std::process::id()),
             max_connections: 4096,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            min_body_rate: 16 << 10,
             model_label: None,
         }
     }
@@ -233,6 +244,11 @@ impl<S: Store + 'static> ChatServer<S> {
             .route("/api/chats", get(list::<S>))
             .route("/api/chats/{id}", get(messages::<S>))
             .route("/api/info", get(info::<S>))
+            // Inside the token check: no body is read for a request without the token.
+            .route_layer(axum::middleware::from_fn_with_state(
+                self.app.clone(),
+                body::read_in_time::<S>,
+            ))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.app.clone(),
                 require_token::<S>,

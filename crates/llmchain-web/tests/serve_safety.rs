@@ -311,6 +311,155 @@ async fn idle_and_silent_connections_are_closed_and_connections_are_capped() {
     assert!(String::from_utf8_lossy(&all).starts_with("HTTP/1.1 200"));
 }
 
+/// Round 5: valid headers, then one body byte every few seconds, on every slot: no other
+/// request was answered until the slow clients gave up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_are_cut_off_and_free_their_slots() {
+    let s = start(
+        ServeConfig {
+            body_timeout: Duration::from_millis(400),
+            max_connections: 2,
+            ..ServeConfig::default()
+        },
+        None,
+    )
+    .await;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(
+            format!(
+                "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                 Content-Length: 100\r\n\r\n{{"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        slow.push(tcp);
+    }
+    // One more byte on each, now and then: never fast enough.
+    let started = std::time::Instant::now();
+    let listed = tokio::time::timeout(Duration::from_secs(20), async {
+        let dribble = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                for tcp in &mut slow {
+                    let _ = tcp.write_all(b" ").await;
+                }
+            }
+        };
+        tokio::select! {
+            r = reqwest::get(format!("{}/api/chats", s.base)) => r,
+            _ = dribble => unreachable!(),
+        }
+    })
+    .await
+    .expect("a request is answered once the slow bodies are cut off")
+    .unwrap();
+    assert_eq!(listed.status(), 200);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    for mut tcp in slow {
+        let mut all = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut all)).await;
+        let text = String::from_utf8_lossy(&all);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("too slowly"), "{text}");
+    }
+    // A body at an ordinary pace is read.
+    let (status, _) = raw(
+        &s.base,
+        post_raw(&addr, "", "application/json", "{\"id\": 1}"),
+    )
+    .await;
+    assert_ne!(status, 408);
+}
+
+/// Round 5: with `*` allowed as a host, `Host: attacker.example` and `Origin:
+/// http://attacker.example` made a page of the attacker's the server's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_host_does_not_let_a_foreign_page_in() {
+    let s = start(
+        ServeConfig {
+            allowed_hosts: vec!["*".into()],
+            cors_origins: vec!["*".into(), "https://app.example.com".into()],
+            ..ServeConfig::default()
+        },
+        None,
+    )
+    .await;
+    s.script(&[ResponseScript::text("Hello.")]);
+    let body = serde_json::to_string(&user("w1", "u1", "hi")).unwrap();
+    let (status, text) = raw(
+        &s.base,
+        post_raw(
+            "attacker.example",
+            "Origin: http://attacker.example\r\n",
+            "application/json",
+            &body,
+        ),
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    // A wildcard CORS origin is ignored (it panicked the router), a named one kept.
+    let preflight = reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, format!("{}/api/chat", s.base))
+        .header("origin", "https://evil.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.headers().get("access-control-allow-origin").is_none());
+}
+
+/// Round 5: a POST to a conversation the server does not own named a worker's run and
+/// status, or a CLI holder and its lease, where GET said there is no chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_that_is_not_the_servers_is_never_confirmed() {
+    let s = start(ServeConfig::default(), None).await;
+    let conversation = || {
+        let mut c = llmchain::conversation::Conversation::new();
+        c.messages = vec![Message::user("hello")];
+        c
+    };
+    let held = s
+        .store
+        .create_conversation(NewConversation::from_conversation(conversation()).with_id("cli-2"))
+        .await
+        .unwrap();
+    let run = s
+        .store
+        .claim_conversation(
+            &held,
+            "cli@host:123:abc",
+            Duration::from_secs(30),
+            &RunState::default(),
+        )
+        .await
+        .unwrap();
+    let queued = s
+        .store
+        .create_conversation(NewConversation::from_conversation(conversation()).with_id("job-1"))
+        .await
+        .unwrap();
+    let job = s.store.create_run(&queued, &RunState::default()).await.unwrap();
+    for (chat, run_id) in [("cli-2", run.id.clone()), ("job-1", job.id.clone())] {
+        let one = reqwest::get(format!("{}/api/chats/{chat}", s.base))
+            .await
+            .unwrap();
+        assert_eq!(one.status(), 404);
+        let (_, c, _) = post(&s.base, user(chat, "u1", "hi")).await;
+        let raw_text = serde_json::to_string(&c).unwrap();
+        let error = c.iter().find(|c| c["type"] == "error").unwrap();
+        let said = error["errorText"].as_str().unwrap();
+        assert_eq!(said, format!("there is no chat {chat:?}"), "{chat}");
+        for leak in ["cli@", run_id.as_str(), "lease", "queued", "worker"] {
+            assert!(!raw_text.contains(leak), "{chat}: {leak} in {raw_text}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_message_instead_of_an_approval_rejects_the_waiting_call() {
     let s = start(ServeConfig::default(), None).await;

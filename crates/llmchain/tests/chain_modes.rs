@@ -1707,3 +1707,45 @@ async fn a_planted_pending_review_does_not_bypass_the_handler() {
         "denied"
     );
 }
+
+/// Round 5: a call approved by a person but resumed in a chain without its tool (its MCP
+/// server not connected) failed "tool not found" and used up the approval. The approval
+/// is kept and nothing changes; resumed with the tool, the call runs.
+#[tokio::test]
+async fn an_approval_is_never_spent_on_a_call_whose_tool_is_missing() {
+    let turns = vec![ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 2}"#)];
+    let mut chain = LLMChain::new(Arc::new(review_chain(turns)))
+        .with_tool(calc_tool())
+        .with_review(|_: &ToolCall| ReviewDecision::Interrupt);
+    chain.add_message(Message::user("go")).await.unwrap();
+    assert!(matches!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::ReviewRequired(_)
+    ));
+    let state = chain.state().clone();
+
+    let without = review_chain(vec![ResponseScript::text("never asked")]);
+    let mut resumed = LLMChain::from_state(Arc::new(without), state.clone());
+    let err = resumed
+        .resume(
+            vec![("c1".into(), HumanDecision::Approve)],
+            Mode::while_needs_response(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("approval is kept"), "{err}");
+    assert!(resumed.pending_review().is_some());
+    assert_eq!(resumed.messages().len(), 2);
+
+    let with = review_chain(vec![ResponseScript::text("3")]);
+    let mut resumed = LLMChain::from_state(Arc::new(with), state).with_tool(calc_tool());
+    resumed
+        .resume(
+            vec![("c1".into(), HumanDecision::Approve)],
+            Mode::while_needs_response(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed.messages()[2].tool_results.len(), 1);
+    assert!(!resumed.messages()[2].tool_results[0].is_error());
+}

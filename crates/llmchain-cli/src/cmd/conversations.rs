@@ -10,9 +10,9 @@ use std::sync::Arc;
 use llmchain::message::{ContentType, Message};
 use llmchain_store::{AnyStore, ConversationSummary, Store, StoredConversation};
 
-use crate::cmd::mcp::{ServerArgs, connect_mcp_tools};
+use crate::cmd::mcp::ServerArgs;
 use crate::error::{CliError, CliResult};
-use crate::review::{ApprovalPolicy, ToolMeta, approval_handler};
+use crate::review::ApprovalPolicy;
 use crate::store_access::{format_ms, open_existing, open_store, resolve_id};
 
 /// Arguments of `llmchain conversations`.
@@ -65,22 +65,25 @@ pub(crate) enum Action {
         /// The conversation id.
         id: String,
     },
-    /// Resume a conversation: run its outstanding tool calls (the built-in tools, and
-    /// those of the MCP servers given, as for `run`), store the results and say what
-    /// it needs next.
+    /// Resume a conversation: run its outstanding tool calls with the tools its run's
+    /// profile has (the built-in tools and the profile's MCP servers, as `run
+    /// --conversation` would), store the results and say what it needs next.
     Resume {
         /// The conversation id.
         id: String,
-        /// MCP servers whose tools the outstanding calls may use (named as in `run`:
-        /// a tool whose name collides with a built-in one gets the server's name as
-        /// prefix).
+        /// The profile to run under instead of the run's own.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// MCP servers whose tools the outstanding calls may use instead of the
+        /// profile's (named as in `run`: a tool whose name collides with a built-in one
+        /// gets the server's name as prefix).
         #[command(flatten)]
         servers: ServerArgs,
-        /// Review of the outstanding calls, as for `run`: auto (read-only tools run,
-        /// others are asked about on a terminal and denied otherwise), ask, always,
-        /// never.
-        #[arg(long, value_enum, default_value = "auto")]
-        approve: ApprovalPolicy,
+        /// Review of the outstanding calls, as for `run` (the profile's unless given):
+        /// auto (read-only tools run, others are asked about on a terminal and denied
+        /// otherwise), ask, always, never.
+        #[arg(long, value_enum)]
+        approve: Option<ApprovalPolicy>,
         /// The server to ask the model at afterwards, when the conversation waits for
         /// it (as `run --base-url`; a recorded address is never used without it).
         #[arg(long, value_name = "URL")]
@@ -109,21 +112,17 @@ pub(crate) fn run(args: ConversationsArgs) -> CliResult {
     drop(runtime);
     // A resumed conversation that now waits for the model gets its answer, as it ran.
     match next {
-        Some((id, servers, approve, base_url)) => crate::cmd::run::run(crate::cmd::run::RunArgs {
-            conversation: Some(id),
-            db,
-            servers,
-            approve: Some(approve),
-            base_url,
-            ..Default::default()
-        }),
+        Some(mut args) => {
+            args.db = db;
+            crate::cmd::run::run(args)
+        }
         None => Ok(()),
     }
 }
 
-/// What `resume` leaves to do: ask the model about this conversation, with these servers
-/// and this policy.
-type AskTheModel = Option<(String, ServerArgs, ApprovalPolicy, Option<String>)>;
+/// What `resume` leaves to do: ask the model about this conversation, as `run` with
+/// these arguments.
+type AskTheModel = Option<crate::cmd::run::RunArgs>;
 
 /// How `list` marks a conversation whose last run did not finish.
 fn run_mark(status: llmchain_store::RunStatus) -> Option<&'static str> {
@@ -281,13 +280,22 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
         }
         Action::Resume {
             id,
+            profile,
             servers,
             approve,
             base_url,
         } => {
             let id = resolve_id(&store, &id).await?;
-            if resume(store, &id, &servers, approve, &mut out).await? {
-                ask = Some((id, servers, approve, base_url));
+            let run_args = crate::cmd::run::RunArgs {
+                conversation: Some(id.clone()),
+                profile,
+                servers,
+                approve,
+                base_url,
+                ..Default::default()
+            };
+            if resume(store, &id, &run_args, &mut out).await? {
+                ask = Some(run_args);
             }
         }
         Action::Export { id, output } => {
@@ -337,13 +345,11 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
 async fn resume(
     store: AnyStore,
     id: &str,
-    servers: &ServerArgs,
-    approve: ApprovalPolicy,
+    args: &crate::cmd::run::RunArgs,
     out: &mut String,
 ) -> Result<bool, CliError> {
-    use llmchain::chain::{LLMChain, Mode, ScriptedModel};
-    use llmchain::provider::Format;
-    use llmchain::tool::Tool;
+    use crate::job::Reviewer;
+    use llmchain::chain::Mode;
     use llmchain_store::{Drive, RunEnd};
 
     let store = Arc::new(store);
@@ -355,6 +361,14 @@ async fn resume(
     {
         return Err(CliError::usage(format!("no conversation with id {id:?}")));
     }
+    // The chain is built as the run's profile builds it (the one builder a run, the
+    // worker and serve use): its MCP servers, tools filter, trust and approval policy,
+    // unless flags say otherwise. Before the run is held: a server that cannot start
+    // takes nothing.
+    let job = crate::cmd::run::job_for(args, &store, id).await?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::io("cannot read the current directory", e))?;
+    let parts = job.connect_tools_only(cwd).await?;
     // Hold the conversation's run before reading it: a second `resume` (or `run`, or a
     // worker) is refused rather than running the same calls.
     let mode = Mode::Custom(Arc::new(ToolsOnly));
@@ -369,39 +383,20 @@ async fn resume(
         }
     };
     let before = state.conversation.messages.len();
-    let cwd = std::env::current_dir()
-        .map_err(|e| CliError::io("cannot read the current directory", e))?;
-    let builtins = crate::tools::builtins(cwd);
-    let reserved: Vec<&str> = builtins.iter().map(Tool::name).collect();
-    let mcp_tools = match connect_mcp_tools(servers, &reserved).await {
-        Ok(t) => t,
-        Err(e) => {
-            held.fail(e.to_string(), false).await;
-            return Err(e);
-        }
-    };
     let run_id = held.run().id.clone();
-    let reviewer = approval_handler(
-        approve,
-        builtins.iter().map(ToolMeta::of_tool).chain(
-            mcp_tools
-                .iter()
-                .map(|t| ToolMeta::of_mcp(t, &servers.trust)),
-        ),
-    );
+    let reviewer = Reviewer::Terminal {
+        run: run_id.clone(),
+    };
+    let asking = parts.reviewer(&reviewer).asking();
     // Only tools run here; this model is never called (it has no turns).
-    let mut chain = LLMChain::from_state(Arc::new(ScriptedModel::new(Format::OPENAI_CHAT)), state)
-        .with_review_handler(reviewer.clone().for_run(&run_id));
-    for t in builtins
-        .into_iter()
-        .chain(mcp_tools.iter().map(|t| t.tool.clone()))
-    {
-        chain = chain.with_tool(t);
-    }
+    let crate::job::Built {
+        chain,
+        mcp_tools: _connected,
+    } = parts.chain(Some(state), reviewer);
     // Calls paused for review: the decisions stored in the review inbox answer them
     // (asked here, one at a time, for those still undecided when there is a terminal).
     let drive = Drive::new().undecided(crate::interactive_run::AskAtTerminal {
-        review: reviewer.asking(),
+        review: asking,
         store: store.clone(),
     });
     let ended = held.drive(chain, mode, drive).await;

@@ -434,6 +434,21 @@ pub(crate) async fn recorded_job(store: &AnyStore, id: &str) -> Result<Option<Jo
     Ok(None)
 }
 
+/// The job a run over stored conversation `id` runs under, chosen as `run --conversation`
+/// chooses it (the profile, the flags over it, the recorded provider and model): also
+/// `conversations resume`'s, so both build the same tools and review.
+pub(crate) async fn job_for(
+    args: &RunArgs,
+    store: &AnyStore,
+    id: &str,
+) -> Result<JobSpec, CliError> {
+    let config = crate::config::load()?;
+    let recorded = recorded_job(store, id).await?;
+    let job = job_of(args, recorded.as_ref(), &config, Some(id))?;
+    job.policy()?;
+    Ok(job)
+}
+
 /// Runs `llmchain run`.
 pub(crate) fn run(args: RunArgs) -> CliResult {
     let continuing = args.continue_latest || args.conversation.is_some();

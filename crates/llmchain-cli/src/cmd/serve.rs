@@ -255,9 +255,15 @@ fn connection_cap(asked: Option<usize>) -> usize {
             let _ = setrlimit(Resource::Nofile, raised);
         }
         if let Some(files) = getrlimit(Resource::Nofile).current {
+            // What is open already (the database, MCP servers' pipes, the listener) and
+            // 128 more for what opens later (a connection to the database, a log, an
+            // MCP server restarted) stay out of the connections' share.
+            let open = std::fs::read_dir("/proc/self/fd")
+                .or_else(|_| std::fs::read_dir("/dev/fd"))
+                .map_or(0, |d| d.count());
             let room = usize::try_from(files)
                 .unwrap_or(usize::MAX)
-                .saturating_sub(128);
+                .saturating_sub(open + 128);
             return wanted.min(room.max(16));
         }
     }

@@ -324,6 +324,24 @@ impl LLMChain {
                 missing.join(", ")
             )));
         }
+        // A person's approval is spent only on a call that can run: one whose tool this
+        // chain does not have (its MCP server not connected here) keeps the review
+        // open, and nothing changes, so the same decision applies once it can.
+        if let Some(c) = calls.iter().find(|c| {
+            human.contains(&c.call_id)
+                && matches!(
+                    c.decision,
+                    Some(ReviewDecision::Approve | ReviewDecision::Edit { .. })
+                )
+                && self.tool(&c.name).is_none()
+        }) {
+            return Err(ChainError::Resume(format!(
+                "call {} was approved to run {}, a tool this chain does not have (is its MCP \
+                 server connected here?); nothing ran and the approval is kept",
+                crate::tool::shown_name(&c.call_id),
+                crate::tool::shown_name(&c.name)
+            )));
+        }
         self.state.pending_review = None;
         self.run_batch(position, calls, &human).await?;
         Ok(Step::Continue(()))
