@@ -612,3 +612,69 @@ fn content_is_captured_only_on_opt_in_and_never_a_secret() {
         }
     }
 }
+
+/// Round 5: a typed run whose answers stay wrong exported the model's answer in the
+/// `run attempt failed` event's `error` without the content opt-in. Without it, the
+/// event carries the error's type and the JSON pointer; with it, the text.
+#[test]
+fn a_wrong_answer_reaches_a_span_only_with_the_content_opt_in() {
+    const MARK: &str = "MODEL-ANSWER-TEXT-5f3a";
+    let schema = r#"{"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}"#;
+    let wrong = format!(r#"{{"n": "{MARK}"}}"#);
+    for opt_in in [false, true] {
+        let (otlp, received, _) = receiver();
+        let body = || {
+            render_stream(Format::OPENAI_CHAT, &ResponseScript::text(wrong.clone())).unwrap()
+        };
+        let (base, _) = serve(vec![body(), body(), body(), body()]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.schema.json");
+        std::fs::write(&path, schema).unwrap();
+        let mut env = vec![("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str())];
+        if opt_in {
+            env.push(("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"));
+        }
+        let out = llmchain_with_env(
+            &[
+                "run",
+                "--base-url",
+                &base,
+                "--model",
+                "m",
+                "--schema",
+                &path.display().to_string(),
+                "a number",
+            ],
+            dir.path(),
+            &env,
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let spans = received.lock().unwrap().clone();
+        let failed = spans
+            .iter()
+            .flat_map(|(_, s)| s.events.iter())
+            .find(|e| e.name == "run attempt failed")
+            .expect("the failed attempt is an event of the run");
+        let attr = |k: &str| {
+            failed
+                .attributes
+                .iter()
+                .find(|kv| kv.key == k)
+                .map(|kv| shown(kv.value.as_ref().and_then(|v| v.value.as_ref())))
+                .unwrap_or_default()
+        };
+        assert_eq!(attr("error.type"), "str:invalid_answer");
+        assert!(attr("error").contains("/n"), "{}", attr("error"));
+        let everything: String = spans
+            .iter()
+            .flat_map(|(_, s)| {
+                s.attributes
+                    .iter()
+                    .chain(s.events.iter().flat_map(|e| e.attributes.iter()))
+                    .map(|kv| shown(kv.value.as_ref().and_then(|v| v.value.as_ref())))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(everything.contains(MARK), opt_in, "opt-in {opt_in}");
+    }
+}

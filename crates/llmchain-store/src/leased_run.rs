@@ -399,6 +399,17 @@ impl<S: Store + 'static> LeasedRun<S> {
     pub async fn fail(self, error: String, retryable: bool) -> Ended {
         let error = llmchain::secrets::masked(error);
         let failed = self.store.fail_run(&self.lease, &error, retryable).await;
+        if let Ok(status) = &failed {
+            let content = llmchain::telemetry::capture_content();
+            tracing::info!(
+                run = %self.run.id,
+                attempt = self.run.attempt,
+                status = status.as_str(),
+                "error.type" = "start_failed",
+                error = content.then_some(error.as_str()),
+                "run attempt failed"
+            );
+        }
         let run = self.run.clone();
         let end = match failed {
             Ok(status) => RunEnd::Failed { error, status },
@@ -593,9 +604,26 @@ impl<S: Store + 'static> LeasedRun<S> {
                 if let Err(e) = sink.flush().await {
                     tracing::info!(run = %run.id, error = %e, "the failed run's last writes were not saved");
                 }
-                store
+                let failed = store
                     .fail_run(&lease, &text, disposition == Disposition::Transient)
-                    .await
+                    .await;
+                if let Ok(status) = &failed {
+                    // Exported as a span event: what an error quotes of an answer only
+                    // with the content opt-in.
+                    let (kind, shown) = match &result {
+                        Err(e) => (e.error_type(), e.telemetry_text()),
+                        Ok(_) => ("unexpected_outcome", "the run ended without its answer".to_owned()),
+                    };
+                    tracing::info!(
+                        run = %run.id,
+                        attempt = run.attempt,
+                        status = status.as_str(),
+                        "error.type" = kind,
+                        error = %shown,
+                        "run attempt failed"
+                    );
+                }
+                failed
                     .map(|status| RunEnd::Failed {
                         error: text,
                         status,

@@ -93,11 +93,12 @@ pub(crate) async fn run<S: Store + 'static>(
 ) {
     let writer = ChunkWriter::new(hub.clone());
     if let Err(text) = turn(&env, &chat, ask, &writer).await {
-        tracing::info!(chat = %chat, error = %text, "chat turn failed");
+        let shown = llmchain::secrets::masked(llmchain::redact::urls_in(&text));
+        // The text may quote a model's answer: logged only with the content opt-in.
+        let content = llmchain::telemetry::capture_content();
+        tracing::info!(chat = %chat, error = content.then_some(shown.as_str()), "chat turn failed");
         writer.close_parts();
-        writer.push(Chunk::Error {
-            error_text: llmchain::secrets::masked(llmchain::redact::urls_in(&text)),
-        });
+        writer.push(Chunk::Error { error_text: shown });
     }
     hub.push(bytes::Bytes::from_static(DONE));
     hub.finish();

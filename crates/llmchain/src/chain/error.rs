@@ -112,6 +112,35 @@ impl ChainError {
         }
     }
 
+    /// This error as telemetry may export it. With the content opt-in
+    /// ([`capture_content`](crate::telemetry::capture_content)): its whole text, secrets
+    /// masked. Without it, nothing quoted from a model, a tool or a provider: the text
+    /// of the errors that quote nothing, the JSON pointer of an answer off its schema
+    /// (not the value found there), and the [`error_type`](Self::error_type) of the rest.
+    ///
+    /// ```
+    /// use llmchain::chain::ChainError;
+    /// let e = ChainError::InvalidAnswer { path: "/n".into(), message: "\"SECRET TEXT\" is not a number".into() };
+    /// # if !llmchain::telemetry::capture_content() {
+    /// assert_eq!(e.telemetry_text(), "the answer does not match its schema at /n");
+    /// # }
+    /// ```
+    pub fn telemetry_text(&self) -> String {
+        if crate::telemetry::capture_content() {
+            return crate::secrets::masked(self.to_string());
+        }
+        match self {
+            ChainError::InvalidAnswer { path, .. } => {
+                format!("the answer does not match its schema at {path}")
+            }
+            ChainError::NoMessages
+            | ChainError::ExceededFailureCount { .. }
+            | ChainError::ExceededMaxRuns { .. }
+            | ChainError::Cancelled => self.to_string(),
+            _ => self.error_type().to_owned(),
+        }
+    }
+
     /// What this error asks of whoever holds the run (see [`Disposition`]).
     pub fn disposition(&self) -> Disposition {
         match self {
