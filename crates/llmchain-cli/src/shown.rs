@@ -52,6 +52,34 @@ fn push(out: &mut String, c: char, keep_lines: bool) {
     }
 }
 
+/// JSON for stdout: every secret masked, and each character [`unsafe_in_terminal`] that
+/// JSON leaves raw (C1 controls, bidi overrides, zero-width characters) written as a
+/// `\uXXXX` escape: the same JSON to a parser, nothing hidden from a person.
+pub(crate) fn json(value: &impl serde::Serialize, pretty: bool) -> String {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    }
+    .unwrap_or_default();
+    let text = llmchain::secrets::masked(text);
+    if !text.chars().any(|c| !c.is_ascii() && unsafe_in_terminal(c)) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !c.is_ascii() && unsafe_in_terminal(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Whitespace folded to single spaces: one line for an error message.
 pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -60,6 +88,19 @@ pub(crate) fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_for_stdout_escapes_what_json_leaves_raw() {
+        let v = serde_json::json!({"path": "notes\u{202E}txt.exe", "c1": "\u{9b}2J", "emoji": "é"});
+        let shown = json(&v, false);
+        assert!(
+            !shown.contains('\u{202E}') && !shown.contains('\u{9b}'),
+            "{shown}"
+        );
+        assert!(shown.contains("\\u202e") && shown.contains("é"), "{shown}");
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back, v);
+    }
 
     #[test]
     fn bidi_and_invisible_characters_are_shown_escaped() {

@@ -1204,3 +1204,87 @@ fn attached_text_is_searched_and_shown_by_name() {
         "{shown}"
     );
 }
+
+/// Round 5: a key a provider echoes URL-encoded, and a key the model writes into its
+/// answer (split across streamed pieces, or in base64), were shown and stored in clear.
+#[test]
+fn encoded_and_split_secrets_are_masked_everywhere() {
+    use base64::Engine as _;
+    use common::{Reply, serve_replies, text};
+    const KEY: &str = "sk-SECRET/KEY+123==";
+    const ENCODED: &str = "sk-SECRET%2FKEY%2B123%3D%3D";
+    let b64 = base64::engine::general_purpose::STANDARD.encode(KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("c.db");
+    let db = format!("sqlite://{}", db_path.display());
+    let leaks = |said: &str| {
+        [KEY, ENCODED, b64.as_str()]
+            .into_iter()
+            .find(|k| said.contains(k))
+    };
+
+    let error = format!(
+        r#"{{"error":{{"message":"Incorrect API key provided: {ENCODED}","type":"invalid_request_error"}}}}"#
+    );
+    let error: &'static str = Box::leak(error.into_boxed_str());
+    let (base, _) = serve_replies(vec![Reply::Status(401, error)]);
+    let env = [("OPENAI_API_KEY", KEY)];
+    let out = common::llmchain_with_env(
+        &[
+            "run",
+            "--db",
+            &db,
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "hi",
+        ],
+        dir.path(),
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("Incorrect API key"), "{}", text(&out));
+    assert_eq!(leaks(&text(&out)), None, "{}", text(&out));
+    for args in [
+        vec!["runs", "--db", &db, "list"],
+        vec!["runs", "--db", &db, "list", "--json"],
+    ] {
+        let shown = common::llmchain_with_env(&args, dir.path(), &env);
+        assert_eq!(leaks(&text(&shown)), None, "{args:?}: {}", text(&shown));
+    }
+
+    let answer = format!("Your key is {KEY}, or {b64} in base64.");
+    let script = ResponseScript {
+        fragment_bytes: 3,
+        ..ResponseScript::text(answer)
+    };
+    let (base, _) = serve(vec![render_stream(Format::OPENAI_CHAT, &script).unwrap()]);
+    for json in [false, true] {
+        let mut args = vec!["run", "--db", &db, "--base-url", &base, "--model", "m"];
+        if json {
+            args.push("--json");
+        }
+        args.push("what is my key?");
+        let out = common::llmchain_with_env(&args, dir.path(), &env);
+        if !out.status.success() {
+            // The server answers once: the second run has nothing to ask.
+            assert!(json, "{}", text(&out));
+            continue;
+        }
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), text(&out));
+        assert!(said.contains("Your key is ***"), "{said}");
+        assert_eq!(leaks(&said), None, "{said}");
+    }
+    let shown =
+        common::llmchain_with_env(&["conversations", "--db", &db, "list"], dir.path(), &env);
+    assert_eq!(leaks(&text(&shown)), None, "{}", text(&shown));
+    let mut stored = std::fs::read(&db_path).unwrap();
+    stored.extend(std::fs::read(dir.path().join("c.db-wal")).unwrap_or_default());
+    for k in [KEY, ENCODED, b64.as_str()] {
+        assert!(
+            !stored.windows(k.len()).any(|w| w == k.as_bytes()),
+            "{k} is stored in clear"
+        );
+    }
+}

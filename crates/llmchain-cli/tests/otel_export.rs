@@ -619,13 +619,13 @@ fn content_is_captured_only_on_opt_in_and_never_a_secret() {
 #[test]
 fn a_wrong_answer_reaches_a_span_only_with_the_content_opt_in() {
     const MARK: &str = "MODEL-ANSWER-TEXT-5f3a";
-    let schema = r#"{"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}"#;
+    let schema =
+        r#"{"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}"#;
     let wrong = format!(r#"{{"n": "{MARK}"}}"#);
     for opt_in in [false, true] {
         let (otlp, received, _) = receiver();
-        let body = || {
-            render_stream(Format::OPENAI_CHAT, &ResponseScript::text(wrong.clone())).unwrap()
-        };
+        let body =
+            || render_stream(Format::OPENAI_CHAT, &ResponseScript::text(wrong.clone())).unwrap();
         let (base, _) = serve(vec![body(), body(), body(), body()]);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("n.schema.json");

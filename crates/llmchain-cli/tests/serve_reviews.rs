@@ -136,7 +136,10 @@ fn serve_refuses_wildcards_it_cannot_honour() {
     let db = format!("sqlite://{}", dir.join("chats.db").display());
     for (flags, says) in [
         (["--cors", "*"], "name each origin instead"),
-        (["--cors", "https://*.example.com"], "name each origin instead"),
+        (
+            ["--cors", "https://*.example.com"],
+            "name each origin instead",
+        ),
         (["--allow-host", "*"], "set a bearer token with it"),
         (["--allow-host", "*.example.com"], "partial wildcards"),
     ] {

@@ -612,7 +612,10 @@ impl<S: Store + 'static> LeasedRun<S> {
                     // with the content opt-in.
                     let (kind, shown) = match &result {
                         Err(e) => (e.error_type(), e.telemetry_text()),
-                        Ok(_) => ("unexpected_outcome", "the run ended without its answer".to_owned()),
+                        Ok(_) => (
+                            "unexpected_outcome",
+                            "the run ended without its answer".to_owned(),
+                        ),
                     };
                     tracing::info!(
                         run = %run.id,

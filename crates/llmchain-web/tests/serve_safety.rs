@@ -410,7 +410,12 @@ async fn a_wildcard_host_does_not_let_a_foreign_page_in() {
         .send()
         .await
         .unwrap();
-    assert!(preflight.headers().get("access-control-allow-origin").is_none());
+    assert!(
+        preflight
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
 }
 
 /// Round 5: a POST to a conversation the server does not own named a worker's run and
@@ -443,7 +448,11 @@ async fn a_chat_that_is_not_the_servers_is_never_confirmed() {
         .create_conversation(NewConversation::from_conversation(conversation()).with_id("job-1"))
         .await
         .unwrap();
-    let job = s.store.create_run(&queued, &RunState::default()).await.unwrap();
+    let job = s
+        .store
+        .create_run(&queued, &RunState::default())
+        .await
+        .unwrap();
     for (chat, run_id) in [("cli-2", run.id.clone()), ("job-1", job.id.clone())] {
         let one = reqwest::get(format!("{}/api/chats/{chat}", s.base))
             .await

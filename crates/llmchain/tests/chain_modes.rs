@@ -1713,7 +1713,11 @@ async fn a_planted_pending_review_does_not_bypass_the_handler() {
 /// is kept and nothing changes; resumed with the tool, the call runs.
 #[tokio::test]
 async fn an_approval_is_never_spent_on_a_call_whose_tool_is_missing() {
-    let turns = vec![ResponseScript::tool_call("c1", "calculator", r#"{"a": 1, "b": 2}"#)];
+    let turns = vec![ResponseScript::tool_call(
+        "c1",
+        "calculator",
+        r#"{"a": 1, "b": 2}"#,
+    )];
     let mut chain = LLMChain::new(Arc::new(review_chain(turns)))
         .with_tool(calc_tool())
         .with_review(|_: &ToolCall| ReviewDecision::Interrupt);

@@ -829,30 +829,33 @@ async fn agent(
         if args.json {
             outln!(
                 "{}",
-                serde_json::json!({
-                    "conversation": conversation_id,
-                    "run": run_id,
-                    "object": object,
-                    "usage": usage_json(&usage, calls),
-                })
+                crate::shown::json(
+                    &serde_json::json!({
+                        "conversation": conversation_id,
+                        "run": run_id,
+                        "object": object,
+                        "usage": usage_json(&usage, calls),
+                    }),
+                    false
+                )
             );
         } else {
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&object).unwrap_or_default()
-            );
+            outln!("{}", crate::shown::json(&object, true));
         }
     } else if args.json {
         let last = chain.last_message();
         outln!(
             "{}",
-            serde_json::json!({
-                "conversation": conversation_id,
-                "run": run_id,
-                "text": last.and_then(Message::text).unwrap_or_default(),
-                "message": last,
-                "usage": usage_json(&usage, calls),
-            })
+            crate::shown::json(
+                &serde_json::json!({
+                    "conversation": conversation_id,
+                    "run": run_id,
+                    "text": last.and_then(Message::text).unwrap_or_default(),
+                    "message": last,
+                    "usage": usage_json(&usage, calls),
+                }),
+                false
+            )
         );
     }
     eprintln!(
@@ -922,6 +925,9 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
     };
     // The arguments of the calls being written, read as they stream (their preview).
     let previews: Arc<Mutex<crate::args_preview::Previews>> = Arc::default();
+    // A secret the model echoes is masked even when it arrives split across pieces.
+    let masking: Arc<Mutex<llmchain::secrets::StreamMask>> = Arc::default();
+    let (k1, k2) = (masking.clone(), masking);
     Callbacks::new()
         .on_llm_new_delta(move |ev| {
             if matches!(
@@ -939,8 +945,9 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
             p1.done_waiting();
             match ev {
                 StreamEvent::TextDelta { text, .. } if stream_text => {
+                    let text = &k1.lock().unwrap_or_else(|p| p.into_inner()).push(text);
                     // To a terminal, escape sequences from the model are shown, not run;
-                    // a pipe or a file gets the text as it came.
+                    // a pipe or a file gets the text as it came (its secrets masked).
                     if stdout_is_terminal {
                         let safe = crate::shown::block(text);
                         match md1.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
@@ -960,6 +967,20 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
             }
         })
         .on_llm_new_message(move |m| {
+            // What the mask held back of the streamed text, now that it has ended.
+            let rest = k2.lock().unwrap_or_else(|p| p.into_inner()).finish();
+            if !rest.is_empty() {
+                if stdout_is_terminal {
+                    let safe = crate::shown::block(&rest);
+                    match md2.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                        Some(md) => out!("{}", md.push(&safe)),
+                        None => out!("{safe}"),
+                    }
+                } else {
+                    out!("{rest}");
+                }
+                m2.store(!rest.ends_with('\n'), Ordering::Relaxed);
+            }
             if !s2.swap(false, Ordering::Relaxed)
                 && stream_text
                 && m.role == Role::Assistant
@@ -972,7 +993,7 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
                         None => out!("{safe}"),
                     }
                 } else {
-                    out!("{text}");
+                    out!("{}", llmchain::secrets::mask(&text));
                 }
                 m2.store(!text.ends_with('\n'), Ordering::Relaxed);
             }
