@@ -96,6 +96,18 @@ impl CliError {
     }
 
     /// The same failure under a more precise type.
+    /// This error with `note` after its words (its cause's, for a transparent one): the
+    /// same exit and type.
+    pub(crate) fn noting(self, note: &str) -> CliError {
+        let words = self.to_string();
+        CliError {
+            exit: self.exit,
+            error_type: self.error_type,
+            message: Some(format!("{words}. {note}")),
+            source: None,
+        }
+    }
+
     pub(crate) fn typed(mut self, error_type: &'static str) -> CliError {
         self.error_type = error_type;
         self

@@ -1288,3 +1288,107 @@ fn encoded_and_split_secrets_are_masked_everywhere() {
         );
     }
 }
+
+/// Round 5: on a loaded machine a question failed with "pool timed out" while another
+/// process held the database, and was lost. Another process holding the database for
+/// longer than the old 30-second wait now only delays the question, which is stored.
+#[test]
+fn a_question_waits_out_another_process_holding_the_database() {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+    if !Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held.db");
+    let db = format!("sqlite://{}", path.display());
+    let (base, _) = serve(vec![
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("First.")).unwrap(),
+        render_stream(Format::OPENAI_CHAT, &ResponseScript::text("Second.")).unwrap(),
+    ]);
+    let run = |question: &str, conversation: Option<&str>| {
+        let mut args = vec!["run", "--db", &db, "--base-url", &base, "--model", "m"];
+        if let Some(c) = conversation {
+            args.extend(["--conversation", c]);
+        }
+        args.push(question);
+        llmchain(&args, dir.path())
+    };
+    let first = run("first question", None);
+    assert!(first.status.success(), "{}", common::text(&first));
+    let listed = llmchain(
+        &["conversations", "--db", &db, "list", "--json"],
+        dir.path(),
+    );
+    let conversation: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let id = conversation["id"].as_str().unwrap().to_owned();
+    // Another process takes the write lock and keeps it for 35 s.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys, time\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN IMMEDIATE')\n\
+             print('held', flush=True)\n\
+             time.sleep(35)\n\
+             c.execute('COMMIT')\n",
+            &path.display().to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "held");
+    let second = run("second question", Some(&id));
+    let _ = holder.wait();
+    assert!(second.status.success(), "{}", common::text(&second));
+    assert!(String::from_utf8_lossy(&second.stdout).contains("Second."));
+    let c = common::export(&db, &id, dir.path());
+    let texts: Vec<String> = c.messages.iter().filter_map(|m| m.text()).collect();
+    assert_eq!(
+        texts,
+        ["first question", "First.", "second question", "Second."],
+        "the question is stored in its place"
+    );
+}
+
+/// Round 5: when the store cannot take a question at all, the question is not lost: the
+/// error says how to send it again.
+#[test]
+fn an_unsaved_question_says_how_to_send_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = llmchain(
+        &[
+            "run",
+            "--db",
+            "postgres://llmchain:pw-not-shown-123@127.0.0.1:1/nowhere",
+            "--model",
+            "m",
+            "weather in Oslo now",
+        ],
+        dir.path(),
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let said = common::text(&out);
+    assert!(said.contains("Your question was not saved"), "{said}");
+    assert!(
+        said.contains("send it again with `llmchain run --db postgres://"),
+        "{said}"
+    );
+    assert!(said.contains("'weather in Oslo now'`"), "{said}");
+    assert!(!said.contains("pw-not-shown-123"), "{said}");
+}

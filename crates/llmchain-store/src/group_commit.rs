@@ -45,7 +45,6 @@
 //! write cannot fail the others.
 
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use sqlx::sqlite::SqliteConnection;
@@ -431,7 +430,7 @@ fn open(path: &Path, synchronous: &'static str) -> StoreResult<Connection> {
     // The connection stays on one thread: SQLite's own per-connection mutex is not needed.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
-    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.busy_timeout(crate::sqlite::BUSY_TIMEOUT)?;
     // `synchronous` and `foreign_keys` are per connection; WAL is a property of the file.
     conn.pragma_update(None, "synchronous", synchronous)?;
     conn.pragma_update(None, "foreign_keys", true)?;

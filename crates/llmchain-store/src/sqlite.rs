@@ -153,6 +153,15 @@ fn tighten(path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
+/// How long a statement waits out a lock held by another connection or process (a
+/// writer in another process, a busy machine) before it fails.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long taking a connection from the pool may wait: longer than [`BUSY_TIMEOUT`], so
+/// a connection held by a statement waiting out a lock is waited for, not reported as
+/// "pool timed out".
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// Conversations in SQLite.
 ///
 /// Appends and tool-call statuses of a file database go through one writer thread that
@@ -190,11 +199,12 @@ impl SqliteStore {
                 Durability::Full => SqliteSynchronous::Full,
                 Durability::Normal => SqliteSynchronous::Normal,
             })
-            .busy_timeout(Duration::from_secs(30))
+            .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         // No ping when a connection leaves the pool: an embedded database cannot hang up.
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .test_before_acquire(false)
             .connect_with(options.clone())
             .await?;

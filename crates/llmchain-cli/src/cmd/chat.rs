@@ -73,10 +73,15 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
         }
     );
     let mut first = base.prompt.clone();
+    // A question that could not be stored, back at the prompt to send again.
+    let mut unsent: Option<String> = None;
     loop {
         let line = match first.take() {
             Some(p) => p,
-            None => match editor.readline("› ") {
+            None => match match unsent.take() {
+                Some(text) => editor.readline_with_initial("› ", (&text, "")),
+                None => editor.readline("› "),
+            } {
                 Ok(line) => line,
                 Err(ReadlineError::Interrupted) => continue,
                 Err(ReadlineError::Eof) => break,
@@ -103,7 +108,18 @@ pub(crate) fn run(args: ChatArgs) -> CliResult {
             Ok(()) => {}
             // The answer was cancelled and is stored: the session goes on.
             Err(e) if e.exit() == Exit::Interrupted => eprintln!("(answer cancelled)"),
-            Err(e) => eprintln!("llmchain: {}", crate::shown::block(&e.to_string())),
+            Err(e) => {
+                eprintln!("llmchain: {}", crate::shown::block(&e.to_string()));
+                // A question the store did not take (a database held by another
+                // process, a busy machine) is never lost: it is back at the prompt.
+                if !session.holds(&base, question) {
+                    eprintln!(
+                        "your question was not saved; it is back at the prompt: press Enter \
+                         to send it again"
+                    );
+                    unsent = Some(question.to_owned());
+                }
+            }
         }
     }
     if let Some(id) = &session.id {
@@ -224,6 +240,28 @@ impl Session {
             }
             Ok(Session { id: Some(id) })
         })
+    }
+
+    /// Whether the conversation holds `question` as its latest question (false when it
+    /// cannot be read: then it is safer to offer it again).
+    fn holds(&self, base: &RunArgs, question: &str) -> bool {
+        let Some(id) = &self.id else {
+            return false;
+        };
+        block_on(async {
+            let (store, _) = open_store(base.db.clone()).await?;
+            let stored = store.get_conversation(id).await.map_err(CliError::store)?;
+            Ok(stored.is_some_and(|c| {
+                c.conversation
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == llmchain::message::Role::User)
+                    .and_then(|m| m.text())
+                    .is_some_and(|t| t.trim() == question.trim())
+            }))
+        })
+        .unwrap_or(false)
     }
 
     /// Asks `question` in the conversation (created with it as its title first).

@@ -449,6 +449,30 @@ pub(crate) async fn job_for(
     Ok(job)
 }
 
+/// `e`, for a question the store did not take, with how to send it again (`chat` puts
+/// it back at its prompt instead).
+fn unsaved(
+    e: CliError,
+    args: &RunArgs,
+    conversation: Option<&str>,
+    prompt: Option<&str>,
+) -> CliError {
+    match prompt {
+        Some(q) if !args.in_chat => e.noting(&format!(
+            "Your question was not saved; send it again with `llmchain run{}{} {}`",
+            args.db
+                .as_deref()
+                .map(|db| format!(" --db {}", shell_words::quote(&llmchain::redact::url(db))))
+                .unwrap_or_default(),
+            conversation
+                .map(|c| format!(" --conversation {}", shell_words::quote(c)))
+                .unwrap_or_default(),
+            shell_words::quote(&crate::shown::inline(q, 2000))
+        )),
+        _ => e,
+    }
+}
+
 /// Runs `llmchain run`.
 pub(crate) fn run(args: RunArgs) -> CliResult {
     let continuing = args.continue_latest || args.conversation.is_some();
@@ -465,7 +489,9 @@ pub(crate) fn run(args: RunArgs) -> CliResult {
             let prompt = prompt.ok_or_else(|| CliError::usage("give a prompt"))?;
             return enqueue(args, prompt, &config).await;
         }
-        let (store, location) = open_store(args.db.clone()).await?;
+        let (store, location) = open_store(args.db.clone())
+            .await
+            .map_err(|e| unsaved(e, &args, args.conversation.as_deref(), prompt.as_deref()))?;
         let continued = match (&args.conversation, args.continue_latest) {
             (Some(id), _) => Some(resolve_id(&store, id).await?),
             (None, true) => Some(resolve_id(&store, "").await?),
@@ -632,6 +658,11 @@ async fn agent(
     let parts = job.connect(cwd).await?;
     let spec = parts.spec();
     let store = Arc::new(store);
+    // A question the store could not take is never lost: the error says how to send it
+    // again (in `chat`, it goes back to the prompt instead).
+    let unsaved = |e: CliError, conversation: Option<&str>| {
+        unsaved(e, &args, conversation, prompt.as_deref())
+    };
     let conversation_id = match continued {
         Some(id) => id,
         None => {
@@ -643,7 +674,7 @@ async fn agent(
                         .titled_by(prompt.as_deref().unwrap_or_default()),
                 )
                 .await
-                .map_err(CliError::store)?
+                .map_err(|e| unsaved(CliError::store(e), None))?
         }
     };
     // This process holds the run: no other process can run the conversation meanwhile.
@@ -655,7 +686,9 @@ async fn agent(
         None => Mode::while_needs_response(),
     };
     let mut held =
-        crate::interactive_run::claim(store.clone(), &conversation_id, mode.name(), extra).await?;
+        crate::interactive_run::claim(store.clone(), &conversation_id, mode.name(), extra)
+            .await
+            .map_err(|e| unsaved(e, Some(&conversation_id)))?;
     let run_id = held.run().id.clone();
     let state = match held.chain_state().await {
         Ok(s) => s,
@@ -666,7 +699,7 @@ async fn agent(
             return Err(if gone {
                 CliError::usage(format!("no conversation with id {conversation_id:?}"))
             } else {
-                e
+                unsaved(e, Some(&conversation_id))
             });
         }
     };
