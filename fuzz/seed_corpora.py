@@ -12,6 +12,7 @@ the leading control byte its target reads (cut point, chunk size or format). See
 named seed-<source>, so re-running overwrites them and leaves what the fuzzer found alone.
 Corpora live in <fuzz dir>/corpus/<target>/, where `cargo fuzz run` looks by default.
 """
+import json
 import pathlib
 import re
 
@@ -133,6 +134,17 @@ def main():
             add("fuzz", "http_errors", f"{p.parent.name}-{p.name}-{j}",
                 status.to_bytes(2, "big") + h + b"\n" + p.read_bytes())
     add("fuzz", "http_errors", "html", (502 - 100).to_bytes(2, "big") + b"\n<html><body>Bad gateway</body></html>")
+
+    # schema_rewrites: a chain of definitions each referencing the next twice (as JSON),
+    # and generator inputs (first byte: how many definitions).
+    defs = {f"L{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/L{i + 1}"},
+                                                        "b": {"$ref": f"#/$defs/L{i + 1}"}}}
+            for i in range(24)}
+    defs["L24"] = {"type": "string"}
+    doubling = {"type": "object", "properties": {"root": {"$ref": "#/$defs/L0"}}, "$defs": defs}
+    add("fuzz", "schema_rewrites", "doubling", json.dumps(doubling).encode())
+    add("fuzz", "schema_rewrites", "generated-refs", bytes([7]) + bytes(range(1, 200)))
+    add("fuzz", "schema_rewrites", "generated-objects", bytes([15]) + bytes([3, 1, 1, 8, 5, 4, 6, 7] * 20))
 
     for (fuzz_dir, target), seeds in sorted(corpora.items()):
         d = ROOT / fuzz_dir / "corpus" / target
