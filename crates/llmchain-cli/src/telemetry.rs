@@ -42,6 +42,9 @@ pub(crate) struct Exporting {
 
 impl Drop for Exporting {
     fn drop(&mut self) {
+        // What ended last (the run's span) is exported before the shutdown: a shutdown
+        // alone lost it now and then.
+        let _ = self.provider.force_flush();
         if let Err(e) = self.provider.shutdown() {
             eprintln!(
                 "llmchain: warning: the last spans were not exported: {}",

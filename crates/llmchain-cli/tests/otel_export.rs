@@ -649,12 +649,37 @@ fn a_wrong_answer_reaches_a_span_only_with_the_content_opt_in() {
             &env,
         );
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        // The last export may still be in the receiver's hands when the process is gone.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, s)| s.name.starts_with("llmchain run"))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let spans = received.lock().unwrap().clone();
         let failed = spans
             .iter()
             .flat_map(|(_, s)| s.events.iter())
             .find(|e| e.name == "run attempt failed")
-            .expect("the failed attempt is an event of the run");
+            .unwrap_or_else(|| {
+                let seen: Vec<(String, Vec<String>)> = spans
+                    .iter()
+                    .map(|(_, s)| {
+                        (
+                            s.name.clone(),
+                            s.events.iter().map(|e| e.name.clone()).collect(),
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "opt-in {opt_in}: no failed attempt event in {seen:?}; {}",
+                    text(&out)
+                )
+            });
         let attr = |k: &str| {
             failed
                 .attributes
