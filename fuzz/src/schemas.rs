@@ -140,8 +140,7 @@ pub fn schema_rewrites(data: &[u8]) {
             let body = encoded(format, conv);
             assert!(
                 body <= n * 8 + SLACK,
-                "{} body of {body} bytes from a {n}-byte schema",
-                format.name()
+                "{format} body of {body} bytes from a {n}-byte schema"
             );
         }
     }

@@ -623,6 +623,7 @@ pub(crate) async fn within(conn: &mut SqliteConnection, write: &Write) -> StoreR
 mod tests {
     use super::*;
     use crate::{NewConversation, SqliteStore, Store};
+    use std::time::Duration;
 
     type Answer = oneshot::Receiver<StoreResult<i64>>;
 
