@@ -449,6 +449,27 @@ pub(crate) async fn job_for(
     Ok(job)
 }
 
+/// Answer text on stdout. To a terminal, escape sequences from the model are shown, not
+/// run (and Markdown is drawn when it is on); a pipe or a file gets the text as it came.
+/// Secrets are masked either way. `mid_line`: whether the text ended inside a line.
+fn print_answer(
+    text: &str,
+    markdown: &Mutex<Option<crate::markdown::Markdown>>,
+    terminal: bool,
+    mid_line: &AtomicBool,
+) {
+    if terminal {
+        let safe = crate::shown::block(text);
+        match markdown.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(md) => out!("{}", md.push(&safe)),
+            None => out!("{safe}"),
+        }
+    } else {
+        out!("{}", llmchain::secrets::mask(text));
+    }
+    mid_line.store(!text.ends_with('\n'), Ordering::Relaxed);
+}
+
 /// `e`, for a question the store did not take, with how to send it again (`chat` puts
 /// it back at its prompt instead).
 fn unsaved(
@@ -978,19 +999,8 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
             p1.done_waiting();
             match ev {
                 StreamEvent::TextDelta { text, .. } if stream_text => {
-                    let text = &k1.lock().unwrap_or_else(|p| p.into_inner()).push(text);
-                    // To a terminal, escape sequences from the model are shown, not run;
-                    // a pipe or a file gets the text as it came (its secrets masked).
-                    if stdout_is_terminal {
-                        let safe = crate::shown::block(text);
-                        match md1.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                            Some(md) => out!("{}", md.push(&safe)),
-                            None => out!("{safe}"),
-                        }
-                    } else {
-                        out!("{text}");
-                    }
-                    m1.store(!text.ends_with('\n'), Ordering::Relaxed);
+                    let text = k1.lock().unwrap_or_else(|p| p.into_inner()).push(text);
+                    print_answer(&text, &md1, stdout_is_terminal, &m1);
                     s1.store(true, Ordering::Relaxed);
                 }
                 StreamEvent::ReasoningDelta { text, .. } => {
@@ -1003,32 +1013,14 @@ fn callbacks(progress: &Progress, mid_line: &Arc<AtomicBool>, stream_text: bool)
             // What the mask held back of the streamed text, now that it has ended.
             let rest = k2.lock().unwrap_or_else(|p| p.into_inner()).finish();
             if !rest.is_empty() {
-                if stdout_is_terminal {
-                    let safe = crate::shown::block(&rest);
-                    match md2.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                        Some(md) => out!("{}", md.push(&safe)),
-                        None => out!("{safe}"),
-                    }
-                } else {
-                    out!("{rest}");
-                }
-                m2.store(!rest.ends_with('\n'), Ordering::Relaxed);
+                print_answer(&rest, &md2, stdout_is_terminal, &m2);
             }
             if !s2.swap(false, Ordering::Relaxed)
                 && stream_text
                 && m.role == Role::Assistant
                 && let Some(text) = m.text().filter(|t| !t.is_empty())
             {
-                if stdout_is_terminal {
-                    let safe = crate::shown::block(&text);
-                    match md2.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                        Some(md) => out!("{}", md.push(&safe)),
-                        None => out!("{safe}"),
-                    }
-                } else {
-                    out!("{}", llmchain::secrets::mask(&text));
-                }
-                m2.store(!text.ends_with('\n'), Ordering::Relaxed);
+                print_answer(&text, &md2, stdout_is_terminal, &m2);
             }
             if let Some(md) = md2.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                 md.finish();
