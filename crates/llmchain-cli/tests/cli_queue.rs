@@ -855,6 +855,18 @@ fn a_slow_mcp_start_does_not_lose_the_lease() {
     });
 }
 
+/// The id of the first review `reviews list --json` shows.
+fn first_review(db: &str, dir: &std::path::Path) -> String {
+    let reviews = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
+    let line = String::from_utf8_lossy(&reviews.stdout)
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("no review listed: {}", text(&reviews)))
+        .to_owned();
+    let r: serde_json::Value = serde_json::from_str(&line).unwrap();
+    r["id"].as_str().unwrap().to_owned()
+}
+
 /// `run --approve ask` without a terminal pauses (no one to ask): the call waits in
 /// the inbox, an approval from another process is stored, and `conversations resume`
 /// (with the servers and address given again) runs the call once and asks the model.
@@ -903,16 +915,8 @@ fn an_interactive_run_without_a_terminal_waits_for_the_inbox() {
         .unwrap();
         assert_eq!(v["status"], "paused");
         let conversation = v["conversation_id"].as_str().unwrap().to_owned();
-        let reviews = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
-        let r: serde_json::Value = serde_json::from_str(
-            String::from_utf8_lossy(&reviews.stdout)
-                .lines()
-                .next()
-                .unwrap(),
-        )
-        .unwrap();
         let approve = llmchain(
-            &["reviews", "--db", db, "approve", r["id"].as_str().unwrap()],
+            &["reviews", "--db", db, "approve", &first_review(db, dir)],
             dir,
         );
         assert!(
@@ -973,16 +977,8 @@ fn the_printed_resume_runs_an_approved_call_with_the_profiles_server() {
             .and_then(|rest| rest.split('`').next())
             .unwrap_or_else(|| panic!("no resume command in: {said}"))
             .to_owned();
-        let reviews = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
-        let r: serde_json::Value = serde_json::from_str(
-            String::from_utf8_lossy(&reviews.stdout)
-                .lines()
-                .next()
-                .unwrap(),
-        )
-        .unwrap();
         let approved = llmchain(
-            &["reviews", "--db", db, "approve", r["id"].as_str().unwrap()],
+            &["reviews", "--db", db, "approve", &first_review(db, dir)],
             dir,
         );
         assert!(approved.status.success(), "{}", text(&approved));
