@@ -308,6 +308,10 @@ impl ConversationSink for ProgressSink {
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
         self.inner.save_state(state)
     }
+
+    fn checkpoint<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        self.inner.checkpoint(state)
+    }
 }
 
 #[cfg(test)]

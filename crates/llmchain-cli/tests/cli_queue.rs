@@ -987,7 +987,10 @@ fn the_printed_resume_runs_an_approved_call_with_the_profiles_server() {
         // The printed `--db` is the URL with its credentials and options redacted (a
         // secret never reaches a terminal); the person puts theirs back, and so do we.
         if let Some(at) = words.iter().position(|w| *w == "--db") {
-            assert!(!printed.contains(":llmchain@"), "a password was printed: {printed}");
+            assert!(
+                !printed.contains(":llmchain@"),
+                "a password was printed: {printed}"
+            );
             words[at + 1] = db;
         }
         let out = llmchain(&words[1..], dir);

@@ -555,6 +555,7 @@ fn build_tool(client: &Arc<McpClient>, listing: &Value, local: &str) -> Result<M
             .description(description)
             .schema(schema)
             .idempotent(hints.idempotent)
+            .policy_name(format!("mcp:{}/{remote}", client.name))
             .timeout(client.opts.timeout)
             .handler_impl(Remote {
                 client: Arc::clone(client),

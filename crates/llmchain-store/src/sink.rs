@@ -328,6 +328,8 @@ pub fn run_state(chain: &ChainState, mode: &str) -> RunState {
             "failing_calls": chain.failing_calls,
             "run_count": chain.run_count,
             "pending_review": chain.pending_review,
+            "spent": chain.spent,
+            "journal": chain.journal,
         }),
     );
     RunState {
@@ -390,6 +392,14 @@ pub fn chain_state(conversation: Conversation, run: Option<&RunState>) -> ChainS
                 .unwrap_or(0);
             if let Some(p) = chain.get("pending_review").filter(|p| !p.is_null()) {
                 state.pending_review = serde_json::from_value(p.clone()).ok();
+            }
+            // The budget's counters and the decision journal: what a resumed run must
+            // not forget (a fresh count would give it a fresh budget).
+            if let Some(s) = chain.get("spent").filter(|s| !s.is_null()) {
+                state.spent = serde_json::from_value(s.clone()).unwrap_or_default();
+            }
+            if let Some(j) = chain.get("journal").filter(|j| !j.is_null()) {
+                state.journal = serde_json::from_value(j.clone()).unwrap_or_default();
             }
         }
     }
@@ -479,6 +489,14 @@ impl<S: Store + 'static> ConversationSink for StoreSink<S> {
                 None => held.statuses.push((call_id.to_owned(), status)),
             }
             Ok(())
+        })
+    }
+
+    fn checkpoint<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        Box::pin(async move {
+            self.save_state(state).await?;
+            // Written now, with whatever waited (a budget's charge before its call).
+            self.flush().await
         })
     }
 

@@ -110,6 +110,8 @@ pub mod http;
 pub mod message;
 #[cfg(feature = "model")]
 pub mod model;
+#[cfg(feature = "runtime")]
+pub mod policy;
 pub mod provider;
 pub mod redact;
 pub mod secrets;

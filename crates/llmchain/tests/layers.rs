@@ -504,14 +504,19 @@ const LAYERS: &[Layer] = &[
         may_use: "message conversation storage_format telemetry redact secrets",
     },
     Layer {
+        module: "policy",
+        why: "policies rule on a call's tool name and arguments only: pure data, below tools and the chain",
+        may_use: "",
+    },
+    Layer {
         module: "chain",
         why: "the chain does not depend on the HTTP clients (`runtime` does not imply `http`)",
-        may_use: "message conversation storage_format provider model telemetry tool redact secrets",
+        may_use: "message conversation storage_format provider model telemetry tool policy redact secrets",
     },
     Layer {
         module: "prelude",
         why: "the prelude re-exports the layers",
-        may_use: "message conversation storage_format provider model telemetry http tool chain redact secrets",
+        may_use: "message conversation storage_format provider model telemetry http tool policy chain redact secrets",
     },
 ];
 

@@ -77,6 +77,10 @@ pub trait ChainCallbacks: Send + Sync {
     fn on_tool_response_created(&self, message: &Message) {}
     /// The failure budget is used up.
     fn on_retries_exceeded(&self) {}
+    /// A decision stopped the run before its end (a budget ran out).
+    fn on_run_stopped(&self, stop: &super::budget::RunStop) {
+        let _ = stop;
+    }
     /// The run ended with an error.
     fn on_error(&self, error: &ChainError) {}
 }

@@ -75,6 +75,11 @@ pub enum ChainError {
         /// What is wrong there.
         message: String,
     },
+    /// A budget ran out, and the budget says to fail
+    /// ([`OnExhausted::Error`](super::OnExhausted::Error)); the partial transcript is kept,
+    /// and every open call answered "not run".
+    #[error("{0}")]
+    BudgetExhausted(super::budget::RunStop),
     /// The run stopped before its typed answer (calls wait for a person, or it was
     /// paused); the outcome is named.
     #[error("the run stopped before its answer: {0}")]
@@ -109,6 +114,7 @@ impl ChainError {
             ChainError::AnswerSchema(_) => "answer_schema",
             ChainError::InvalidAnswer { .. } => "invalid_answer",
             ChainError::NotAnswered(_) => "not_answered",
+            ChainError::BudgetExhausted(_) => "budget_exhausted",
         }
     }
 
@@ -136,6 +142,7 @@ impl ChainError {
             ChainError::NoMessages
             | ChainError::ExceededFailureCount { .. }
             | ChainError::ExceededMaxRuns { .. }
+            | ChainError::BudgetExhausted(_)
             | ChainError::Cancelled => self.to_string(),
             _ => self.error_type().to_owned(),
         }
@@ -159,7 +166,8 @@ impl ChainError {
             | ChainError::Resume(_)
             | ChainError::AnswerSchema(_)
             | ChainError::InvalidAnswer { .. }
-            | ChainError::NotAnswered(_) => Disposition::Permanent,
+            | ChainError::NotAnswered(_)
+            | ChainError::BudgetExhausted(_) => Disposition::Permanent,
         }
     }
 }

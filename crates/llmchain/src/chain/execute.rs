@@ -152,7 +152,7 @@ impl LLMChain {
     /// Whether `call` may have run already (an earlier process stored it `executing`,
     /// or finished, without its result) and its tool is not idempotent: it is answered
     /// "outcome unknown" and never run again, whoever resumes and whatever was decided.
-    fn outcome_unknown(&self, call: &ToolCall) -> bool {
+    pub(super) fn outcome_unknown(&self, call: &ToolCall) -> bool {
         let started = matches!(
             call.typed_execution_status(),
             Some(ExecutionStatus::Executing | ExecutionStatus::Completed | ExecutionStatus::Failed)
@@ -163,21 +163,6 @@ impl LLMChain {
                 .as_deref()
                 .and_then(|n| self.tool(n))
                 .is_some_and(|t| t.idempotent())
-    }
-
-    /// The review handler's decision about `call`, unless the run is cancelled first (a
-    /// person who never answers a question at the terminal does not keep a cancelled
-    /// run alive).
-    async fn reviewed(
-        &self,
-        handler: &dyn super::review::ReviewHandler,
-        call: &ToolCall,
-    ) -> Result<ReviewDecision, ChainError> {
-        tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => Err(ChainError::Cancelled),
-            d = handler.review(call) => Ok(d),
-        }
     }
 
     /// The `execute_tools` step.
@@ -206,7 +191,7 @@ impl LLMChain {
             },
         };
         self.run_batch(position, decisions, &HashSet::new()).await?;
-        Ok(Step::Continue(()))
+        self.after_batch().await
     }
 
     /// Asks the review handler about every complete call. `None` when the batch must
@@ -226,23 +211,13 @@ impl LLMChain {
         let mut decided = Vec::with_capacity(calls.len());
         let mut awaiting = false;
         for call in &calls {
-            let decision = match &self.review {
-                None => ReviewDecision::Approve,
-                // Its outcome is unknown (it was running when an earlier process
-                // stopped): `run_batch` answers it so without running it, and no one is
-                // asked about a call that will not run.
-                Some(_) if self.outcome_unknown(call) => ReviewDecision::Approve,
-                Some(h) => {
-                    let d = self.reviewed(h.as_ref(), call).await?;
-                    self.fire(|cb| cb.on_tool_call_review(call, &d));
-                    d
-                }
-            };
-            awaiting |= decision == ReviewDecision::Interrupt;
+            let d = self.decide_call(call, None).await?;
+            awaiting |= d.decision.is_none();
             decided.push(PendingCall {
                 call_id: call.call_id.clone().unwrap_or_default(),
                 name: call.name.clone().unwrap_or_default(),
-                decision: (decision != ReviewDecision::Interrupt).then_some(decision),
+                decision: d.decision,
+                rule: d.rule,
             });
         }
         if awaiting {
@@ -287,22 +262,26 @@ impl LLMChain {
             }
             let id = call.call_id.clone().unwrap_or_default();
             let name = call.name.clone().unwrap_or_default();
-            let decision = if let Some(d) = given.remove(&id) {
+            let (decision, rule) = if let Some(d) = given.remove(&id) {
                 human.insert(id.clone());
-                Some(d.into_review(&name))
-            } else if self.outcome_unknown(call) {
-                // Answered "outcome unknown" by `run_batch`, not run: nothing to ask.
-                Some(ReviewDecision::Approve)
-            } else if let Some(handler) = &self.review {
-                let d = self.reviewed(handler.as_ref(), call).await?;
-                self.fire(|cb| cb.on_tool_call_review(call, &d));
-                (d != ReviewDecision::Interrupt).then_some(d)
+                let d = self.decide_call(call, Some(d.into_review(&name))).await?;
+                (d.decision, d.rule)
+            } else if self.review.is_none()
+                && self.policies.is_empty()
+                && !self.outcome_unknown(call)
+            {
+                // No one decides here: the saved decisions stand (an application's own
+                // state, its own authority).
+                let saved = pending.calls.iter().find(|c| c.call_id == id);
+                (
+                    saved.and_then(|c| c.decision.clone()),
+                    saved.and_then(|c| c.rule.clone()),
+                )
             } else {
-                pending
-                    .calls
-                    .iter()
-                    .find(|c| c.call_id == id)
-                    .and_then(|c| c.decision.clone())
+                // The stack decides again: journaled rulings and reviews are replayed,
+                // nothing else is taken from the saved state on its own word.
+                let d = self.decide_call(call, None).await?;
+                (d.decision, d.rule)
             };
             if decision.is_none() {
                 missing.push(id.clone());
@@ -311,6 +290,7 @@ impl LLMChain {
                 call_id: id,
                 name,
                 decision,
+                rule,
             });
         }
         if let Some(stray) = given.keys().next() {
@@ -344,7 +324,15 @@ impl LLMChain {
         }
         self.state.pending_review = None;
         self.run_batch(position, calls, &human).await?;
-        Ok(Step::Continue(()))
+        self.after_batch().await
+    }
+
+    /// After a batch: the run goes on, or stops because a budget ran out in it.
+    async fn after_batch(&mut self) -> Result<Step, ChainError> {
+        match self.budget_stop.take() {
+            None => Ok(Step::Continue(())),
+            Some(stop) => self.stop_for_budget(stop).await,
+        }
     }
 
     /// Runs `calls` through the executor, each `executing` status stored before its
@@ -489,6 +477,36 @@ impl LLMChain {
             plans.push(plan);
         }
 
+        // The tool-call budget: a call over it is answered without running, and the run
+        // stops after the batch. Every call that runs is charged before any body starts.
+        let mut charged = false;
+        for (plan, &i) in plans.iter_mut().zip(&targets) {
+            let Plan::Run(call) = plan else { continue };
+            if !call.is_complete() {
+                continue;
+            }
+            let name = call.name.clone().unwrap_or_default();
+            if let Some(stop) =
+                super::budget::before_tool_call(&self.budget, &self.state.spent, &name)
+            {
+                let id = message.tool_calls[i].call_id.clone().unwrap_or_default();
+                *plan = Plan::Answer(
+                    ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
+                    ExecutionStatus::Denied,
+                );
+                if self.budget_stop.is_none() {
+                    self.budget_stop = Some(stop);
+                }
+                continue;
+            }
+            self.state.spent.tool_calls += 1;
+            *self.state.spent.per_tool.entry(name).or_insert(0) += 1;
+            charged = true;
+        }
+        if charged && self.budget.limits_tools() {
+            self.checkpoint().await?;
+        }
+
         // What is stored is what runs: edited arguments (the model's kept in the call's
         // metadata) and a person's approval are written into the stored assistant
         // message before any body starts, so the conversation, an export and the model's
@@ -536,6 +554,11 @@ impl LLMChain {
             .filter_map(|c| c.call_id.clone())
             .filter(|id| human.contains(id))
             .collect();
+        // The batch's decisions (journaled rulings and reviews) are written with the
+        // first `executing` status, before any body starts.
+        if !to_run.is_empty() && (!self.policies.is_empty() || self.review.is_some()) {
+            self.save_state().await?;
+        }
         let run_results = self.run_calls(&mut to_run, &approved).await?;
 
         // Results in call order; statuses copied back onto the message's calls.

@@ -59,6 +59,12 @@ pub struct LLMChain {
     /// What the telemetry names this chain by (`gen_ai.conversation.id`,
     /// `gen_ai.agent.name`).
     pub(super) telemetry: Telemetry,
+    /// How much a run may spend.
+    pub(super) budget: super::budget::Budget,
+    /// The policies every call passes.
+    pub(super) policies: Vec<Arc<dyn crate::policy::Policy>>,
+    /// A budget that ran out during the batch being run: the run stops after it.
+    pub(super) budget_stop: Option<super::budget::RunStop>,
 }
 
 /// What the chain's spans name it by.
@@ -111,6 +117,9 @@ impl LLMChain {
             max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             max_call_argument_bytes_per_turn: DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN,
             telemetry: Telemetry::default(),
+            budget: super::budget::Budget::default(),
+            policies: Vec::new(),
+            budget_stop: None,
         }
     }
 
@@ -247,6 +256,44 @@ impl LLMChain {
         self
     }
 
+    /// Sets how much a run may spend ([`Budget`](super::Budget)); the counters are in
+    /// the run's state ([`LLMChain::spent`]) and survive a crash.
+    #[must_use]
+    pub fn with_budget(mut self, budget: super::budget::Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Adds a policy every call passes before it runs (see [`crate::policy`]); several
+    /// combine as deny > ask > allow.
+    #[must_use]
+    pub fn with_policy(mut self, policy: impl crate::policy::Policy + 'static) -> Self {
+        self.policies.push(Arc::new(policy));
+        self
+    }
+
+    /// Adds a shared policy.
+    #[must_use]
+    pub fn with_policy_arc(mut self, policy: Arc<dyn crate::policy::Policy>) -> Self {
+        self.policies.push(policy);
+        self
+    }
+
+    /// The run's budget.
+    pub fn budget(&self) -> &super::budget::Budget {
+        &self.budget
+    }
+
+    /// What the current run has spent.
+    pub fn spent(&self) -> &super::budget::Spent {
+        &self.state.spent
+    }
+
+    /// The current run's decisions, oldest first.
+    pub fn journal(&self) -> &super::journal::Journal {
+        &self.state.journal
+    }
+
     /// Sets the failure budget.
     #[must_use]
     pub fn with_max_retry_count(mut self, n: u32) -> Self {
@@ -381,6 +428,55 @@ impl LLMChain {
         Ok(())
     }
 
+    /// Makes the state durable now (a budget's charge before the call it pays for).
+    pub(super) async fn checkpoint(&self) -> Result<(), ChainError> {
+        if let Some(sink) = &self.sink {
+            sink.checkpoint(&self.state)
+                .await
+                .map_err(ChainError::Persist)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the run because a budget ran out: the stop is journaled, every open call of
+    /// the newest answer is answered "not run", and the run ends as the budget says.
+    pub(super) async fn stop_for_budget(
+        &mut self,
+        stop: super::budget::RunStop,
+    ) -> Result<super::steps::Step, ChainError> {
+        self.state.journal.record(super::journal::Decision::Budget {
+            limit: stop.limit.clone(),
+            max: stop.max,
+            spent: stop.spent,
+        });
+        if let Some((position, open)) =
+            crate::conversation::unanswered_calls(&self.state.conversation.messages)
+        {
+            let message = &self.state.conversation.messages[position];
+            let results: Vec<crate::message::ToolResult> = open
+                .iter()
+                .map(|&i| {
+                    let call = &message.tool_calls[i];
+                    crate::message::ToolResult::text(
+                        call.call_id.as_deref().unwrap_or(""),
+                        format!("Not run: {stop}."),
+                    )
+                    .with_name(call.name.as_deref().unwrap_or(""))
+                })
+                .collect();
+            self.state.pending_review = None;
+            self.push_message(Message::tool(results)).await?;
+        }
+        self.save_state().await?;
+        self.fire(|cb| cb.on_run_stopped(&stop));
+        match self.budget.on_exhausted {
+            super::budget::OnExhausted::Stop => Ok(std::ops::ControlFlow::Break(
+                super::mode::RunOutcome::Stopped(stop),
+            )),
+            super::budget::OnExhausted::Error => Err(ChainError::BudgetExhausted(stop)),
+        }
+    }
+
     /// Gives every call of a new assistant message an id no earlier call of the
     /// conversation has (nor an earlier call of the same message).
     ///
@@ -508,8 +604,65 @@ impl LLMChain {
         }
     }
 
+    /// Charges the next model call to the budget, durably when a budget limits the run;
+    /// `Some` when the budget forbids it.
+    pub(super) async fn charge_model_call(
+        &mut self,
+    ) -> Result<Option<super::budget::RunStop>, ChainError> {
+        use super::budget::{DEFAULT_RESERVED_OUTPUT_TOKENS, before_model_call, estimate_tokens};
+        let now = super::journal::now_ms();
+        if self.state.spent.started_ms == 0 {
+            self.state.spent.started_ms = now;
+        }
+        if !self.budget.limits() {
+            self.state.spent.model_calls += 1;
+            return Ok(None);
+        }
+        let input = if self.budget.tokens.is_some() {
+            estimate_tokens(serde_json::to_vec(&self.state.conversation).map_or(0, |v| v.len()))
+        } else {
+            0
+        };
+        if let Some(stop) = before_model_call(&self.budget, &self.state.spent, input, now) {
+            return Ok(Some(stop));
+        }
+        self.state.spent.model_calls += 1;
+        if self.budget.tokens.is_some() {
+            let allowance = self
+                .budget
+                .reserve_output_tokens
+                .or(self.model.request_info().max_tokens.map(u64::from))
+                .unwrap_or(DEFAULT_RESERVED_OUTPUT_TOKENS);
+            self.state.spent.reserved_tokens = input.saturating_add(allowance);
+        }
+        self.checkpoint().await?;
+        Ok(None)
+    }
+
+    /// The token budget's check on a stream: `Some` once what was reported, the
+    /// request's input and the output streamed so far pass the limit.
+    fn over_tokens_mid_stream(&self, streamed_bytes: usize) -> Option<super::budget::RunStop> {
+        let max = self.budget.tokens?;
+        let spent = &self.state.spent;
+        let input = spent.reserved_tokens.saturating_sub(
+            self.budget
+                .reserve_output_tokens
+                .or(self.model.request_info().max_tokens.map(u64::from))
+                .unwrap_or(super::budget::DEFAULT_RESERVED_OUTPUT_TOKENS),
+        );
+        let total = spent
+            .input_tokens
+            .saturating_add(spent.output_tokens)
+            .saturating_add(input)
+            .saturating_add(super::budget::estimate_tokens(streamed_bytes));
+        (total > max).then(|| super::budget::RunStop::budget("tokens", max as f64, total as f64))
+    }
+
     /// One model call, with fallbacks: the `call_llm` step without its mode bookkeeping.
-    pub(super) async fn call_model(&mut self) -> Result<(), ChainError> {
+    /// `Some` when a budget stopped the stream.
+    pub(super) async fn call_model(
+        &mut self,
+    ) -> Result<Option<super::budget::RunStop>, ChainError> {
         if self.state.conversation.messages.is_empty() {
             return Err(ChainError::NoMessages);
         }
@@ -581,6 +734,7 @@ impl LLMChain {
                 match &streamed {
                     Ok(o) => Ok(o.usage),
                     Err(Attempt::Cancelled(_)) => Err("cancelled"),
+                    Err(Attempt::Stopped(..)) => Err("budget_exhausted"),
                     Err(Attempt::Failed(e, _)) => Err(e.error_type()),
                 },
             );
@@ -628,7 +782,16 @@ impl LLMChain {
                             ),
                         );
                     }
-                    return self.process_outcome(outcome).await;
+                    return self.process_outcome(outcome).await.map(|()| None);
+                }
+                Err(Attempt::Stopped(stop, partial)) => {
+                    span.record("error.type", "budget_exhausted");
+                    span.record("otel.status_code", "error");
+                    self.state.spent.settle(None);
+                    if let Some(p) = partial {
+                        self.keep_partial(p).await?;
+                    }
+                    return Ok(Some(stop));
                 }
                 Err(Attempt::Cancelled(partial)) => {
                     span.record("error.type", "cancelled");
@@ -679,7 +842,13 @@ impl LLMChain {
     /// Streams one call. A call cut off (cancelled, failed mid-stream) keeps what
     /// arrived: the model's [`ModelEvent::Partial`], the decoder's own assembly.
     async fn stream_once(&self, model: &dyn ChatModel) -> Result<DecodeOutcome, Attempt> {
-        let mut stream = model.stream_until(&self.state.conversation, self.cancel.clone());
+        // The stream is aborted, cut off as a cancellation is, once it passes the
+        // token budget: a cheap check per event, on the bytes of text and arguments.
+        let watch_tokens = self.budget.tokens.is_some();
+        let mut streamed = 0usize;
+        let abort = CancellationToken::new();
+        let cancel = self.cancel.child_token();
+        let mut stream = model.stream_until(&self.state.conversation, cancel.clone());
         let mut partial: Option<Message> = None;
         loop {
             match stream.next().await {
@@ -693,7 +862,9 @@ impl LLMChain {
                         cut_off(partial, "stream ended early"),
                     ));
                 }
-                Some(Err(ModelError::Cancelled)) if self.cancel.is_cancelled() => {
+                Some(Err(ModelError::Cancelled))
+                    if self.cancel.is_cancelled() && !abort.is_cancelled() =>
+                {
                     let m = cut_off(partial, "cancelled").unwrap_or_else(|| {
                         MessageDelta::default().cancel(Some("cancelled".into()))
                     });
@@ -705,6 +876,28 @@ impl LLMChain {
                 }
                 Some(Ok(ModelEvent::Event(ev))) => {
                     self.fire(|cb| cb.on_llm_new_delta(&ev));
+                    if watch_tokens {
+                        streamed += match &ev {
+                            crate::provider::StreamEvent::TextDelta { text, .. }
+                            | crate::provider::StreamEvent::ReasoningDelta { text, .. } => {
+                                text.len()
+                            }
+                            crate::provider::StreamEvent::ToolCallArguments {
+                                fragment, ..
+                            } => fragment.len(),
+                            _ => 0,
+                        };
+                        if let Some(stop) = self.over_tokens_mid_stream(streamed) {
+                            abort.cancel();
+                            cancel.cancel();
+                            // What the decoder assembled so far, cut off.
+                            let m = drain_partial(&mut stream, partial).await;
+                            return Err(Attempt::Stopped(
+                                stop,
+                                cut_off(m, "the run's token budget is spent"),
+                            ));
+                        }
+                    }
                 }
                 Some(Ok(ModelEvent::Partial(m))) => partial = Some(*m),
                 Some(Ok(ModelEvent::Headers(h))) => {
@@ -750,6 +943,7 @@ impl LLMChain {
                 return Err(e);
             }
         };
+        self.state.spent.settle(outcome.usage.as_ref());
         if let Some(m) = self.state.conversation.messages.last() {
             self.fire(|cb| cb.on_llm_new_message(m));
         }
@@ -770,6 +964,30 @@ impl LLMChain {
 enum Attempt {
     Cancelled(Message),
     Failed(ModelError, Option<Message>),
+    /// A budget stopped the stream; what arrived, cut off.
+    Stopped(super::budget::RunStop, Option<Message>),
+}
+
+/// After a stream was cancelled by the chain: the decoder's partial message, which a
+/// model sends as its last events ([`ModelEvent::Partial`]), or the one seen before.
+async fn drain_partial(
+    stream: &mut crate::model::ModelStream<'_>,
+    seen: Option<Message>,
+) -> Option<Message> {
+    let mut partial = seen;
+    // Bounded: a model that keeps sending after its cancellation is not waited for.
+    let drain = async {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(ModelEvent::Partial(m)) => partial = Some(*m),
+                Ok(ModelEvent::Done(outcome)) => partial = Some(outcome.message),
+                Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+    partial
 }
 
 /// A model's partial message as the chain keeps it: `Cancelled`, with why it was cut

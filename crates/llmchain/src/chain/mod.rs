@@ -30,12 +30,15 @@
 //! # }).unwrap();
 //! ```
 
+mod budget;
 mod callbacks;
+mod decide;
 mod error;
 mod events;
 mod execute;
 mod extract;
 mod interrupt;
+mod journal;
 mod llm_chain;
 mod mode;
 mod partial_answer;
@@ -48,10 +51,12 @@ mod state;
 mod steps;
 
 pub use crate::step;
+pub use budget::{Budget, DEFAULT_RESERVED_OUTPUT_TOKENS, OnExhausted, RunStop, Spent};
 pub use callbacks::{Callbacks, ChainCallbacks};
 pub use error::ChainError;
 pub use events::{ChainEvent, ChainStream};
 pub use extract::Extract;
+pub use journal::{Decision, Entry, Journal};
 pub use llm_chain::{
     DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN, DEFAULT_MAX_CALLS_PER_TURN,
     DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,

@@ -26,6 +26,9 @@ pub enum RunOutcome {
     ReviewRequired(PendingReview),
     /// `check_pause` asked the run to stop; run again to continue.
     Paused,
+    /// A decision ended the run before its end (a budget ran out): every open call
+    /// was answered "not run", and the reason is journaled.
+    Stopped(super::budget::RunStop),
 }
 
 impl RunOutcome {
@@ -33,7 +36,9 @@ impl RunOutcome {
     /// compiler here: an outcome added later must say which it is).
     pub fn disposition(&self) -> Disposition {
         match self {
-            RunOutcome::Done | RunOutcome::ToolUsed(_) => Disposition::Done,
+            RunOutcome::Done | RunOutcome::ToolUsed(_) | RunOutcome::Stopped(_) => {
+                Disposition::Done
+            }
             RunOutcome::Interrupted(_) | RunOutcome::ReviewRequired(_) => {
                 Disposition::WaitsForPeople
             }

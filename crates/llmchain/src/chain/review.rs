@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::message::ToolCall;
+use crate::policy::Ruling;
 
 /// What a review handler decides about one call, before it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,6 +152,15 @@ pub type ReviewFuture<'a> = Pin<Box<dyn Future<Output = ReviewDecision> + Send +
 pub trait ReviewHandler: Send + Sync {
     /// Decides about one call.
     fn review<'a>(&'a self, call: &'a ToolCall) -> ReviewFuture<'a>;
+
+    /// Decides about a call a policy rule sends to a person (`ask`). The default
+    /// pauses it for the review inbox ([`ReviewDecision::Interrupt`]); a handler that
+    /// can ask a person now (a terminal) asks. Approving it here without a person
+    /// would overrule the rule.
+    fn review_asked<'a>(&'a self, call: &'a ToolCall, ruling: &'a Ruling) -> ReviewFuture<'a> {
+        let _ = (call, ruling);
+        Box::pin(async { ReviewDecision::Interrupt })
+    }
 }
 
 impl<F> ReviewHandler for F

@@ -30,6 +30,13 @@ pub trait ConversationSink: Send + Sync {
     fn set_tool_status<'a>(&'a self, call_id: &'a str, status: ExecutionStatus) -> SinkFuture<'a>;
     /// The run state changed (failure count, pending review, run count).
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a>;
+    /// The run state must be durable before the chain goes on: a budget's charge for a
+    /// model or tool call about to be made. A sink that writes `save_state` at once
+    /// need not override it; one that holds states to write them with the next
+    /// message must write now, and a sink that wraps another must forward it.
+    fn checkpoint<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        self.save_state(state)
+    }
 }
 
 /// A shared sink is a sink (`with_sink(Arc::new(store_sink))` and `with_sink(store_sink)`
@@ -46,6 +53,9 @@ impl<S: ConversationSink + ?Sized> ConversationSink for Arc<S> {
     }
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
         (**self).save_state(state)
+    }
+    fn checkpoint<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        (**self).checkpoint(state)
     }
 }
 

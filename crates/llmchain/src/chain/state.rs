@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::budget::Spent;
+use super::journal::Journal;
 use super::review::ReviewDecision;
 use crate::conversation::Conversation;
 
@@ -18,6 +20,9 @@ pub struct PendingCall {
     pub name: String,
     /// The handler's decision; `None` while a human has to decide.
     pub decision: Option<ReviewDecision>,
+    /// The policy rule behind the decision (or behind sending it to a person).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// A batch of calls waiting for human decisions.
@@ -64,4 +69,10 @@ pub struct ChainState {
     /// A batch paused for review.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_review: Option<PendingReview>,
+    /// What the run has spent (its budget's counters).
+    #[serde(default)]
+    pub spent: Spent,
+    /// The decisions that changed the run's course, journaled before they took effect.
+    #[serde(default, skip_serializing_if = "Journal::is_empty")]
+    pub journal: Journal,
 }

@@ -41,9 +41,14 @@ impl Steps {
                 max: chain.max_retry_count,
             });
         }
+        if let Some(stop) = chain.charge_model_call().await? {
+            return chain.stop_for_budget(stop).await;
+        }
         chain.state.run_count += 1;
-        chain.call_model().await?;
-        Ok(Step::Continue(()))
+        match chain.call_model().await? {
+            None => Ok(Step::Continue(())),
+            Some(stop) => chain.stop_for_budget(stop).await,
+        }
     }
 
     /// Runs the tool calls of the newest assistant message (after review) and adds the
@@ -153,9 +158,17 @@ impl Steps {
         }
     }
 
-    /// Starts the mode's bookkeeping: the run count goes back to 0.
+    /// Starts the mode's bookkeeping. A run that starts at a new user message is a new
+    /// run: its run count, budget counters and journal start afresh. A run that goes on
+    /// from anything else (calls to answer, a review, a crash) keeps them: a resumed run
+    /// does not get a fresh `max_runs` or budget.
     pub fn ensure_mode_state(chain: &mut LLMChain) {
-        chain.state.run_count = 0;
+        let fresh = chain.last_message().is_none_or(|m| m.role == Role::User);
+        if fresh {
+            chain.state.run_count = 0;
+            chain.state.spent = super::budget::Spent::default();
+            chain.state.journal = super::journal::Journal::default();
+        }
     }
 
     /// Model calls made in this run.

@@ -127,6 +127,7 @@ struct Inner {
     read_only: Option<bool>,
     destructive: Option<bool>,
     open_world: Option<bool>,
+    policy_name: Option<String>,
     parse_args: Option<Box<ParseArgsFn>>,
     handler: Box<dyn DynHandler>,
     validator: jsonschema::Validator,
@@ -175,6 +176,7 @@ impl Tool {
             read_only: None,
             destructive: None,
             open_world: None,
+            policy_name: None,
             parse_args: None,
             handler: None,
         }
@@ -243,6 +245,16 @@ impl Tool {
     /// local directory); `None` when its definition does not say (MCP assumes open).
     pub fn open_world(&self) -> Option<bool> {
         self.inner.open_world
+    }
+
+    /// The name policy rules match the tool by: `mcp:SERVER/TOOL` for a tool of an MCP
+    /// server (its name on the server, whatever it is called here), otherwise its name.
+    /// Policies (the `policy` module) match it.
+    pub fn policy_name(&self) -> &str {
+        self.inner
+            .policy_name
+            .as_deref()
+            .unwrap_or(&self.inner.name)
     }
 
     /// True when a custom `parse_args` replaces the built-in argument checks.
@@ -397,6 +409,7 @@ pub struct ToolBuilder {
     read_only: Option<bool>,
     destructive: Option<bool>,
     open_world: Option<bool>,
+    policy_name: Option<String>,
     parse_args: Option<Box<ParseArgsFn>>,
     handler: Option<Box<dyn DynHandler>>,
 }
@@ -465,6 +478,13 @@ impl ToolBuilder {
     /// see [`Tool::destructive`].
     pub fn destructive(mut self, yes: bool) -> Self {
         self.destructive = Some(yes);
+        self
+    }
+
+    /// The name policy rules match the tool by (default: its name); see
+    /// [`Tool::policy_name`]. An MCP client sets `mcp:SERVER/TOOL`.
+    pub fn policy_name(mut self, name: impl Into<String>) -> Self {
+        self.policy_name = Some(name.into());
         self
     }
 
@@ -586,6 +606,7 @@ impl ToolBuilder {
                 read_only: self.read_only,
                 destructive: self.destructive,
                 open_world: self.open_world,
+                policy_name: self.policy_name,
                 parse_args: self.parse_args,
                 handler,
                 name: self.name,

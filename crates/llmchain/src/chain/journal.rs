@@ -1,0 +1,157 @@
+//! The decision journal: every decision that changes a run's control flow, written into
+//! the run's state before it takes effect, and read back instead of deciding again.
+//!
+//! The journal lives in [`ChainState`](super::ChainState), so it is saved with the step
+//! it governs (a store writes the state in the same transaction as the step's message)
+//! and a run resumed in another process finds every ruling, review and budget stop
+//! made before it, with the counters of [`Spent`](super::Spent).
+
+use serde::{Deserialize, Serialize};
+
+use super::review::ReviewDecision;
+use crate::policy::Effect;
+
+/// One journaled decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Decision {
+    /// A policy ruled on a call.
+    Policy {
+        /// The call.
+        call_id: String,
+        /// The tool, as policies name it.
+        tool: String,
+        /// What was ruled.
+        effect: Effect,
+        /// The policy (`rules`, or a custom policy's id).
+        policy: String,
+        /// The rule that gave the ruling (`default` for a set's default).
+        rule: String,
+        /// Its reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Only observed (shadow mode): what would have happened; not enforced.
+        #[serde(default)]
+        shadow: bool,
+        /// The SHA-256 of the arguments it ruled on.
+        arguments_digest: String,
+        /// The policy's digest when it ruled.
+        policy_digest: String,
+    },
+    /// Whoever reviews calls decided about one (the review handler; a person's own
+    /// decisions are kept by the review inbox).
+    Reviewed {
+        /// The call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The decision.
+        decision: ReviewDecision,
+        /// The SHA-256 of the arguments it was made about.
+        arguments_digest: String,
+    },
+    /// A budget ran out and stopped the run.
+    Budget {
+        /// What ran out: `tokens`, `model_calls`, `tool_calls`, `tool_calls:NAME`,
+        /// `wall_seconds`, `cost_usd`.
+        limit: String,
+        /// The limit.
+        max: f64,
+        /// What was spent (and reserved) when it ran out.
+        spent: f64,
+    },
+}
+
+/// A journaled decision and when it was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Unix milliseconds.
+    pub at_ms: u64,
+    /// What was decided.
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// The decisions of a run, oldest first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Journal {
+    entries: Vec<Entry>,
+}
+
+/// Unix milliseconds now.
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Journal {
+    /// Appends a decision, stamped now.
+    pub fn record(&mut self, decision: Decision) {
+        self.entries.push(Entry {
+            at_ms: now_ms(),
+            decision,
+        });
+    }
+
+    /// Every entry, oldest first.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// True when nothing was journaled.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The enforced policy rulings on `call_id` made by `policy`, newest last.
+    pub(super) fn policy_rulings<'a>(
+        &'a self,
+        call_id: &'a str,
+        policy: &'a str,
+    ) -> impl Iterator<Item = (Effect, &'a str, Option<&'a str>, &'a str, &'a str)> + 'a {
+        self.entries.iter().filter_map(move |e| match &e.decision {
+            Decision::Policy {
+                call_id: c,
+                policy: p,
+                effect,
+                rule,
+                reason,
+                shadow: false,
+                arguments_digest,
+                policy_digest,
+                ..
+            } if c == call_id && p == policy => Some((
+                *effect,
+                rule.as_str(),
+                reason.as_deref(),
+                arguments_digest.as_str(),
+                policy_digest.as_str(),
+            )),
+            _ => None,
+        })
+    }
+
+    /// Whether a shadow ruling on `call_id` by `policy` was journaled already.
+    pub(super) fn has_shadow(&self, call_id: &str, policy: &str) -> bool {
+        self.entries.iter().any(|e| {
+            matches!(&e.decision, Decision::Policy { call_id: c, policy: p, shadow: true, .. }
+                if c == call_id && p == policy)
+        })
+    }
+
+    /// The review handler's journaled decision about `call_id` on these arguments.
+    pub(super) fn reviewed(&self, call_id: &str, digest: &str) -> Option<&ReviewDecision> {
+        self.entries.iter().rev().find_map(|e| match &e.decision {
+            Decision::Reviewed {
+                call_id: c,
+                decision,
+                arguments_digest,
+                ..
+            } if c == call_id && arguments_digest == digest => Some(decision),
+            _ => None,
+        })
+    }
+}

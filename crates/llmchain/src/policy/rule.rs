@@ -1,0 +1,354 @@
+//! One rule: as written ([`RuleSpec`]), and compiled ([`Rule`]) for the calls it rules on.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::Effect;
+
+/// Whether a rule is enforced or only observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleMode {
+    /// Its ruling takes effect.
+    #[default]
+    Enforce,
+    /// Its ruling is journaled as what would have happened; the call is ruled on as if
+    /// the rule were not there.
+    Shadow,
+}
+
+/// Examples of arguments a rule must match and must not match, checked when the rules
+/// load: a rule whose example fails is refused.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Examples {
+    /// Arguments the rule must match.
+    #[serde(default, rename = "match")]
+    pub matching: Vec<Map<String, Value>>,
+    /// Arguments the rule must not match.
+    #[serde(default)]
+    pub not_match: Vec<Map<String, Value>>,
+}
+
+/// Tests on one argument (found by JSON pointer); every test given must hold.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgTest {
+    /// Equal to this value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eq: Option<Value>,
+    /// Not equal to this value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ne: Option<Value>,
+    /// A number greater than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gt: Option<f64>,
+    /// A number less than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lt: Option<f64>,
+    /// Equal to one of these values.
+    #[serde(default, rename = "in", skip_serializing_if = "Option::is_none")]
+    pub one_of: Option<Vec<Value>>,
+    /// A string matching this glob (`*`, `?`, `[abc]`, `{a,b}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glob: Option<String>,
+    /// A string in which this regular expression finds a match (anchor it with `^…$`
+    /// to test the whole string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+}
+
+/// A rule as written in a profile (`[[policy]]`) or built in code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// The rule's id: unique in its set; on record with every ruling it gives.
+    pub id: String,
+    /// A glob over tool policy names: a built-in tool's name, `mcp:SERVER/TOOL`.
+    /// Default `*`: every tool.
+    #[serde(default = "every_tool")]
+    pub tool: String,
+    /// JSON pointer (into the arguments) → tests; every pointer's tests must hold. A
+    /// pointer the arguments lack does not match.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub args: BTreeMap<String, ArgTest>,
+    /// What the rule says when it matches.
+    pub effect: Effect,
+    /// Why, for the model (a denial's answer) and the reviewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Enforced (the default) or only observed.
+    #[serde(default)]
+    pub mode: RuleMode,
+    /// Arguments it must and must not match, checked at load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<Examples>,
+}
+
+fn every_tool() -> String {
+    "*".to_owned()
+}
+
+/// Why a test could not be evaluated on a call's arguments (a rule that cannot be
+/// evaluated denies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Unevaluable(pub(super) String);
+
+/// One compiled test.
+#[derive(Debug)]
+enum Test {
+    Eq(Value),
+    Ne(Value),
+    Gt(f64),
+    Lt(f64),
+    In(Vec<Value>),
+    Glob(globset::GlobMatcher),
+    Regex(regex::Regex),
+}
+
+impl Test {
+    fn name(&self) -> &'static str {
+        match self {
+            Test::Eq(_) => "eq",
+            Test::Ne(_) => "ne",
+            Test::Gt(_) => "gt",
+            Test::Lt(_) => "lt",
+            Test::In(_) => "in",
+            Test::Glob(_) => "glob",
+            Test::Regex(_) => "regex",
+        }
+    }
+
+    /// Whether `value` passes; `Err` when the test does not apply to its type.
+    fn holds(&self, value: &Value) -> Result<bool, String> {
+        let number = |v: &Value| {
+            v.as_f64().ok_or_else(|| {
+                format!(
+                    "{} needs a number, and the argument is {}",
+                    self.name(),
+                    kind(v)
+                )
+            })
+        };
+        let text = |v: &Value| {
+            v.as_str().map(str::to_owned).ok_or_else(|| {
+                format!(
+                    "{} needs a string, and the argument is {}",
+                    self.name(),
+                    kind(v)
+                )
+            })
+        };
+        Ok(match self {
+            Test::Eq(x) => same(value, x),
+            Test::Ne(x) => !same(value, x),
+            Test::Gt(x) => number(value)? > *x,
+            Test::Lt(x) => number(value)? < *x,
+            Test::In(xs) => xs.iter().any(|x| same(value, x)),
+            Test::Glob(g) => g.is_match(text(value)?),
+            Test::Regex(r) => r.is_match(&text(value)?),
+        })
+    }
+}
+
+/// JSON equality, numbers by value (`100` equals `100.0`).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) if a.is_number() && b.is_number() => x == y,
+        _ => a == b,
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A compiled rule.
+#[derive(Debug)]
+pub(super) struct Rule {
+    pub(super) spec: RuleSpec,
+    tool: globset::GlobMatcher,
+    tests: Vec<(String, Vec<Test>)>,
+}
+
+/// Why one rule does or does not match a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Match {
+    /// Every test held.
+    Yes,
+    /// The tool glob does not cover the tool.
+    OtherTool,
+    /// This pointer's test did not hold (or the pointer is absent).
+    No(String),
+    /// A test does not apply to the argument's type.
+    Unevaluable(Unevaluable),
+}
+
+/// Builds a glob matcher; `*` crosses `/` (so `mcp:*` covers every MCP tool).
+fn glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| format!("the glob {pattern:?} is not valid: {e}"))
+}
+
+impl Rule {
+    /// Compiles a rule's globs, regexes and pointers; `Err` says what is wrong.
+    pub(super) fn compile(spec: RuleSpec) -> Result<Rule, String> {
+        if spec.id.trim().is_empty() {
+            return Err("a rule needs an id".into());
+        }
+        let tool = glob(&spec.tool)?;
+        let mut tests = Vec::with_capacity(spec.args.len());
+        for (pointer, t) in &spec.args {
+            if !(pointer.is_empty() || pointer.starts_with('/')) {
+                return Err(format!(
+                    "the argument key {pointer:?} is not a JSON pointer (write \"/{pointer}\")"
+                ));
+            }
+            let mut compiled = Vec::new();
+            if let Some(v) = &t.eq {
+                compiled.push(Test::Eq(v.clone()));
+            }
+            if let Some(v) = &t.ne {
+                compiled.push(Test::Ne(v.clone()));
+            }
+            if let Some(v) = t.gt {
+                compiled.push(Test::Gt(v));
+            }
+            if let Some(v) = t.lt {
+                compiled.push(Test::Lt(v));
+            }
+            if let Some(v) = &t.one_of {
+                compiled.push(Test::In(v.clone()));
+            }
+            if let Some(g) = &t.glob {
+                compiled.push(Test::Glob(glob(g)?));
+            }
+            if let Some(r) = &t.regex {
+                // The regex crate runs in time linear in the input: a rule cannot be
+                // made to backtrack forever on a model's arguments.
+                let r = regex::RegexBuilder::new(r)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| format!("the regex {r:?} is not valid: {e}"))?;
+                compiled.push(Test::Regex(r));
+            }
+            if compiled.is_empty() {
+                return Err(format!(
+                    "the argument {pointer:?} has no test (eq, ne, gt, lt, in, glob, regex)"
+                ));
+            }
+            tests.push((pointer.clone(), compiled));
+        }
+        Ok(Rule { spec, tool, tests })
+    }
+
+    /// Whether the rule covers `tool`.
+    pub(super) fn covers(&self, tool: &str) -> bool {
+        self.tool.is_match(tool)
+    }
+
+    /// How the rule's argument tests go on `arguments` (the tool is not checked).
+    pub(super) fn test_args(&self, arguments: &Map<String, Value>) -> Match {
+        for (pointer, tests) in &self.tests {
+            let Some(value) = lookup(arguments, pointer) else {
+                return Match::No(format!("{pointer} is absent"));
+            };
+            for t in tests {
+                match t.holds(value) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Match::No(format!("{pointer} fails {}", t.name()));
+                    }
+                    Err(why) => {
+                        return Match::Unevaluable(Unevaluable(format!("{pointer}: {why}")));
+                    }
+                }
+            }
+        }
+        Match::Yes
+    }
+
+    /// How the rule goes on a call of `tool` with `arguments`.
+    pub(super) fn test(&self, tool: &str, arguments: &Map<String, Value>) -> Match {
+        if !self.covers(tool) {
+            return Match::OtherTool;
+        }
+        self.test_args(arguments)
+    }
+
+    /// Its examples, checked; `Err` names the first that fails.
+    pub(super) fn check_examples(&self) -> Result<(), String> {
+        let Some(examples) = &self.spec.examples else {
+            return Ok(());
+        };
+        for (i, e) in examples.matching.iter().enumerate() {
+            match self.test_args(e) {
+                Match::Yes => {}
+                Match::No(why) => {
+                    return Err(format!(
+                        "its example match[{i}] {} does not match ({why})",
+                        Value::Object(e.clone())
+                    ));
+                }
+                Match::OtherTool => {
+                    return Err(format!("its example match[{i}] does not match"));
+                }
+                Match::Unevaluable(Unevaluable(why)) => {
+                    return Err(format!(
+                        "its example match[{i}] {} cannot be evaluated ({why})",
+                        Value::Object(e.clone())
+                    ));
+                }
+            }
+        }
+        for (i, e) in examples.not_match.iter().enumerate() {
+            match self.test_args(e) {
+                Match::Yes => {
+                    return Err(format!(
+                        "its example not_match[{i}] {} matches",
+                        Value::Object(e.clone())
+                    ));
+                }
+                Match::Unevaluable(Unevaluable(why)) => {
+                    return Err(format!(
+                        "its example not_match[{i}] {} cannot be evaluated ({why})",
+                        Value::Object(e.clone())
+                    ));
+                }
+                Match::No(_) | Match::OtherTool => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value at `pointer` in `arguments` (`""` is the whole object).
+fn lookup<'a>(arguments: &'a Map<String, Value>, pointer: &str) -> Option<&'a Value> {
+    if pointer.is_empty() {
+        return None;
+    }
+    let rest = pointer.strip_prefix('/')?;
+    let (first, tail) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, ""),
+    };
+    let key = first.replace("~1", "/").replace("~0", "~");
+    let value = arguments.get(&key)?;
+    if tail.is_empty() {
+        Some(value)
+    } else {
+        value.pointer(tail)
+    }
+}
