@@ -88,6 +88,15 @@ pub(crate) struct Profile {
     /// `--schema`: a JSON Schema file; the profile's runs answer with an object matching
     /// it (a typed answer), in `run`, the worker and `serve` alike.
     pub schema: Option<String>,
+    /// `[[policy]]`: rules every call passes (deny > ask > allow); a call no rule
+    /// matches is decided by `approve`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<llmchain::policy::RuleSpec>,
+    /// `policy_mode = "shadow"`: every rule only observed (journaled as what would have
+    /// happened), none enforced; `"enforce"` (the default) enforces them.
+    pub policy_mode: Option<String>,
+    /// `[budget]`: how much one run may spend.
+    pub budget: Option<llmchain::chain::Budget>,
 }
 
 /// The profiles a config file defines (always one named `default`).
@@ -124,6 +133,25 @@ impl Config {
                 self.names().join(", ")
             ))
         })
+    }
+
+    /// Every profile's `[budget]` tightened by `--budget KEY=VALUE` (the stricter
+    /// limit wins where both set one): `worker` and `serve` apply theirs to every
+    /// profile they run.
+    pub(crate) fn tighten_budgets(&mut self, words: &[String]) -> Result<(), CliError> {
+        if words.is_empty() {
+            return Ok(());
+        }
+        let mut given = llmchain::chain::Budget::default();
+        for w in words {
+            given
+                .set(w)
+                .map_err(|e| CliError::usage(format!("--budget {w}: {e}")))?;
+        }
+        for p in self.profiles.values_mut() {
+            p.budget = Some(p.budget.take().unwrap_or_default().tightened_by(&given));
+        }
+        Ok(())
     }
 
     /// The profile names.
@@ -240,6 +268,21 @@ fn parse(text: &str) -> Result<Config, String> {
     profiles
         .entry(DEFAULT_PROFILE.to_owned())
         .or_insert(default);
+    for (name, profile) in &profiles {
+        crate::policy_rules::compile(profile).map_err(|e| {
+            let line = crate::policy_rules::line_of(text, name, &e);
+            format!(
+                "{}{}: {e}",
+                if name == DEFAULT_PROFILE {
+                    String::new()
+                } else {
+                    format!("[profiles.{name}] ")
+                },
+                line.map(|l| format!("line {l}"))
+                    .unwrap_or_else(|| "[[policy]]".into())
+            )
+        })?;
+    }
     Ok(Config {
         path: None,
         profiles,

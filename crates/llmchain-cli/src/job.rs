@@ -90,6 +90,15 @@ pub(crate) struct JobSpec {
     /// `--no-stream`: ask for the whole answer at once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_stream: bool,
+    /// The profile's `[[policy]]` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<llmchain::policy::RuleSpec>,
+    /// The profile's `policy_mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_mode: Option<String>,
+    /// The profile's `[budget]`, tightened by `--budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<llmchain::chain::Budget>,
 }
 
 /// `-o KEY=VALUE` pairs as request-body fields: a value that is JSON (a number, `true`,
@@ -212,6 +221,8 @@ pub(crate) struct Parts {
     mcp_tools: Vec<McpTool>,
     trust: Vec<String>,
     policy: ApprovalPolicy,
+    rules: Option<Arc<llmchain::policy::Rules>>,
+    budget: llmchain::chain::Budget,
     tool_choice: Option<llmchain::conversation::ToolChoice>,
 }
 
@@ -254,8 +265,38 @@ impl JobSpec {
             root: p.root.clone(),
             mcp_prefix: p.mcp_prefix,
             schema: p.schema.clone(),
+            policy: p.policy.clone(),
+            policy_mode: p.policy_mode.clone(),
+            budget: p.budget.clone(),
             ..JobSpec::default()
         })
+    }
+
+    /// The job with `--budget KEY=VALUE` limits over its profile's (each the stricter
+    /// where both set one).
+    pub(crate) fn tighten_budget(&mut self, words: &[String]) -> Result<(), CliError> {
+        if words.is_empty() {
+            return Ok(());
+        }
+        let mut given = llmchain::chain::Budget::default();
+        for w in words {
+            given
+                .set(w)
+                .map_err(|e| CliError::usage(format!("--budget {w}: {e}")))?;
+        }
+        self.budget = Some(self.budget.take().unwrap_or_default().tightened_by(&given));
+        Ok(())
+    }
+
+    /// The job's rules, compiled.
+    fn rules(&self) -> Result<Option<Arc<llmchain::policy::Rules>>, CliError> {
+        let profile = Profile {
+            policy: self.policy.clone(),
+            policy_mode: self.policy_mode.clone(),
+            ..Profile::default()
+        };
+        crate::policy_rules::compile(&profile)
+            .map_err(|e| CliError::usage(format!("profile {:?}: {e}", self.profile)))
     }
 
     /// This job with a queued run's own options applied (the approve policy only ever
@@ -393,6 +434,7 @@ impl JobSpec {
     ) -> Result<Parts, CliError> {
         let spec = parse_provider(&self.provider)?;
         let policy = self.policy()?;
+        let rules = self.rules()?;
         let builtins = if self.no_builtin_tools {
             Vec::new()
         } else {
@@ -448,6 +490,8 @@ impl JobSpec {
             mcp_tools,
             trust: self.trust.clone(),
             policy,
+            rules,
+            budget: self.budget.clone().unwrap_or_default(),
             tool_choice,
         })
     }
@@ -492,7 +536,12 @@ impl Parts {
             Some(state) => LLMChain::from_state(self.model, state),
             None => LLMChain::new(self.model),
         };
-        let mut chain = chain.with_review_handler(review);
+        let mut chain = chain
+            .with_review_handler(review)
+            .with_budget(self.budget.clone());
+        if let Some(rules) = &self.rules {
+            chain = chain.with_policy_arc(rules.clone());
+        }
         if let Some(choice) = self.tool_choice {
             chain = chain.with_tool_choice(choice);
         }

@@ -18,6 +18,7 @@ mod job;
 mod keys;
 mod markdown;
 mod parts;
+mod policy_rules;
 mod profile_flags;
 mod progress;
 mod review;
@@ -80,6 +81,9 @@ enum Command {
     /// The config file's profiles (provider, model, base URL, MCP servers, trust,
     /// approve policy, tools, root): `llmchain config path | profiles`.
     Config(config::ConfigArgs),
+    /// A profile's policy rules (`[[policy]]`): check them (examples run), or explain
+    /// which rule fires on a call.
+    Policy(cmd::policy::PolicyArgs),
 }
 
 /// Runs the `llmchain` command with the process's arguments and returns its exit code
@@ -133,6 +137,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(*args),
         Command::Worker(args) => cmd::worker::run(*args),
         Command::Config(args) => config::run(args),
+        Command::Policy(args) => cmd::policy::run(args),
     };
     drop(exporting);
     match result {

@@ -434,6 +434,39 @@ impl ReviewHandler for TerminalReview {
             }
         })
     }
+
+    /// A call a policy rule sends to a person: asked at the terminal whatever the
+    /// approve word (it is only the default for calls no rule matches), or paused for
+    /// the review inbox when there is no terminal.
+    fn review_asked<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        ruling: &'a llmchain::policy::Ruling,
+    ) -> ReviewFuture<'a> {
+        if !self.interactive {
+            return Box::pin(async { ReviewDecision::Interrupt });
+        }
+        if let Ok(mut io) = self.io.lock() {
+            let (_, out) = &mut *io;
+            let _ = writeln!(
+                out,
+                "\npolicy rule {} asks: {}",
+                crate::shown::inline(&ruling.rule, 100),
+                crate::shown::inline(ruling.reason.as_deref().unwrap_or("a person decides"), 300)
+            );
+        }
+        let mut asking = self.clone();
+        asking.policy = ApprovalPolicy::Ask;
+        let call = call.clone();
+        Box::pin(async move {
+            match tokio::task::spawn_blocking(move || asking.decide(&call)).await {
+                Ok(d) => d,
+                Err(e) => ReviewDecision::Deny {
+                    reason: format!("The review failed ({e}); the call was not run."),
+                },
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod input;
 pub(crate) mod keys;
 pub(crate) mod mcp;
 pub(crate) mod models;
+pub(crate) mod policy;
 pub(crate) mod reviews;
 pub(crate) mod run;
 pub(crate) mod runs;

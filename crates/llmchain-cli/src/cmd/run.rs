@@ -114,6 +114,11 @@ pub(crate) struct RunArgs {
     /// again within the failure budget; tools may run first.
     #[arg(long, value_name = "FILE", conflicts_with = "enqueue")]
     pub schema: Option<std::path::PathBuf>,
+    /// A limit on what this run may spend, over the profile's `[budget]` (the
+    /// stricter wins): tokens=N, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
+    /// wall_seconds=S, on_exhausted=stop|error. Repeatable.
+    #[arg(long, value_name = "KEY=VALUE", conflicts_with = "enqueue")]
+    pub budget: Vec<String>,
     /// Whether the model must call a tool: auto (it decides), none, required (some
     /// tool), or a tool's name (that tool).
     #[arg(long, value_name = "auto|none|required|NAME")]
@@ -326,7 +331,12 @@ fn job_of(
             o
         },
         no_stream: args.no_stream,
+        policy: base.policy.clone(),
+        policy_mode: base.policy_mode.clone(),
+        budget: base.budget.clone(),
     };
+    let mut job = job;
+    job.tighten_budget(&args.budget)?;
     if let (Some(r), Some(id)) = (recorded, conversation) {
         check_recorded(r, &job, args, id)?;
     }
@@ -812,6 +822,14 @@ async fn agent(
                     "conversation {conversation_id} is not waiting for the model; give a prompt to go on"
                 )
             }));
+        }
+        RunEnd::Done if chain.stopped().is_some() => {
+            let stop = chain.stopped().cloned();
+            return Err(CliError::runtime(format!(
+                "run {run_id} stopped: {}; every open call was answered \"not run\" (`llmchain runs{db_flag} show {run_id}` lists its decisions)",
+                stop.map(|s| s.to_string()).unwrap_or_default()
+            ))
+            .typed("budget_exhausted"));
         }
         RunEnd::Done => {}
         RunEnd::Lost { reason } => {

@@ -251,7 +251,71 @@ fn to_json(run: &Run, prompt: Option<&str>) -> Value {
     if let Some(options) = run.state.extra.get(OPTIONS_KEY) {
         v["options"] = options.clone();
     }
+    // What the run spent and the decisions that changed its course (the journal).
+    if let Some(chain) = run.state.extra.get("chain") {
+        if let Some(spent) = chain.get("spent").filter(|x| !x.is_null()) {
+            v["spent"] = spent.clone();
+        }
+        if let Some(j) = chain.get("journal").filter(|x| !x.is_null()) {
+            v["decisions"] = j.clone();
+        }
+    }
     v
+}
+
+/// One journaled decision, as `runs show` prints it.
+fn decision_line(d: &Value) -> String {
+    let f = |k: &str| {
+        d.get(k)
+            .map(|x| match x {
+                Value::String(s) => crate::shown::inline(s, 300),
+                other => crate::shown::inline(&other.to_string(), 300),
+            })
+            .unwrap_or_else(|| "-".into())
+    };
+    let when = d
+        .get("at_ms")
+        .and_then(Value::as_i64)
+        .map(format_ms)
+        .unwrap_or_default();
+    match d.get("kind").and_then(Value::as_str) {
+        Some("policy") if d.get("shadow") == Some(&Value::Bool(true)) => format!(
+            "{when}  shadow: rule {} would {} call {} ({}){}",
+            f("rule"),
+            f("effect"),
+            f("call_id"),
+            f("tool"),
+            d.get("reason")
+                .map(|_| format!(": {}", f("reason")))
+                .unwrap_or_default()
+        ),
+        Some("policy") => format!(
+            "{when}  policy: rule {} says {} for call {} ({}){}",
+            f("rule"),
+            f("effect"),
+            f("call_id"),
+            f("tool"),
+            d.get("reason")
+                .map(|_| format!(": {}", f("reason")))
+                .unwrap_or_default()
+        ),
+        Some("reviewed") => format!(
+            "{when}  reviewed: call {} ({}): {}",
+            f("call_id"),
+            f("tool"),
+            d.get("decision")
+                .and_then(|x| x.get("decision"))
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+        ),
+        Some("budget") => format!(
+            "{when}  budget: {} ran out ({} of {}); the run stopped",
+            f("limit"),
+            f("spent"),
+            f("max")
+        ),
+        _ => format!("{when}  {}", crate::shown::inline(&d.to_string(), 300)),
+    }
 }
 
 /// A recorded job with every URL in it redacted (records written before URLs were
@@ -344,6 +408,26 @@ fn show(v: &Value) -> String {
     for key in ["options", "job"] {
         if let Some(x) = v.get(key) {
             s.push_str(&format!("{key}: {}\n", text(x.clone())));
+        }
+    }
+    if let Some(spent) = v.get("spent") {
+        let n = |k: &str| spent.get(k).and_then(Value::as_u64).unwrap_or(0);
+        s.push_str(&format!(
+            "spent: {} model call(s), {} tool call(s), {} input + {} output tokens{}\n",
+            n("model_calls"),
+            n("tool_calls"),
+            n("input_tokens"),
+            n("output_tokens"),
+            match n("reserved_tokens") {
+                0 => String::new(),
+                r => format!(", {r} reserved"),
+            }
+        ));
+    }
+    if let Some(Value::Array(entries)) = v.get("decisions") {
+        s.push_str("decisions:\n");
+        for d in entries {
+            s.push_str(&format!("  {}\n", decision_line(d)));
         }
     }
     s

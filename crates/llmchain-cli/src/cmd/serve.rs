@@ -28,6 +28,11 @@ const TOKEN_ENV: &str = "LLMCHAIN_SERVE_TOKEN";
 /// Arguments of `llmchain serve`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
+    /// A limit on what each run may spend, over every profile's `[budget]` (the
+    /// stricter wins): tokens=N, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
+    /// wall_seconds=S, on_exhausted=stop|error. Repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub budget: Vec<String>,
     /// The address to listen on. Anything but loopback needs a token.
     #[arg(long, default_value = "127.0.0.1:3000", value_name = "ADDR")]
     pub listen: SocketAddr,
@@ -149,6 +154,7 @@ async fn serve(args: ServeArgs) -> CliResult {
     }
     let any_host = wildcards(&args, token.is_some())?;
     let mut config = crate::config::load_from(args.config.as_deref())?;
+    config.tighten_budgets(&args.budget)?;
     let profile = args
         .profile
         .clone()

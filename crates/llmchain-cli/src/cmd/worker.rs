@@ -30,6 +30,11 @@ use crate::store_access::open_store;
 /// Arguments of `llmchain worker`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkerArgs {
+    /// A limit on what each run may spend, over every profile's `[budget]` (the
+    /// stricter wins): tokens=N, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
+    /// wall_seconds=S, on_exhausted=stop|error. Repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub budget: Vec<String>,
     /// Database URL: postgres://… for workers on several machines, or sqlite://PATH
     /// (default: $LLMCHAIN_DATABASE_URL, else the SQLite file in the user's data directory).
     #[arg(long, value_name = "URL")]
@@ -115,6 +120,7 @@ async fn open_with_retry(
 
 async fn work(args: WorkerArgs) -> CliResult {
     let mut config = crate::config::load_from(args.config.as_deref())?;
+    config.tighten_budgets(&args.budget)?;
     if let Some(default) = config.profiles.get_mut(crate::config::DEFAULT_PROFILE) {
         args.default_profile.apply(default)?;
     }

@@ -65,6 +65,8 @@ pub struct LLMChain {
     pub(super) policies: Vec<Arc<dyn crate::policy::Policy>>,
     /// A budget that ran out during the batch being run: the run stops after it.
     pub(super) budget_stop: Option<super::budget::RunStop>,
+    /// Why the last run stopped before its end, if a decision stopped it.
+    pub(super) stopped: Option<super::budget::RunStop>,
 }
 
 /// What the chain's spans name it by.
@@ -120,6 +122,7 @@ impl LLMChain {
             budget: super::budget::Budget::default(),
             policies: Vec::new(),
             budget_stop: None,
+            stopped: None,
         }
     }
 
@@ -287,6 +290,13 @@ impl LLMChain {
     /// What the current run has spent.
     pub fn spent(&self) -> &super::budget::Spent {
         &self.state.spent
+    }
+
+    /// Why the last run stopped before its end ([`RunOutcome::Stopped`](super::RunOutcome::Stopped),
+    /// or [`ChainError::BudgetExhausted`]): for a holder of runs that records only that
+    /// the run ended.
+    pub fn stopped(&self) -> Option<&super::budget::RunStop> {
+        self.stopped.as_ref()
     }
 
     /// The current run's decisions, oldest first.
@@ -469,6 +479,7 @@ impl LLMChain {
         }
         self.save_state().await?;
         self.fire(|cb| cb.on_run_stopped(&stop));
+        self.stopped = Some(stop.clone());
         match self.budget.on_exhausted {
             super::budget::OnExhausted::Stop => Ok(std::ops::ControlFlow::Break(
                 super::mode::RunOutcome::Stopped(stop),

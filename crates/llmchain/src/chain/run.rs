@@ -31,6 +31,7 @@ impl LLMChain {
             "llmchain.mode" = mode.name(),
         );
         let before = self.state.conversation.messages.len();
+        self.stopped = None;
         let result = self.run_inner(&mode).instrument(span.clone()).await;
         // The usage of this turn's model calls, summed.
         let mut usage = crate::message::TokenUsage::default();

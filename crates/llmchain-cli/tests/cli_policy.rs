@@ -1,0 +1,245 @@
+//! Policies and budgets from the command line (issue 48): `[[policy]]` rules in a
+//! profile, `policy check | explain`, a bad rule refused with its id and line, a deny
+//! rule whose reason reaches the model and whose id is on record, shadow mode, and a
+//! budget kept across a killed worker.
+
+mod common;
+
+use common::{llmchain, serve, text, write_config};
+use llmchain::provider::Format;
+use llmchain::provider::render::{ResponseScript, render_stream};
+
+fn bodies(replies: &[ResponseScript]) -> Vec<Vec<u8>> {
+    replies
+        .iter()
+        .map(|r| render_stream(Format::OPENAI_CHAT, r).unwrap())
+        .collect()
+}
+
+fn multiply(id: &str) -> ResponseScript {
+    ResponseScript::tool_call(id, "calculator", r#"{"expression": "6*7"}"#)
+}
+
+const RULES: &str = r#"
+[[policy]]
+id = "no-multiply"
+tool = "calculator"
+args = { "/expression" = { regex = "\\*" } }
+effect = "deny"
+reason = "Multiplication goes through finance."
+examples = { match = [{ expression = "2*3" }], not_match = [{ expression = "2+3" }] }
+
+[[policy]]
+id = "clock-ok"
+tool = "clock"
+effect = "allow"
+"#;
+
+#[test]
+fn policy_check_explains_and_refuses_a_bad_rule_by_id_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &format!("approve = \"always\"\n{RULES}"));
+    let out = llmchain(&["policy", "check"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("2 rule(s) (no-multiply, clock-ok)"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("2 example(s) passed"), "{}", text(&out));
+
+    let out = llmchain(
+        &[
+            "policy",
+            "explain",
+            "calculator",
+            r#"{"expression": "6*7"}"#,
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("decision: deny by rule no-multiply: Multiplication goes through finance."),
+        "{said}"
+    );
+    assert!(
+        said.contains("rule clock-ok (allow): does not match"),
+        "{said}"
+    );
+    let out = llmchain(
+        &["policy", "explain", "--json", "mcp:billing/refund", "{}"],
+        dir.path(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decision"], serde_json::Value::Null);
+    assert!(
+        v["otherwise"]
+            .as_str()
+            .unwrap()
+            .contains("allow (approve = always)"),
+        "{v}"
+    );
+
+    // A rule whose example fails: refused, naming the rule and its line, and `run`
+    // does not start.
+    let bad = RULES.replace(
+        "not_match = [{ expression = \"2+3\" }]",
+        "not_match = [{ expression = \"2*3*4\" }]",
+    );
+    write_config(dir.path(), &format!("approve = \"always\"\n{bad}"));
+    let out = llmchain(&["policy", "check"], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("\"no-multiply\""), "{said}");
+    assert!(said.contains("line 4"), "{said}");
+    assert!(said.contains("not_match[0]"), "{said}");
+    let out = llmchain(
+        &[
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "hi",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no-multiply"), "{}", text(&out));
+
+    // A rule that does not compile, in a named profile.
+    write_config(
+        dir.path(),
+        "[profiles.ops]\n[[profiles.ops.policy]]\nid = \"broken\"\nargs = { \"/x\" = { regex = \"(\" } }\neffect = \"deny\"\n",
+    );
+    let out = llmchain(&["policy", "check"], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("[profiles.ops] line 3"), "{said}");
+    assert!(
+        said.contains("\"broken\"") && said.contains("regex"),
+        "{said}"
+    );
+    for worker_or_serve in [&["worker", "--drain"][..], &["serve"][..]] {
+        let out = llmchain(worker_or_serve, dir.path());
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{worker_or_serve:?}: {}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
+fn a_deny_rule_reaches_the_model_with_its_reason_and_its_id_is_on_record() {
+    common::on_both_databases("a_deny_rule_reaches_the_model", |dir, db| {
+        let (base, seen) = serve(bodies(&[
+            multiply("c1"),
+            ResponseScript::text("I may not."),
+        ]));
+        write_config(
+            dir,
+            &format!("base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n{RULES}"),
+        );
+        let out = llmchain(&["run", "--db", db, "--json", "what is 6*7?"], dir);
+        assert!(out.status.success(), "{}", text(&out));
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        let second = seen[1].1.to_string();
+        assert!(
+            second.contains("Multiplication goes through finance."),
+            "{second}"
+        );
+        assert!(second.contains("no-multiply"), "{second}");
+        // On record: the run's decisions name the rule.
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run = v["run"].as_str().unwrap_or_default().to_owned();
+        let shown = llmchain(&["runs", "--db", db, "show", &run], dir);
+        assert!(shown.status.success(), "{}", text(&shown));
+        let said = text(&shown);
+        assert!(
+            said.contains("policy: rule no-multiply says deny for call c1 (calculator)"),
+            "{said}"
+        );
+        assert!(
+            said.contains("spent: 2 model call(s), 0 tool call(s)"),
+            "{said}"
+        );
+    });
+}
+
+#[test]
+fn shadow_mode_journals_what_would_have_happened_and_runs_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("q.db").display());
+    let (base, seen) = serve(bodies(&[multiply("c1"), ResponseScript::text("42")]));
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\npolicy_mode = \"shadow\"\n{RULES}"
+        ),
+    );
+    let out = llmchain(&["run", "--db", &db, "--json", "what is 6*7?"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let second = seen.lock().unwrap()[1].1.to_string();
+    assert!(second.contains("42"), "the call ran: {second}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = llmchain(
+        &["runs", "--db", &db, "show", v["run"].as_str().unwrap()],
+        dir.path(),
+    );
+    let said = text(&shown);
+    assert!(
+        said.contains("shadow: rule no-multiply would deny call c1"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_budget_stops_a_model_that_keeps_calling_and_every_call_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("q.db").display());
+    let calls: Vec<ResponseScript> = (0..6).map(|i| multiply(&format!("c{i}"))).collect();
+    let (base, seen) = serve(bodies(&calls));
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n[budget]\nmodel_calls = 3\n"
+        ),
+    );
+    let out = llmchain(
+        &["run", "--db", &db, "--json", "keep multiplying"],
+        dir.path(),
+    );
+    assert_eq!(seen.lock().unwrap().len(), 3, "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("model_calls"), "{said}");
+    // A stricter flag wins over the profile.
+    let (base, seen) = serve(bodies(&calls));
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n[budget]\nmodel_calls = 3\n"
+        ),
+    );
+    let out = llmchain(
+        &[
+            "run",
+            "--db",
+            &db,
+            "--budget",
+            "tool_calls=1",
+            "keep multiplying",
+        ],
+        dir.path(),
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2, "{}", text(&out));
+    assert!(text(&out).contains("tool_calls"), "{}", text(&out));
+    let out = llmchain(
+        &["run", "--db", &db, "--budget", "tokenz=1", "x"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
