@@ -243,3 +243,83 @@ fn a_budget_stops_a_model_that_keeps_calling_and_every_call_is_answered() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+/// A queued run with `model_calls = 3`: its worker is killed (SIGKILL) while the run's
+/// second model call streams. The worker that takes the run over after the lease runs
+/// out makes exactly one more model call (the killed call stays charged: its
+/// reservation was written before it was made), and the run stops naming the budget.
+#[test]
+fn a_model_call_budget_holds_across_a_killed_worker() {
+    common::on_both_databases(
+        "a_model_call_budget_holds_across_a_killed_worker",
+        |dir, db| {
+            let (first, first_seen) = common::serve_replies(vec![
+                common::Reply::Body(render_stream(Format::OPENAI_CHAT, &multiply("c0")).unwrap()),
+                common::Reply::Stall(b": the model is thinking\n\n".to_vec()),
+            ]);
+            let config = |base: &str| {
+                format!(
+                    "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n[budget]\nmodel_calls = 3\n"
+                )
+            };
+            write_config(dir, &config(&first));
+            let out = llmchain(&["run", "--enqueue", "--db", db, "keep multiplying"], dir);
+            assert!(out.status.success(), "{}", text(&out));
+            let run = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            let mut worker = common::llmchain_command(
+                &["worker", "--db", db, "--lease-secs", "2", "--poll-ms", "20"],
+                dir,
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+            let started = std::time::Instant::now();
+            while first_seen.lock().unwrap().len() < 2 {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(60),
+                    "the worker never made its second call"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            worker.kill().unwrap(); // SIGKILL, mid-stream.
+            worker.wait().unwrap();
+
+            let (second, second_seen) = serve(bodies(&[
+                multiply("c1"),
+                multiply("c2"),
+                ResponseScript::text("done"),
+            ]));
+            write_config(dir, &config(&second));
+            // The lease (2 s) runs out; another worker takes the run over.
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            let out = llmchain(
+                &[
+                    "worker",
+                    "--db",
+                    db,
+                    "--drain",
+                    "--lease-secs",
+                    "2",
+                    "--poll-ms",
+                    "20",
+                ],
+                dir,
+            );
+            assert!(out.status.success(), "{}", text(&out));
+            assert_eq!(
+                second_seen.lock().unwrap().len(),
+                1,
+                "exactly one model call was left"
+            );
+            let shown = llmchain(&["runs", "--db", db, "show", &run], dir);
+            let said = text(&shown);
+            assert!(said.contains("status: done"), "{said}");
+            assert!(said.contains("spent: 3 model call(s)"), "{said}");
+            assert!(
+                said.contains("budget: model_calls ran out (3 of 3)"),
+                "{said}"
+            );
+        },
+    );
+}

@@ -308,12 +308,19 @@ fn decision_line(d: &Value) -> String {
                 .and_then(Value::as_str)
                 .unwrap_or("?")
         ),
-        Some("budget") => format!(
-            "{when}  budget: {} ran out ({} of {}); the run stopped",
-            f("limit"),
-            f("spent"),
-            f("max")
-        ),
+        Some("budget") => {
+            let n = |k: &str| {
+                d.get(k)
+                    .and_then(Value::as_f64)
+                    .map_or_else(|| "-".into(), llmchain::chain::number)
+            };
+            format!(
+                "{when}  budget: {} ran out ({} of {}); the run stopped",
+                f("limit"),
+                n("spent"),
+                n("max")
+            )
+        }
         _ => format!("{when}  {}", crate::shown::inline(&d.to_string(), 300)),
     }
 }

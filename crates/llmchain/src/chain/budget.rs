@@ -242,8 +242,19 @@ impl std::fmt::Display for RunStop {
         write!(
             f,
             "the run's {} budget is spent ({} of {})",
-            self.limit, self.spent, self.max
+            self.limit,
+            number(self.spent),
+            number(self.max)
         )
+    }
+}
+
+/// A count as a count (`3`, not `3.0`); seconds keep their tenths.
+pub fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x:.1}")
     }
 }
 

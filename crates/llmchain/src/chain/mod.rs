@@ -51,7 +51,7 @@ mod state;
 mod steps;
 
 pub use crate::step;
-pub use budget::{Budget, DEFAULT_RESERVED_OUTPUT_TOKENS, OnExhausted, RunStop, Spent};
+pub use budget::{Budget, DEFAULT_RESERVED_OUTPUT_TOKENS, OnExhausted, RunStop, Spent, number};
 pub use callbacks::{Callbacks, ChainCallbacks};
 pub use error::ChainError;
 pub use events::{ChainEvent, ChainStream};
