@@ -21,6 +21,25 @@
 //! tools = ["write_file", "read_text_file"]
 //! root = "/srv/notes"
 //!
+//! # Rules every call of a profile passes: deny > ask > allow; a call no rule matches
+//! # is decided by `approve`. `llmchain policy check` runs the examples,
+//! # `llmchain policy explain TOOL ARGS_JSON` says which rule fires.
+//! [[profiles.notes.policy]]
+//! id = "no-etc"
+//! tool = "mcp:server-filesystem/*"
+//! args = { "/path" = { glob = "/etc/**" } }
+//! effect = "deny"
+//! reason = "Nothing under /etc."
+//! examples = { match = [{ path = "/etc/passwd" }], not_match = [{ path = "/srv/notes/a" }] }
+//!
+//! # What one run of a profile may spend (`--budget KEY=VALUE` tightens it).
+//! [profiles.notes.budget]
+//! model_calls = 40
+//! tool_calls = 100
+//! tokens = 200000
+//! wall_seconds = 600
+//! on_exhausted = "stop"
+//!
 //! # Short names for models (`--model fast`); a provider's name before the first `:`.
 //! [aliases]
 //! fast = "gpt-4.1-mini"
