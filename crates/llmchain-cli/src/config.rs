@@ -288,19 +288,22 @@ fn parse(text: &str) -> Result<Config, String> {
         .entry(DEFAULT_PROFILE.to_owned())
         .or_insert(default);
     for (name, profile) in &profiles {
-        crate::policy_rules::compile(profile).map_err(|e| {
-            let line = crate::policy_rules::line_of(text, name, &e);
-            format!(
-                "{}{}: {e}",
-                if name == DEFAULT_PROFILE {
-                    String::new()
-                } else {
-                    format!("[profiles.{name}] ")
-                },
-                line.map(|l| format!("line {l}"))
-                    .unwrap_or_else(|| "[[policy]]".into())
-            )
-        })?;
+        crate::policy_rules::compile(&profile.policy, profile.policy_mode.as_deref()).map_err(
+            |e| {
+                let table = (name != DEFAULT_PROFILE).then_some(name.as_str());
+                let line = crate::policy_rules::line_of(text, table, &e);
+                format!(
+                    "{}{}: {e}",
+                    if name == DEFAULT_PROFILE {
+                        String::new()
+                    } else {
+                        format!("[profiles.{name}] ")
+                    },
+                    line.map(|l| format!("line {l}"))
+                        .unwrap_or_else(|| "[[policy]]".into())
+                )
+            },
+        )?;
     }
     Ok(Config {
         path: None,

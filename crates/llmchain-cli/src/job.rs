@@ -290,12 +290,7 @@ impl JobSpec {
 
     /// The job's rules, compiled.
     fn rules(&self) -> Result<Option<Arc<llmchain::policy::Rules>>, CliError> {
-        let profile = Profile {
-            policy: self.policy.clone(),
-            policy_mode: self.policy_mode.clone(),
-            ..Profile::default()
-        };
-        crate::policy_rules::compile(&profile)
+        crate::policy_rules::compile(&self.policy, self.policy_mode.as_deref())
             .map_err(|e| CliError::usage(format!("profile {:?}: {e}", self.profile)))
     }
 

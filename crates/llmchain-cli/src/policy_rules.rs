@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use llmchain::policy::{RuleError, Rules};
 
-use crate::config::Profile;
-
-/// The profile's rules; `None` when it has none.
-pub(crate) fn compile(profile: &Profile) -> Result<Option<Arc<Rules>>, RuleError> {
-    if profile.policy.is_empty() {
+/// A profile's rules (its `[[policy]]` and `policy_mode`); `None` when it has none.
+pub(crate) fn compile(
+    policy: &[llmchain::policy::RuleSpec],
+    policy_mode: Option<&str>,
+) -> Result<Option<Arc<Rules>>, RuleError> {
+    if policy.is_empty() {
         return Ok(None);
     }
-    let shadow = match profile.policy_mode.as_deref() {
+    let shadow = match policy_mode {
         None | Some("enforce") => false,
         Some("shadow") => true,
         Some(other) => {
@@ -25,19 +26,20 @@ pub(crate) fn compile(profile: &Profile) -> Result<Option<Arc<Rules>>, RuleError
         }
     };
     Ok(Some(Arc::new(
-        Rules::compile(profile.policy.clone())?.shadow(shadow),
+        Rules::compile(policy.to_vec())?.shadow(shadow),
     )))
 }
 
 /// The line (from 1) of the bad rule in the config `text`: the `id = "…"` line of that
-/// rule, after its profile's table when the profile is not the top-level one.
-pub(crate) fn line_of(text: &str, profile: &str, e: &RuleError) -> Option<usize> {
-    let header = format!("[profiles.{profile}");
-    let start = if profile == crate::config::DEFAULT_PROFILE {
-        0
-    } else {
-        text.lines()
-            .position(|l| l.trim_start().starts_with(&header))?
+/// rule, after its profile's table (`None`: the top-level keys' profile).
+pub(crate) fn line_of(text: &str, profile: Option<&str>, e: &RuleError) -> Option<usize> {
+    let start = match profile {
+        None => 0,
+        Some(profile) => {
+            let header = format!("[profiles.{profile}");
+            text.lines()
+                .position(|l| l.trim_start().starts_with(&header))?
+        }
     };
     let ids = text.lines().enumerate().skip(start).filter(|(_, l)| {
         let l = l.trim_start();
@@ -73,13 +75,13 @@ mod tests {
             id: "a".into(),
             message: String::new(),
         };
-        assert_eq!(line_of(text, "default", &e), Some(4));
-        assert_eq!(line_of(text, "ops", &e), Some(9));
+        assert_eq!(line_of(text, None, &e), Some(4));
+        assert_eq!(line_of(text, Some("ops"), &e), Some(9));
         let e = RuleError {
             index: 0,
             id: String::new(),
             message: String::new(),
         };
-        assert_eq!(line_of(text, "ops", &e), Some(8));
+        assert_eq!(line_of(text, Some("ops"), &e), Some(8));
     }
 }

@@ -120,8 +120,8 @@ fn explain(config: &Config, name: &str, tool: &str, args: &str, json: bool) -> C
         }
         Err(e) => return Err(CliError::usage(format!("ARGS_JSON is not JSON: {e}"))),
     };
-    let rules =
-        crate::policy_rules::compile(profile).map_err(|e| CliError::usage(e.to_string()))?;
+    let rules = crate::policy_rules::compile(&profile.policy, profile.policy_mode.as_deref())
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let approve = profile.approve.as_deref().unwrap_or("auto");
     let fallback = match approve {
         "always" => "allow (approve = always)".to_owned(),

@@ -9,7 +9,7 @@
 //! for the model, and examples checked when the rules load.
 //!
 //! ```
-//! use llmchain::policy::{CallFacts, Effect, Rules, RuleSpec};
+//! use llmchain::policy::{CallFacts, Effect, Policy, Rules, RuleSpec};
 //! use serde_json::json;
 //!
 //! let spec: RuleSpec = serde_json::from_value(json!({
