@@ -158,15 +158,9 @@ impl Config {
     /// limit wins where both set one): `worker` and `serve` apply theirs to every
     /// profile they run.
     pub(crate) fn tighten_budgets(&mut self, words: &[String]) -> Result<(), CliError> {
-        if words.is_empty() {
+        let Some(given) = budget_flags(words)? else {
             return Ok(());
-        }
-        let mut given = llmchain::chain::Budget::default();
-        for w in words {
-            given
-                .set(w)
-                .map_err(|e| CliError::usage(format!("--budget {w}: {e}")))?;
-        }
+        };
         for p in self.profiles.values_mut() {
             p.budget = Some(p.budget.take().unwrap_or_default().tightened_by(&given));
         }
@@ -192,6 +186,20 @@ impl Config {
             None => (None, target.clone()),
         })
     }
+}
+
+/// The limits of `--budget KEY=VALUE` words; `None` without any.
+pub(crate) fn budget_flags(words: &[String]) -> Result<Option<llmchain::chain::Budget>, CliError> {
+    if words.is_empty() {
+        return Ok(None);
+    }
+    let mut given = llmchain::chain::Budget::default();
+    for w in words {
+        given
+            .set(w)
+            .map_err(|e| CliError::usage(format!("--budget {w}: {e}")))?;
+    }
+    Ok(Some(given))
 }
 
 /// Where the config file is (whether or not it exists).

@@ -275,15 +275,9 @@ impl JobSpec {
     /// The job with `--budget KEY=VALUE` limits over its profile's (each the stricter
     /// where both set one).
     pub(crate) fn tighten_budget(&mut self, words: &[String]) -> Result<(), CliError> {
-        if words.is_empty() {
+        let Some(given) = crate::config::budget_flags(words)? else {
             return Ok(());
-        }
-        let mut given = llmchain::chain::Budget::default();
-        for w in words {
-            given
-                .set(w)
-                .map_err(|e| CliError::usage(format!("--budget {w}: {e}")))?;
-        }
+        };
         self.budget = Some(self.budget.take().unwrap_or_default().tightened_by(&given));
         Ok(())
     }

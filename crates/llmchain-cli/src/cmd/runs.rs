@@ -279,26 +279,25 @@ fn decision_line(d: &Value) -> String {
         .map(format_ms)
         .unwrap_or_default();
     match d.get("kind").and_then(Value::as_str) {
-        Some("policy") if d.get("shadow") == Some(&Value::Bool(true)) => format!(
-            "{when}  shadow: rule {} would {} call {} ({}){}",
-            f("rule"),
-            f("effect"),
-            f("call_id"),
-            f("tool"),
-            d.get("reason")
+        Some("policy") => {
+            let (label, verb) = if d.get("shadow") == Some(&Value::Bool(true)) {
+                ("shadow", "would")
+            } else {
+                ("policy", "says")
+            };
+            let reason = d
+                .get("reason")
                 .map(|_| format!(": {}", f("reason")))
-                .unwrap_or_default()
-        ),
-        Some("policy") => format!(
-            "{when}  policy: rule {} says {} for call {} ({}){}",
-            f("rule"),
-            f("effect"),
-            f("call_id"),
-            f("tool"),
-            d.get("reason")
-                .map(|_| format!(": {}", f("reason")))
-                .unwrap_or_default()
-        ),
+                .unwrap_or_default();
+            let target = if verb == "would" { "call" } else { "for call" };
+            format!(
+                "{when}  {label}: rule {} {verb} {} {target} {} ({}){reason}",
+                f("rule"),
+                f("effect"),
+                f("call_id"),
+                f("tool"),
+            )
+        }
         Some("reviewed") => format!(
             "{when}  reviewed: call {} ({}): {}",
             f("call_id"),

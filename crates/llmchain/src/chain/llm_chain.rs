@@ -857,7 +857,6 @@ impl LLMChain {
         // token budget: a cheap check per event, on the bytes of text and arguments.
         let watch_tokens = self.budget.tokens.is_some();
         let mut streamed = 0usize;
-        let abort = CancellationToken::new();
         let cancel = self.cancel.child_token();
         let mut stream = model.stream_until(&self.state.conversation, cancel.clone());
         let mut partial: Option<Message> = None;
@@ -873,9 +872,7 @@ impl LLMChain {
                         cut_off(partial, "stream ended early"),
                     ));
                 }
-                Some(Err(ModelError::Cancelled))
-                    if self.cancel.is_cancelled() && !abort.is_cancelled() =>
-                {
+                Some(Err(ModelError::Cancelled)) if self.cancel.is_cancelled() => {
                     let m = cut_off(partial, "cancelled").unwrap_or_else(|| {
                         MessageDelta::default().cancel(Some("cancelled".into()))
                     });
@@ -899,7 +896,6 @@ impl LLMChain {
                             _ => 0,
                         };
                         if let Some(stop) = self.over_tokens_mid_stream(streamed) {
-                            abort.cancel();
                             cancel.cancel();
                             // What the decoder assembled so far, cut off.
                             let m = drain_partial(&mut stream, partial).await;
