@@ -37,8 +37,19 @@
 //! model_calls = 40
 //! tool_calls = 100
 //! tokens = 200000
-//! wall_seconds = 600
-//! on_exhausted = "stop"
+//! cost_usd = 0.50            # needs the model's price: built in, or [..budget.prices]
+//! wall_seconds = 600         # the run's total time
+//! step_seconds = 120         # one model call
+//! first_chunk_seconds = 30   # until a model call's first chunk
+//! idle_seconds = 20          # between two chunks
+//! tool_seconds = 60          # a tool call, unless the tool sets its own
+//! on_exhausted = "stop"      # stop | final_answer | error
+//!
+//! # Prices in dollars per million tokens, over the built-in table.
+//! [profiles.notes.budget.prices."gpt-4.1-mini"]
+//! input = 0.40
+//! output = 1.60
+//! cached_input = 0.10
 //!
 //! # Short names for models (`--model fast`); a provider's name before the first `:`.
 //! [aliases]

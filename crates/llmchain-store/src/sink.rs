@@ -330,6 +330,7 @@ pub fn run_state(chain: &ChainState, mode: &str) -> RunState {
             "pending_review": chain.pending_review,
             "spent": chain.spent,
             "journal": chain.journal,
+            "hooks": chain.hooks,
         }),
     );
     RunState {
@@ -400,6 +401,10 @@ pub fn chain_state(conversation: Conversation, run: Option<&RunState>) -> ChainS
             }
             if let Some(j) = chain.get("journal").filter(|j| !j.is_null()) {
                 state.journal = serde_json::from_value(j.clone()).unwrap_or_default();
+            }
+            // The hooks' own state (their counters), by id and version.
+            if let Some(h) = chain.get("hooks").filter(|h| !h.is_null()) {
+                state.hooks = serde_json::from_value(h.clone()).unwrap_or_default();
             }
         }
     }

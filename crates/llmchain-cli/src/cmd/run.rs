@@ -115,8 +115,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "enqueue")]
     pub schema: Option<std::path::PathBuf>,
     /// A limit on what this run may spend, over the profile's `[budget]` (the
-    /// stricter wins): tokens=N, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
-    /// wall_seconds=S, on_exhausted=stop|error. Repeatable.
+    /// stricter wins): tokens=N, cost_usd=D, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
+    /// wall_seconds=S, step_seconds=S, first_chunk_seconds=S, idle_seconds=S,
+    /// tool_seconds=S, on_exhausted=stop|final_answer|error. Repeatable.
     #[arg(long, value_name = "KEY=VALUE", conflicts_with = "enqueue")]
     pub budget: Vec<String>,
     /// Whether the model must call a tool: auto (it decides), none, required (some

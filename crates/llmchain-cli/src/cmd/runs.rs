@@ -320,6 +320,27 @@ fn decision_line(d: &Value) -> String {
                 n("max")
             )
         }
+        Some("hook") => {
+            let verdict = d.get("verdict");
+            let word = verdict
+                .and_then(|v| v.get("verdict"))
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            let why = verdict
+                .and_then(|v| v.get("reason").or_else(|| v.get("feedback")))
+                .and_then(Value::as_str)
+                .map(|r| format!(": {}", crate::shown::inline(r, 300)))
+                .unwrap_or_default();
+            let call = d
+                .get("call_id")
+                .map(|_| format!(" for call {}", f("call_id")))
+                .unwrap_or_default();
+            format!(
+                "{when}  hook: {} at {}{call}: {word}{why}",
+                f("hook"),
+                f("point")
+            )
+        }
         _ => format!("{when}  {}", crate::shown::inline(&d.to_string(), 300)),
     }
 }
@@ -429,6 +450,19 @@ fn show(v: &Value) -> String {
                 r => format!(", {r} reserved"),
             }
         ));
+        if let Some(micro) = spent.get("cost_micro_usd").and_then(Value::as_u64) {
+            s.push_str(&format!(
+                "cost: ${:.6}{}\n",
+                micro as f64 / 1e6,
+                match n("reserved_micro_usd") {
+                    0 => String::new(),
+                    r => format!(
+                        " (${:.6} of it reserved by an unsettled call)",
+                        r as f64 / 1e6
+                    ),
+                }
+            ));
+        }
     }
     if let Some(Value::Array(entries)) = v.get("decisions") {
         s.push_str("decisions:\n");

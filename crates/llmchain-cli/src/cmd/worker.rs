@@ -31,8 +31,9 @@ use crate::store_access::open_store;
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkerArgs {
     /// A limit on what each run may spend, over every profile's `[budget]` (the
-    /// stricter wins): tokens=N, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
-    /// wall_seconds=S, on_exhausted=stop|error. Repeatable.
+    /// stricter wins): tokens=N, cost_usd=D, model_calls=N, tool_calls=N, tool_calls.TOOL=N,
+    /// wall_seconds=S, step_seconds=S, first_chunk_seconds=S, idle_seconds=S,
+    /// tool_seconds=S, on_exhausted=stop|final_answer|error. Repeatable.
     #[arg(long, value_name = "KEY=VALUE")]
     pub budget: Vec<String>,
     /// Database URL: postgres://… for workers on several machines, or sqlite://PATH

@@ -1,5 +1,6 @@
-//! Budgets: how much a run may spend (tokens, model calls, tool calls, wall-clock time),
-//! the counters of what it spent, and what happens at the limit.
+//! Budgets: how much a run may spend (tokens, cost, model calls, tool calls, wall-clock
+//! time), its timeouts (per step, first chunk, idle stream, per tool), the counters of
+//! what it spent, and what happens at the limit.
 //!
 //! The counters ([`Spent`]) live in the run's state, so they survive a crash: a model
 //! call is charged (its reservation: the request's input estimate plus its output
@@ -25,6 +26,22 @@ pub enum OnExhausted {
     /// The run fails with [`ChainError::BudgetExhausted`](super::ChainError::BudgetExhausted)
     /// and keeps its partial transcript.
     Error,
+    /// Every open call is answered "not run", then the model gives one final answer
+    /// without tools, within the margin [`Budget::final_answer_tokens`] keeps for it
+    /// (the token limit stops other calls that many tokens early); then the run ends
+    /// with [`RunOutcome::Stopped`](super::RunOutcome::Stopped).
+    FinalAnswer,
+}
+
+impl OnExhausted {
+    /// The word the configuration uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnExhausted::Stop => "stop",
+            OnExhausted::Error => "error",
+            OnExhausted::FinalAnswer => "final_answer",
+        }
+    }
 }
 
 /// How much a run may spend. Every limit is optional; an empty budget limits nothing
@@ -45,9 +62,34 @@ pub struct Budget {
     /// Tool calls per tool (by its name in the chain).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub per_tool: BTreeMap<String, u32>,
-    /// Wall-clock seconds from the run's first step.
+    /// Cost in US dollars, charged from the price table ([`super::Price`]): the
+    /// built-in prices, overridden by [`Budget::prices`]. A run whose model has no
+    /// known price refuses to start rather than guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Prices per model name, over the built-in ones (`[budget.prices."MODEL"]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, super::price::Price>,
+    /// Wall-clock seconds from the run's first step: the run's total timeout (a model
+    /// call still streaming at the limit is aborted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_seconds: Option<f64>,
+    /// Seconds one model call (one step) may take, from request to its last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_seconds: Option<f64>,
+    /// Seconds a model call may take to send its first chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_chunk_seconds: Option<f64>,
+    /// Seconds a stream may stay silent between two chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<f64>,
+    /// Seconds a tool call may run, for tools that set no timeout of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_seconds: Option<f64>,
+    /// With `on_exhausted = "final_answer"`: the tokens kept for the final answer
+    /// (default [`DEFAULT_FINAL_ANSWER_TOKENS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_answer_tokens: Option<u64>,
     /// The output allowance reserved for a call whose request sets no `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve_output_tokens: Option<u64>,
@@ -60,14 +102,50 @@ pub struct Budget {
 /// says.
 pub const DEFAULT_RESERVED_OUTPUT_TOKENS: u64 = 4096;
 
+/// The tokens kept for a final answer when the budget does not say.
+pub const DEFAULT_FINAL_ANSWER_TOKENS: u64 = 1024;
+
+/// The keys `--budget KEY=VALUE` knows.
+const KEYS: &str = "tokens, cost_usd, model_calls, tool_calls, tool_calls.TOOL, wall_seconds, \
+                    step_seconds, first_chunk_seconds, idle_seconds, tool_seconds, \
+                    reserve_output_tokens, final_answer_tokens, on_exhausted";
+
 impl Budget {
     /// True when it limits something.
     pub fn limits(&self) -> bool {
         self.tokens.is_some()
+            || self.cost_usd.is_some()
             || self.model_calls.is_some()
             || self.tool_calls.is_some()
             || !self.per_tool.is_empty()
             || self.wall_seconds.is_some()
+    }
+
+    /// The token limit a call other than the final answer must stay under.
+    pub(super) fn tokens_before_final(&self) -> Option<u64> {
+        let max = self.tokens?;
+        Some(if self.on_exhausted == OnExhausted::FinalAnswer {
+            max.saturating_sub(
+                self.final_answer_tokens
+                    .unwrap_or(DEFAULT_FINAL_ANSWER_TOKENS),
+            )
+        } else {
+            max
+        })
+    }
+
+    /// A timeout as a duration.
+    pub(super) fn seconds(s: Option<f64>) -> Option<Duration> {
+        s.filter(|s| s.is_finite() && *s > 0.0)
+            .map(Duration::from_secs_f64)
+    }
+
+    /// The price of `model`: the budget's own, else the built-in one.
+    pub fn price(&self, model: &str) -> Option<super::price::Price> {
+        self.prices
+            .get(model)
+            .copied()
+            .or_else(|| super::price::Price::builtin(model))
     }
 
     /// True when it limits tool calls (in total or per tool).
@@ -75,13 +153,17 @@ impl Budget {
         self.tool_calls.is_some() || !self.per_tool.is_empty()
     }
 
-    /// Sets one limit from `KEY=VALUE` (`tokens`, `model_calls`, `tool_calls`,
-    /// `tool_calls.NAME`, `wall_seconds`, `on_exhausted`): the CLI's `--budget`.
+    /// Sets one limit from `KEY=VALUE` (`tokens`, `cost_usd`, `model_calls`,
+    /// `tool_calls`, `tool_calls.NAME`, `wall_seconds`, the timeouts, `on_exhausted`):
+    /// the CLI's `--budget`.
     pub fn set(&mut self, assignment: &str) -> Result<(), String> {
         let (key, value) = assignment
             .split_once('=')
             .ok_or_else(|| format!("{assignment:?} is not KEY=VALUE"))?;
-        let (key, value) = (key.trim(), value.trim());
+        self.set_key(key.trim(), value.trim())
+    }
+
+    fn set_key(&mut self, key: &str, value: &str) -> Result<(), String> {
         let int = |v: &str| {
             v.replace('_', "")
                 .parse::<u64>()
@@ -90,27 +172,33 @@ impl Budget {
         let small = |v: &str| {
             int(v).and_then(|n| u32::try_from(n).map_err(|_| format!("{key} {n} is too large")))
         };
+        let positive = |v: &str| {
+            v.parse()
+                .ok()
+                .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| format!("{key} takes a positive number, not {v:?}"))
+        };
         match key {
             "tokens" => self.tokens = Some(int(value)?),
             "model_calls" => self.model_calls = Some(small(value)?),
             "tool_calls" => self.tool_calls = Some(small(value)?),
             "reserve_output_tokens" => self.reserve_output_tokens = Some(int(value)?),
-            "wall_seconds" => {
-                let s: f64 = value
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| {
-                        format!("wall_seconds takes a positive number, not {value:?}")
-                    })?;
-                self.wall_seconds = Some(s);
-            }
+            "final_answer_tokens" => self.final_answer_tokens = Some(int(value)?),
+            "cost_usd" => self.cost_usd = Some(positive(value)?),
+            "wall_seconds" => self.wall_seconds = Some(positive(value)?),
+            "step_seconds" => self.step_seconds = Some(positive(value)?),
+            "first_chunk_seconds" => self.first_chunk_seconds = Some(positive(value)?),
+            "idle_seconds" => self.idle_seconds = Some(positive(value)?),
+            "tool_seconds" => self.tool_seconds = Some(positive(value)?),
             "on_exhausted" => {
                 self.on_exhausted = match value {
                     "stop" => OnExhausted::Stop,
                     "error" => OnExhausted::Error,
+                    "final_answer" => OnExhausted::FinalAnswer,
                     other => {
-                        return Err(format!("on_exhausted is stop or error, not {other:?}"));
+                        return Err(format!(
+                            "on_exhausted is stop, final_answer or error, not {other:?}"
+                        ));
                     }
                 }
             }
@@ -118,12 +206,7 @@ impl Budget {
                 Some(tool) if !tool.is_empty() => {
                     self.per_tool.insert(tool.to_owned(), small(value)?);
                 }
-                _ => {
-                    return Err(format!(
-                        "no budget is called {other:?} (tokens, model_calls, tool_calls, \
-                         tool_calls.TOOL, wall_seconds, reserve_output_tokens, on_exhausted)"
-                    ));
-                }
+                _ => return Err(format!("no budget is called {other:?} ({KEYS})")),
             },
         }
         Ok(())
@@ -141,8 +224,17 @@ impl Budget {
         self.tokens = min(self.tokens, other.tokens);
         self.model_calls = min(self.model_calls, other.model_calls);
         self.tool_calls = min(self.tool_calls, other.tool_calls);
+        self.cost_usd = min(self.cost_usd, other.cost_usd);
         self.wall_seconds = min(self.wall_seconds, other.wall_seconds);
+        self.step_seconds = min(self.step_seconds, other.step_seconds);
+        self.first_chunk_seconds = min(self.first_chunk_seconds, other.first_chunk_seconds);
+        self.idle_seconds = min(self.idle_seconds, other.idle_seconds);
+        self.tool_seconds = min(self.tool_seconds, other.tool_seconds);
         self.reserve_output_tokens = other.reserve_output_tokens.or(self.reserve_output_tokens);
+        self.final_answer_tokens = other.final_answer_tokens.or(self.final_answer_tokens);
+        for (model, price) in &other.prices {
+            self.prices.insert(model.clone(), *price);
+        }
         for (tool, n) in &other.per_tool {
             let e = self.per_tool.entry(tool.clone()).or_insert(*n);
             *e = (*e).min(*n);
@@ -181,9 +273,23 @@ pub struct Spent {
     /// Tokens reserved by a call not settled yet (a crash keeps them charged).
     #[serde(default)]
     pub reserved_tokens: u64,
+    /// Cost charged, in millionths of a US dollar: settled calls at their reported
+    /// usage, plus the open call's reservation.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_micro_usd: u64,
+    /// Of it, reserved by a call not settled yet.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reserved_micro_usd: u64,
     /// When the run's first step began (Unix milliseconds); 0 before.
     #[serde(default)]
     pub started_ms: u64,
+    /// The final answer a `final_answer` budget allows was asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub final_answer: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Spent {
@@ -194,11 +300,28 @@ impl Spent {
             .saturating_add(self.reserved_tokens)
     }
 
-    /// Settles the open reservation with a call's reported usage (none reported: the
-    /// reservation stays charged, as the provider's bill is unknown).
-    pub(super) fn settle(&mut self, usage: Option<&TokenUsage>) {
+    /// Dollars charged, reservation included.
+    pub fn cost_usd(&self) -> f64 {
+        self.cost_micro_usd as f64 / 1e6
+    }
+
+    /// Settles the open reservation with a call's reported usage, priced at `price`
+    /// (none reported: the reservation stays charged, as the provider's bill is
+    /// unknown).
+    pub(super) fn settle(
+        &mut self,
+        usage: Option<&TokenUsage>,
+        price: Option<super::price::Price>,
+    ) {
         if let Some(u) = usage {
             self.reserved_tokens = 0;
+            if let Some(p) = price {
+                self.cost_micro_usd = self
+                    .cost_micro_usd
+                    .saturating_sub(self.reserved_micro_usd)
+                    .saturating_add(p.micro_usd(u));
+                self.reserved_micro_usd = 0;
+            }
             self.input_tokens = self.input_tokens.saturating_add(u.input_tokens);
             self.output_tokens = self.output_tokens.saturating_add(u.output_tokens);
             self.cached_tokens = self
@@ -215,15 +338,18 @@ impl Spent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RunStop {
-    /// What stopped it: `budget`.
+    /// What stopped it: `budget` or `hook`.
     pub kind: String,
-    /// Which limit: `tokens`, `model_calls`, `tool_calls`, `tool_calls.NAME`,
-    /// `wall_seconds`.
+    /// Which limit: `tokens`, `cost_usd`, `model_calls`, `tool_calls`,
+    /// `tool_calls.NAME`, `wall_seconds`; for a hook, its `id@version`.
     pub limit: String,
     /// The limit.
     pub max: f64,
     /// What was spent (and reserved).
     pub spent: f64,
+    /// For a hook's stop, its reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl RunStop {
@@ -233,12 +359,39 @@ impl RunStop {
             limit: limit.into(),
             max,
             spent,
+            reason: None,
+        }
+    }
+
+    /// A hook (`id@version`) stopped the run.
+    pub(super) fn hook(hook: impl Into<String>, reason: impl Into<String>) -> Self {
+        RunStop {
+            kind: "hook".into(),
+            limit: hook.into(),
+            max: 0.0,
+            spent: 0.0,
+            reason: Some(reason.into()),
         }
     }
 }
 
 impl std::fmt::Display for RunStop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.kind == "hook" {
+            return write!(
+                f,
+                "the hook {} stopped the run: {}",
+                self.limit,
+                self.reason.as_deref().unwrap_or("no reason given")
+            );
+        }
+        if self.limit == "cost_usd" {
+            return write!(
+                f,
+                "the run's cost_usd budget is spent (${:.4} of ${:.4})",
+                self.spent, self.max
+            );
+        }
         write!(
             f,
             "the run's {} budget is spent ({} of {})",
@@ -259,10 +412,12 @@ pub fn number(x: f64) -> String {
 }
 
 /// The budget check before a model call: `Some` when the call may not be made.
+/// `reserve_micro_usd` is what the call would reserve of a cost budget.
 pub(super) fn before_model_call(
     budget: &Budget,
     spent: &Spent,
     input_estimate: u64,
+    reserve_micro_usd: u64,
     now_ms: u64,
 ) -> Option<RunStop> {
     if let Some(max) = budget.model_calls
@@ -274,10 +429,16 @@ pub(super) fn before_model_call(
             spent.model_calls.into(),
         ));
     }
-    if let Some(max) = budget.tokens {
+    if let Some(max) = budget.tokens_before_final() {
         let after = spent.tokens().saturating_add(input_estimate);
         if after >= max {
             return Some(RunStop::budget("tokens", max as f64, after as f64));
+        }
+    }
+    if let Some(max) = budget.cost_usd {
+        let after = spent.cost_micro_usd.saturating_add(reserve_micro_usd);
+        if after as f64 / 1e6 > max {
+            return Some(RunStop::budget("cost_usd", max, after as f64 / 1e6));
         }
     }
     wall(budget, spent, now_ms)
@@ -337,6 +498,12 @@ mod tests {
             "tool_calls=100",
             "tool_calls.charge=2",
             "wall_seconds=600",
+            "cost_usd=0.5",
+            "step_seconds=30",
+            "first_chunk_seconds=5",
+            "idle_seconds=2.5",
+            "tool_seconds=10",
+            "final_answer_tokens=500",
             "on_exhausted=error",
         ] {
             b.set(a).unwrap();
@@ -345,11 +512,18 @@ mod tests {
         assert_eq!(b.model_calls, Some(40));
         assert_eq!(b.per_tool["charge"], 2);
         assert_eq!(b.on_exhausted, OnExhausted::Error);
+        assert_eq!(b.cost_usd, Some(0.5));
+        assert_eq!(b.idle_seconds, Some(2.5));
+        assert_eq!(b.final_answer_tokens, Some(500));
         assert!(b.limits());
+        b.set("on_exhausted=final_answer").unwrap();
+        assert_eq!(b.tokens_before_final(), Some(199_500));
         for bad in [
             "tokens",
             "tokens=x",
             "cost=1",
+            "cost_usd=-1",
+            "idle_seconds=0",
             "wall_seconds=-1",
             "on_exhausted=later",
             "tool_calls.=1",
@@ -382,21 +556,52 @@ mod tests {
             model_calls: 2,
             ..Default::default()
         };
-        assert_eq!(before_model_call(&b, &s, 10, 0), None);
+        assert_eq!(before_model_call(&b, &s, 10, 0, 0), None);
         s.model_calls = 3;
         assert_eq!(
-            before_model_call(&b, &s, 10, 0).unwrap().limit,
+            before_model_call(&b, &s, 10, 0, 0).unwrap().limit,
             "model_calls"
         );
         s.model_calls = 0;
         s.reserved_tokens = 995;
-        assert_eq!(before_model_call(&b, &s, 10, 0).unwrap().limit, "tokens");
-        s.settle(Some(&TokenUsage::new(100, 20)));
+        assert_eq!(before_model_call(&b, &s, 10, 0, 0).unwrap().limit, "tokens");
+        s.settle(Some(&TokenUsage::new(100, 20)), None);
         assert_eq!((s.tokens(), s.reserved_tokens), (120, 0));
         // No usage reported: the reservation stays charged.
         s.reserved_tokens = 50;
-        s.settle(None);
+        s.settle(None, None);
         assert_eq!(s.tokens(), 170);
+    }
+
+    #[test]
+    fn cost_is_reserved_then_settled_at_the_reported_usage() {
+        let mut b = Budget::default();
+        b.set("cost_usd=0.01").unwrap();
+        let price = crate::chain::Price::per_million(2.0, 8.0);
+        let mut s = Spent::default();
+        // 1,000 input and 1,000 output tokens reserved: $0.002 + $0.008 = $0.01.
+        let reserve = price.reserve_micro_usd(1_000, 1_000);
+        assert_eq!(reserve, 10_000);
+        assert_eq!(before_model_call(&b, &s, 0, reserve, 0), None);
+        assert_eq!(
+            before_model_call(&b, &s, 0, reserve + 1, 0).unwrap().limit,
+            "cost_usd"
+        );
+        s.cost_micro_usd = reserve;
+        s.reserved_micro_usd = reserve;
+        // Settled: 500 in, 100 out = $0.001 + $0.0008.
+        s.settle(Some(&TokenUsage::new(500, 100)), Some(price));
+        assert_eq!((s.cost_micro_usd, s.reserved_micro_usd), (1_800, 0));
+        // A crash before settling keeps the reservation charged.
+        s.cost_micro_usd += 5_000;
+        s.reserved_micro_usd = 5_000;
+        s.settle(None, Some(price));
+        assert_eq!(s.cost_micro_usd, 6_800);
+        let stop = RunStop::budget("cost_usd", 0.01, 0.0123);
+        assert_eq!(
+            stop.to_string(),
+            "the run's cost_usd budget is spent ($0.0123 of $0.0100)"
+        );
     }
 
     #[test]

@@ -80,6 +80,14 @@ pub enum ChainError {
     /// and every open call answered "not run".
     #[error("{0}")]
     BudgetExhausted(super::budget::RunStop),
+    /// A cost budget limits the run, and the price of this model is not known: nothing
+    /// was sent (a cost budget refuses to start rather than guess).
+    #[error(
+        "a cost budget needs the price of model {0:?}, which is not in the built-in table: \
+         set it (dollars per million tokens) in [budget.prices.\"{0}\"] as input = …, \
+         output = …, or Budget::prices"
+    )]
+    UnknownPrice(String),
     /// The run stopped before its typed answer (calls wait for a person, or it was
     /// paused); the outcome is named.
     #[error("the run stopped before its answer: {0}")]
@@ -115,6 +123,7 @@ impl ChainError {
             ChainError::InvalidAnswer { .. } => "invalid_answer",
             ChainError::NotAnswered(_) => "not_answered",
             ChainError::BudgetExhausted(_) => "budget_exhausted",
+            ChainError::UnknownPrice(_) => "unknown_price",
         }
     }
 
@@ -143,6 +152,7 @@ impl ChainError {
             | ChainError::ExceededFailureCount { .. }
             | ChainError::ExceededMaxRuns { .. }
             | ChainError::BudgetExhausted(_)
+            | ChainError::UnknownPrice(_)
             | ChainError::Cancelled => self.to_string(),
             _ => self.error_type().to_owned(),
         }
@@ -167,7 +177,8 @@ impl ChainError {
             | ChainError::AnswerSchema(_)
             | ChainError::InvalidAnswer { .. }
             | ChainError::NotAnswered(_)
-            | ChainError::BudgetExhausted(_) => Disposition::Permanent,
+            | ChainError::BudgetExhausted(_)
+            | ChainError::UnknownPrice(_) => Disposition::Permanent,
         }
     }
 }

@@ -353,6 +353,7 @@ impl LLMChain {
             .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
             .map_err(|e| ChainError::Resume(e.to_string()))?
             .with_max_result_bytes(self.max_tool_result_bytes)
+            .with_default_timeout(super::budget::Budget::seconds(self.budget.tool_seconds))
             .with_context_arc(self.custom_context.clone())
             .with_observer(observer.clone())
             .with_human_approved(approved.iter().cloned());
@@ -477,6 +478,39 @@ impl LLMChain {
             plans.push(plan);
         }
 
+        // Your hooks, on each call allowed to run (outermost first): run it, rewrite
+        // its arguments, answer it without running, or stop the run after the batch.
+        if !self.hooks.is_empty() {
+            for plan in plans.iter_mut() {
+                let Plan::Run(call) = plan else { continue };
+                if !call.is_complete() {
+                    continue;
+                }
+                let id = call.call_id.clone().unwrap_or_default();
+                let name = call.name.clone().unwrap_or_default();
+                let (verdict, by) = self.before_tool(call).await;
+                match verdict {
+                    super::hook::BeforeTool::Run | super::hook::BeforeTool::Rewrite { .. } => {}
+                    super::hook::BeforeTool::Answer { result } => {
+                        *plan = Plan::Answer(
+                            ToolResult::text(&id, result).with_name(&name),
+                            ExecutionStatus::Denied,
+                        );
+                    }
+                    super::hook::BeforeTool::Stop { reason } => {
+                        let stop = super::budget::RunStop::hook(by, reason);
+                        *plan = Plan::Answer(
+                            ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
+                            ExecutionStatus::Denied,
+                        );
+                        if self.budget_stop.is_none() {
+                            self.budget_stop = Some(stop);
+                        }
+                    }
+                }
+            }
+        }
+
         // The tool-call budget: a call over it is answered without running, and the run
         // stops after the batch. Every call that runs is charged before any body starts.
         let mut charged = false;
@@ -556,7 +590,9 @@ impl LLMChain {
             .collect();
         // The batch's decisions (journaled rulings and reviews) are written with the
         // first `executing` status, before any body starts.
-        if !to_run.is_empty() && (!self.policies.is_empty() || self.review.is_some()) {
+        if !to_run.is_empty()
+            && (!self.policies.is_empty() || self.review.is_some() || !self.hooks.is_empty())
+        {
             self.save_state().await?;
         }
         let run_results = self.run_calls(&mut to_run, &approved).await?;
@@ -579,7 +615,15 @@ impl LLMChain {
                     r
                 }
                 Plan::Run(_) => match ran.next() {
-                    Some((ran_call, r)) => {
+                    Some((ran_call, mut r)) => {
+                        if !self.hooks.is_empty()
+                            && ran_call.is_complete()
+                            && !r.is_interrupt()
+                            && let Some(stop) = self.after_tool(&ran_call, &mut r).await
+                            && self.budget_stop.is_none()
+                        {
+                            self.budget_stop = Some(stop);
+                        }
                         call.arguments = ran_call.arguments;
                         call.metadata = ran_call.metadata;
                         r

@@ -61,6 +61,19 @@ pub enum Decision {
         /// What was spent (and reserved) when it ran out.
         spent: f64,
     },
+    /// A hook's verdict ([`super::Hook`]).
+    Hook {
+        /// The hook: `id@version`.
+        hook: String,
+        /// Where: `before_model`, `on_chunk`, `after_model`, `before_tool`,
+        /// `after_tool`.
+        point: String,
+        /// The call it was about, for the tool points.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The verdict, as its type serializes (`{"verdict": "stop", "reason": …}`).
+        verdict: serde_json::Value,
+    },
 }
 
 /// A journaled decision and when it was made.
@@ -139,6 +152,24 @@ impl Journal {
         self.entries.iter().any(|e| {
             matches!(&e.decision, Decision::Policy { call_id: c, policy: p, shadow: true, .. }
                 if c == call_id && p == policy)
+        })
+    }
+
+    /// A hook's journaled verdict at `point` about `call_id`.
+    pub(super) fn hook_verdict(
+        &self,
+        hook: &str,
+        point: &str,
+        call_id: &str,
+    ) -> Option<&serde_json::Value> {
+        self.entries.iter().rev().find_map(|e| match &e.decision {
+            Decision::Hook {
+                hook: h,
+                point: p,
+                call_id: Some(c),
+                verdict,
+            } if h == hook && p == point && c == call_id => Some(verdict),
+            _ => None,
         })
     }
 

@@ -63,7 +63,12 @@ pub struct LLMChain {
     pub(super) budget: super::budget::Budget,
     /// The policies every call passes.
     pub(super) policies: Vec<Arc<dyn crate::policy::Policy>>,
-    /// A budget that ran out during the batch being run: the run stops after it.
+    /// Your hooks, in the stack's order.
+    pub(super) hooks: super::hook::HookStack,
+    /// How long one hook point may take before it fails closed.
+    pub(super) hook_timeout: std::time::Duration,
+    /// A budget that ran out, or a hook that stopped the run, during the batch being
+    /// run: the run stops after it.
     pub(super) budget_stop: Option<super::budget::RunStop>,
     /// Why the last run stopped before its end, if a decision stopped it.
     pub(super) stopped: Option<super::budget::RunStop>,
@@ -75,6 +80,9 @@ pub(super) struct Telemetry {
     pub(super) conversation_id: Option<String>,
     pub(super) agent_name: Option<String>,
 }
+
+/// How long one hook point may take by default before it fails closed.
+pub const DEFAULT_HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The default [`LLMChain::max_calls_per_turn`].
 pub const DEFAULT_MAX_CALLS_PER_TURN: usize = 128;
@@ -121,6 +129,8 @@ impl LLMChain {
             telemetry: Telemetry::default(),
             budget: super::budget::Budget::default(),
             policies: Vec::new(),
+            hooks: super::hook::HookStack::default(),
+            hook_timeout: DEFAULT_HOOK_TIMEOUT,
             budget_stop: None,
             stopped: None,
         }
@@ -279,6 +289,27 @@ impl LLMChain {
     #[must_use]
     pub fn with_policy_arc(mut self, policy: Arc<dyn crate::policy::Policy>) -> Self {
         self.policies.push(policy);
+        self
+    }
+
+    /// Adds a hook to the decision stack, in its layer's place (see [`super::Hook`]).
+    #[must_use]
+    pub fn with_hook(self, hook: impl super::hook::Hook + 'static) -> Self {
+        self.with_hook_arc(Arc::new(hook))
+    }
+
+    /// Adds a shared hook to the decision stack.
+    #[must_use]
+    pub fn with_hook_arc(mut self, hook: Arc<dyn super::hook::Hook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// How long one hook point may take before it fails closed (default
+    /// [`DEFAULT_HOOK_TIMEOUT`]).
+    #[must_use]
+    pub fn with_hook_timeout(mut self, limit: std::time::Duration) -> Self {
+        self.hook_timeout = limit;
         self
     }
 
@@ -449,16 +480,63 @@ impl LLMChain {
     }
 
     /// Ends the run because a budget ran out: the stop is journaled, every open call of
-    /// the newest answer is answered "not run", and the run ends as the budget says.
+    /// the newest answer is answered "not run", and the run ends as the budget says
+    /// (with `final_answer`, after one last model call without tools).
     pub(super) async fn stop_for_budget(
         &mut self,
         stop: super::budget::RunStop,
     ) -> Result<super::steps::Step, ChainError> {
-        self.state.journal.record(super::journal::Decision::Budget {
-            limit: stop.limit.clone(),
-            max: stop.max,
-            spent: stop.spent,
-        });
+        use super::budget::OnExhausted;
+        if stop.kind == "budget" && !self.state.spent.final_answer {
+            self.state.journal.record(super::journal::Decision::Budget {
+                limit: stop.limit.clone(),
+                max: stop.max,
+                spent: stop.spent,
+            });
+        }
+        self.answer_open_calls(&format!("Not run: {stop}.")).await?;
+        if stop.kind == "budget"
+            && self.budget.on_exhausted == OnExhausted::FinalAnswer
+            && !self.state.spent.final_answer
+        {
+            // One last answer, without tools, within the margin kept for it. Marked
+            // (durably) first: a crash during it does not give a second one.
+            self.state.spent.final_answer = true;
+            self.checkpoint().await?;
+            // The tools stay declared (providers refuse a history of calls without
+            // them); the model is told to use none, and any call it makes anyway is
+            // answered "not run".
+            let choice = std::mem::replace(
+                &mut self.state.conversation.tool_choice,
+                crate::conversation::ToolChoice::Mode(crate::conversation::ToolChoiceMode::None),
+            );
+            let answered = match self.charge_model_call().await {
+                Ok(_) => self.call_model().await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            self.state.conversation.tool_choice = choice;
+            match answered {
+                // A failed final answer does not hide why the run stopped.
+                Err(ChainError::Model(e) | ChainError::AllFallbacksFailed(e)) => {
+                    tracing::warn!(error = %e, "the final answer after a budget stop failed");
+                }
+                other => other?,
+            }
+            self.answer_open_calls(&format!("Not run: {stop}.")).await?;
+        }
+        self.save_state().await?;
+        self.fire(|cb| cb.on_run_stopped(&stop));
+        self.stopped = Some(stop.clone());
+        match self.budget.on_exhausted {
+            OnExhausted::Error if stop.kind == "budget" => Err(ChainError::BudgetExhausted(stop)),
+            _ => Ok(std::ops::ControlFlow::Break(
+                super::mode::RunOutcome::Stopped(stop),
+            )),
+        }
+    }
+
+    /// Answers every open call of the newest answer with `why`, without running it.
+    pub(super) async fn answer_open_calls(&mut self, why: &str) -> Result<(), ChainError> {
         if let Some((position, open)) =
             crate::conversation::unanswered_calls(&self.state.conversation.messages)
         {
@@ -467,25 +545,14 @@ impl LLMChain {
                 .iter()
                 .map(|&i| {
                     let call = &message.tool_calls[i];
-                    crate::message::ToolResult::text(
-                        call.call_id.as_deref().unwrap_or(""),
-                        format!("Not run: {stop}."),
-                    )
-                    .with_name(call.name.as_deref().unwrap_or(""))
+                    crate::message::ToolResult::text(call.call_id.as_deref().unwrap_or(""), why)
+                        .with_name(call.name.as_deref().unwrap_or(""))
                 })
                 .collect();
             self.state.pending_review = None;
             self.push_message(Message::tool(results)).await?;
         }
-        self.save_state().await?;
-        self.fire(|cb| cb.on_run_stopped(&stop));
-        self.stopped = Some(stop.clone());
-        match self.budget.on_exhausted {
-            super::budget::OnExhausted::Stop => Ok(std::ops::ControlFlow::Break(
-                super::mode::RunOutcome::Stopped(stop),
-            )),
-            super::budget::OnExhausted::Error => Err(ChainError::BudgetExhausted(stop)),
-        }
+        Ok(())
     }
 
     /// Gives every call of a new assistant message an id no earlier call of the
@@ -615,6 +682,18 @@ impl LLMChain {
         }
     }
 
+    /// The price of `model` for a cost budget; an error when the budget limits cost
+    /// and the price is unknown (a cost budget refuses to start rather than guess).
+    fn price_of(&self, model: &dyn ChatModel) -> Result<Option<super::price::Price>, ChainError> {
+        if self.budget.cost_usd.is_none() {
+            return Ok(None);
+        }
+        match self.budget.price(model.model_name()) {
+            Some(p) if p.is_valid() => Ok(Some(p)),
+            _ => Err(ChainError::UnknownPrice(model.model_name().to_owned())),
+        }
+    }
+
     /// Charges the next model call to the budget, durably when a budget limits the run;
     /// `Some` when the budget forbids it.
     pub(super) async fn charge_model_call(
@@ -629,44 +708,104 @@ impl LLMChain {
             self.state.spent.model_calls += 1;
             return Ok(None);
         }
-        let input = if self.budget.tokens.is_some() {
+        // A cost budget needs every model's price, fallbacks included, before the
+        // first call.
+        let mut price = None;
+        if self.budget.cost_usd.is_some() {
+            for m in &self.fallbacks {
+                self.price_of(m.as_ref())?;
+            }
+            price = self.price_of(self.model.as_ref())?;
+        }
+        let watch = self.budget.tokens.is_some() || price.is_some();
+        let input = if watch {
             estimate_tokens(serde_json::to_vec(&self.state.conversation).map_or(0, |v| v.len()))
         } else {
             0
         };
-        if let Some(stop) = before_model_call(&self.budget, &self.state.spent, input, now) {
+        let allowance = self
+            .budget
+            .reserve_output_tokens
+            .or(self.model.request_info().max_tokens.map(u64::from))
+            .unwrap_or(DEFAULT_RESERVED_OUTPUT_TOKENS);
+        // The dearest of the models that may answer is reserved.
+        let reserve_cost = price.map_or(0, |p| {
+            let mut most = p.reserve_micro_usd(input, allowance);
+            for m in &self.fallbacks {
+                if let Some(q) = self.budget.price(m.model_name()) {
+                    most = most.max(q.reserve_micro_usd(input, allowance));
+                }
+            }
+            most
+        });
+        if !self.state.spent.final_answer
+            && let Some(stop) =
+                before_model_call(&self.budget, &self.state.spent, input, reserve_cost, now)
+        {
             return Ok(Some(stop));
         }
         self.state.spent.model_calls += 1;
-        if self.budget.tokens.is_some() {
-            let allowance = self
-                .budget
-                .reserve_output_tokens
-                .or(self.model.request_info().max_tokens.map(u64::from))
-                .unwrap_or(DEFAULT_RESERVED_OUTPUT_TOKENS);
+        if watch {
             self.state.spent.reserved_tokens = input.saturating_add(allowance);
+        }
+        if price.is_some() {
+            let spent = &mut self.state.spent;
+            spent.cost_micro_usd = spent
+                .cost_micro_usd
+                .saturating_sub(spent.reserved_micro_usd)
+                .saturating_add(reserve_cost);
+            spent.reserved_micro_usd = reserve_cost;
         }
         self.checkpoint().await?;
         Ok(None)
     }
 
-    /// The token budget's check on a stream: `Some` once what was reported, the
-    /// request's input and the output streamed so far pass the limit.
-    fn over_tokens_mid_stream(&self, streamed_bytes: usize) -> Option<super::budget::RunStop> {
-        let max = self.budget.tokens?;
+    /// The budget's check on a stream: `Some` once what was reported, the request's
+    /// input and the output streamed so far pass the token or cost limit.
+    fn over_budget_mid_stream(
+        &self,
+        streamed_bytes: usize,
+        price: Option<super::price::Price>,
+    ) -> Option<super::budget::RunStop> {
         let spent = &self.state.spent;
-        let input = spent.reserved_tokens.saturating_sub(
-            self.budget
-                .reserve_output_tokens
-                .or(self.model.request_info().max_tokens.map(u64::from))
-                .unwrap_or(super::budget::DEFAULT_RESERVED_OUTPUT_TOKENS),
-        );
-        let total = spent
-            .input_tokens
-            .saturating_add(spent.output_tokens)
-            .saturating_add(input)
-            .saturating_add(super::budget::estimate_tokens(streamed_bytes));
-        (total > max).then(|| super::budget::RunStop::budget("tokens", max as f64, total as f64))
+        let allowance = self
+            .budget
+            .reserve_output_tokens
+            .or(self.model.request_info().max_tokens.map(u64::from))
+            .unwrap_or(super::budget::DEFAULT_RESERVED_OUTPUT_TOKENS);
+        let output = super::budget::estimate_tokens(streamed_bytes);
+        let max = if spent.final_answer {
+            self.budget.tokens
+        } else {
+            self.budget.tokens_before_final()
+        };
+        if let Some(max) = max {
+            let input = spent.reserved_tokens.saturating_sub(allowance);
+            let total = spent
+                .input_tokens
+                .saturating_add(spent.output_tokens)
+                .saturating_add(input)
+                .saturating_add(output);
+            if total > max {
+                return Some(super::budget::RunStop::budget(
+                    "tokens",
+                    max as f64,
+                    total as f64,
+                ));
+            }
+        }
+        if let (Some(max), Some(p)) = (self.budget.cost_usd, price) {
+            // Settled calls, plus this one's input and what it streamed so far.
+            let input = spent.reserved_tokens.saturating_sub(allowance);
+            let settled = spent
+                .cost_micro_usd
+                .saturating_sub(spent.reserved_micro_usd);
+            let now = settled.saturating_add(p.reserve_micro_usd(input, output)) as f64 / 1e6;
+            if now > max {
+                return Some(super::budget::RunStop::budget("cost_usd", max, now));
+            }
+        }
+        None
     }
 
     /// One model call, with fallbacks: the `call_llm` step without its mode bookkeeping.
@@ -677,6 +816,11 @@ impl LLMChain {
         if self.state.conversation.messages.is_empty() {
             return Err(ChainError::NoMessages);
         }
+        // Your hooks may change this call's request, or stop the run.
+        let request = match self.before_model().await {
+            Ok(r) => r,
+            Err(stop) => return Ok(Some(stop)),
+        };
         let models: Vec<Arc<dyn ChatModel>> = std::iter::once(self.model.clone())
             .chain(self.fallbacks.iter().cloned())
             .collect();
@@ -735,8 +879,16 @@ impl LLMChain {
                 }
             }
             let started = std::time::Instant::now();
+            let price = self
+                .budget
+                .cost_usd
+                .and_then(|_| self.budget.price(model.model_name()));
             let streamed = self
-                .stream_once(model.as_ref())
+                .stream_once(
+                    model.as_ref(),
+                    price,
+                    request.as_ref().unwrap_or(&self.state.conversation),
+                )
                 .instrument(span.clone())
                 .await;
             crate::telemetry::record_call(
@@ -745,6 +897,7 @@ impl LLMChain {
                 match &streamed {
                     Ok(o) => Ok(o.usage),
                     Err(Attempt::Cancelled(_)) => Err("cancelled"),
+                    Err(Attempt::Stopped(stop, _)) if stop.kind == "hook" => Err("hook_stopped"),
                     Err(Attempt::Stopped(..)) => Err("budget_exhausted"),
                     Err(Attempt::Failed(e, _)) => Err(e.error_type()),
                 },
@@ -793,12 +946,23 @@ impl LLMChain {
                             ),
                         );
                     }
-                    return self.process_outcome(outcome).await.map(|()| None);
+                    self.process_outcome(outcome, price).await?;
+                    return self.after_model().await;
                 }
                 Err(Attempt::Stopped(stop, partial)) => {
-                    span.record("error.type", "budget_exhausted");
+                    if stop.kind == "hook" {
+                        self.journal_chunk_abort(&stop);
+                    }
+                    span.record(
+                        "error.type",
+                        if stop.kind == "hook" {
+                            "hook_stopped"
+                        } else {
+                            "budget_exhausted"
+                        },
+                    );
                     span.record("otel.status_code", "error");
-                    self.state.spent.settle(None);
+                    self.state.spent.settle(None, price);
                     if let Some(p) = partial {
                         self.keep_partial(p).await?;
                     }
@@ -852,16 +1016,36 @@ impl LLMChain {
 
     /// Streams one call. A call cut off (cancelled, failed mid-stream) keeps what
     /// arrived: the model's [`ModelEvent::Partial`], the decoder's own assembly.
-    async fn stream_once(&self, model: &dyn ChatModel) -> Result<DecodeOutcome, Attempt> {
+    async fn stream_once(
+        &self,
+        model: &dyn ChatModel,
+        price: Option<super::price::Price>,
+        request: &Conversation,
+    ) -> Result<DecodeOutcome, Attempt> {
         // The stream is aborted, cut off as a cancellation is, once it passes the
-        // token budget: a cheap check per event, on the bytes of text and arguments.
-        let watch_tokens = self.budget.tokens.is_some();
+        // token or cost budget: a cheap check per event, on the bytes of text and
+        // arguments.
+        let watch_budget = self.budget.tokens.is_some() || price.is_some();
         let mut streamed = 0usize;
         let cancel = self.cancel.child_token();
-        let mut stream = model.stream_until(&self.state.conversation, cancel.clone());
+        let mut clock = StreamClock::new(&self.budget, &self.state.spent);
+        let mut stream = model.stream_until(request, cancel.clone());
+        let check_chunks = !self.hooks.is_empty();
         let mut partial: Option<Message> = None;
         loop {
-            match stream.next().await {
+            let next = match clock.deadline() {
+                None => stream.next().await,
+                Some((at, expiry)) => match tokio::time::timeout_at(at, stream.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        cancel.cancel();
+                        let m = drain_partial(&mut stream, partial).await;
+                        return Err(clock.expired(expiry, model, m));
+                    }
+                },
+            };
+            clock.chunk();
+            match next {
                 None => {
                     return Err(Attempt::Failed(
                         ModelError::StreamInterrupted {
@@ -883,8 +1067,14 @@ impl LLMChain {
                     return Err(Attempt::Failed(e, p));
                 }
                 Some(Ok(ModelEvent::Event(ev))) => {
+                    if check_chunks && let Some(stop) = self.on_chunk(&ev) {
+                        cancel.cancel();
+                        let m = drain_partial(&mut stream, partial).await;
+                        let why = format!("aborted: {stop}");
+                        return Err(Attempt::Stopped(stop, cut_off(m, &why)));
+                    }
                     self.fire(|cb| cb.on_llm_new_delta(&ev));
-                    if watch_tokens {
+                    if watch_budget {
                         streamed += match &ev {
                             crate::provider::StreamEvent::TextDelta { text, .. }
                             | crate::provider::StreamEvent::ReasoningDelta { text, .. } => {
@@ -895,14 +1085,12 @@ impl LLMChain {
                             } => fragment.len(),
                             _ => 0,
                         };
-                        if let Some(stop) = self.over_tokens_mid_stream(streamed) {
+                        if let Some(stop) = self.over_budget_mid_stream(streamed, price) {
                             cancel.cancel();
                             // What the decoder assembled so far, cut off.
                             let m = drain_partial(&mut stream, partial).await;
-                            return Err(Attempt::Stopped(
-                                stop,
-                                cut_off(m, "the run's token budget is spent"),
-                            ));
+                            let why = format!("the run's {} budget is spent", stop.limit);
+                            return Err(Attempt::Stopped(stop, cut_off(m, &why)));
                         }
                     }
                 }
@@ -936,7 +1124,11 @@ impl LLMChain {
         }
     }
 
-    async fn process_outcome(&mut self, outcome: DecodeOutcome) -> Result<(), ChainError> {
+    async fn process_outcome(
+        &mut self,
+        outcome: DecodeOutcome,
+        price: Option<super::price::Price>,
+    ) -> Result<(), ChainError> {
         let message = outcome.message;
         let has_calls = !message.tool_calls.is_empty();
         // Stored before any callback sees it: a message the store refuses (too large
@@ -950,7 +1142,7 @@ impl LLMChain {
                 return Err(e);
             }
         };
-        self.state.spent.settle(outcome.usage.as_ref());
+        self.state.spent.settle(outcome.usage.as_ref(), price);
         if let Some(m) = self.state.conversation.messages.last() {
             self.fire(|cb| cb.on_llm_new_message(m));
         }
@@ -958,13 +1150,110 @@ impl LLMChain {
             self.fire(|cb| cb.on_llm_token_usage(u));
         }
         self.announce_identified(&identified);
-        if !has_calls && self.state.current_failure_count != 0 {
+        // (With hooks, only once they accept the answer: a retry they ask for counts.)
+        if !has_calls && self.hooks.is_empty() && self.state.current_failure_count != 0 {
             self.state.current_failure_count = 0;
         }
         if let Some(m) = self.state.conversation.messages.last() {
             self.fire(|cb| cb.on_message_processed(m));
         }
         self.save_state().await
+    }
+}
+
+/// The timeouts of one model call: the step's, the first chunk's, the idle stream's
+/// and the run's wall clock, whichever comes first.
+struct StreamClock {
+    started: tokio::time::Instant,
+    last_chunk: Option<tokio::time::Instant>,
+    step: Option<std::time::Duration>,
+    first_chunk: Option<std::time::Duration>,
+    idle: Option<std::time::Duration>,
+    /// The run's wall-clock deadline, and its budget.
+    wall: Option<(tokio::time::Instant, f64)>,
+}
+
+/// Which timeout ran out.
+#[derive(Clone, Copy)]
+enum Expiry {
+    Step(std::time::Duration),
+    FirstChunk(std::time::Duration),
+    Idle(std::time::Duration),
+    Wall(f64),
+}
+
+impl StreamClock {
+    fn new(budget: &super::budget::Budget, spent: &super::budget::Spent) -> StreamClock {
+        use super::budget::Budget;
+        let started = tokio::time::Instant::now();
+        let wall = budget
+            .wall_seconds
+            .filter(|_| spent.started_ms != 0)
+            .map(|max| {
+                let age = super::journal::now_ms().saturating_sub(spent.started_ms);
+                let left = (max - age as f64 / 1000.0).max(0.0);
+                (started + std::time::Duration::from_secs_f64(left), max)
+            });
+        StreamClock {
+            started,
+            last_chunk: None,
+            step: Budget::seconds(budget.step_seconds),
+            first_chunk: Budget::seconds(budget.first_chunk_seconds),
+            idle: Budget::seconds(budget.idle_seconds),
+            wall,
+        }
+    }
+
+    /// The nearest deadline; `None` when no timeout applies (no clock is read).
+    fn deadline(&self) -> Option<(tokio::time::Instant, Expiry)> {
+        let mut nearest: Option<(tokio::time::Instant, Expiry)> = None;
+        let mut consider = |at: tokio::time::Instant, why: Expiry| {
+            if nearest.is_none_or(|(n, _)| at < n) {
+                nearest = Some((at, why));
+            }
+        };
+        if let Some(d) = self.step {
+            consider(self.started + d, Expiry::Step(d));
+        }
+        match (self.last_chunk, self.first_chunk, self.idle) {
+            (None, Some(d), _) => consider(self.started + d, Expiry::FirstChunk(d)),
+            (Some(last), _, Some(d)) => consider(last + d, Expiry::Idle(d)),
+            _ => {}
+        }
+        if let Some((at, max)) = self.wall {
+            consider(at, Expiry::Wall(max));
+        }
+        nearest
+    }
+
+    /// A chunk arrived.
+    fn chunk(&mut self) {
+        if self.idle.is_some() || (self.last_chunk.is_none() && self.first_chunk.is_some()) {
+            self.last_chunk = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// What a run out timeout makes of the call: the wall clock stops the run (a
+    /// budget), the others fail the call (a fallback may take it).
+    fn expired(&self, why: Expiry, model: &dyn ChatModel, partial: Option<Message>) -> Attempt {
+        let provider = model.provider_name().to_owned();
+        let (after, what) = match why {
+            Expiry::Wall(max) => {
+                let age = self.started.elapsed().as_secs_f64();
+                let stop = super::budget::RunStop::budget("wall_seconds", max, max.max(age));
+                return Attempt::Stopped(
+                    stop,
+                    cut_off(partial, "the run's wall_seconds budget is spent"),
+                );
+            }
+            Expiry::Step(d) => (d, "the step's time (step_seconds) ran out"),
+            Expiry::FirstChunk(d) => (d, "no first chunk in time (first_chunk_seconds)"),
+            Expiry::Idle(d) => (d, "the stream was idle too long (idle_seconds)"),
+        };
+        Attempt::Failed(
+            ModelError::Timeout { provider, after },
+            cut_off(partial, what),
+        )
     }
 }
 

@@ -37,11 +37,14 @@ mod error;
 mod events;
 mod execute;
 mod extract;
+mod hook;
+mod hook_points;
 mod interrupt;
 mod journal;
 mod llm_chain;
 mod mode;
 mod partial_answer;
+mod price;
 mod review;
 mod run;
 #[cfg(feature = "test-util")]
@@ -51,14 +54,20 @@ mod state;
 mod steps;
 
 pub use crate::step;
-pub use budget::{Budget, DEFAULT_RESERVED_OUTPUT_TOKENS, OnExhausted, RunStop, Spent, number};
+pub use budget::{
+    Budget, DEFAULT_FINAL_ANSWER_TOKENS, DEFAULT_RESERVED_OUTPUT_TOKENS, OnExhausted, RunStop,
+    Spent, number,
+};
 pub use callbacks::{Callbacks, ChainCallbacks};
 pub use error::ChainError;
 pub use events::{ChainEvent, ChainStream};
 pub use extract::Extract;
+pub use hook::{
+    AfterModel, AfterTool, BeforeTool, ChunkCheck, Hook, HookCx, HookFuture, Layer, ModelGate,
+};
 pub use journal::{Decision, Entry, Journal};
 pub use llm_chain::{
-    DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN, DEFAULT_MAX_CALLS_PER_TURN,
+    DEFAULT_HOOK_TIMEOUT, DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN, DEFAULT_MAX_CALLS_PER_TURN,
     DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_RETRY_COUNT, LLMChain,
 };
 pub use mode::{
@@ -70,6 +79,7 @@ pub use crate::model::{
     ChatModel, HttpErrorKind, ModelError, ModelEvent, ModelStream, RequestInfo, Retry,
     collect_stream,
 };
+pub use price::{PRICES_READ, Price};
 pub use review::{HumanDecision, ReviewDecision, ReviewFuture, ReviewHandler};
 #[cfg(feature = "test-util")]
 pub use scripted::{ScriptedModel, ScriptedTurn};

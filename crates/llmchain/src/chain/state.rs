@@ -75,4 +75,7 @@ pub struct ChainState {
     /// The decisions that changed the run's course, journaled before they took effect.
     #[serde(default, skip_serializing_if = "Journal::is_empty")]
     pub journal: Journal,
+    /// The hooks' own state, by `id@version` ([`HookCx::state`](super::HookCx::state)).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hooks: BTreeMap<String, serde_json::Value>,
 }

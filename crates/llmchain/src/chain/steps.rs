@@ -168,6 +168,7 @@ impl Steps {
             chain.state.run_count = 0;
             chain.state.spent = super::budget::Spent::default();
             chain.state.journal = super::journal::Journal::default();
+            chain.state.hooks.clear();
         }
     }
 

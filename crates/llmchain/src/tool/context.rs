@@ -31,6 +31,7 @@ pub struct ToolContext {
     custom: Option<CustomContext>,
     cancel: CancellationToken,
     human_approved: bool,
+    default_timeout: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -51,6 +52,7 @@ impl ToolContext {
             custom: None,
             cancel: CancellationToken::new(),
             human_approved: false,
+            default_timeout: None,
         }
     }
 
@@ -81,6 +83,19 @@ impl ToolContext {
     pub fn with_human_approval(mut self, approved: bool) -> Self {
         self.human_approved = approved;
         self
+    }
+
+    /// The time limit of a call whose tool sets none of its own (a run's
+    /// `tool_seconds`); the tool's own timeout wins.
+    #[must_use]
+    pub fn with_default_timeout(mut self, limit: Option<std::time::Duration>) -> Self {
+        self.default_timeout = limit;
+        self
+    }
+
+    /// The time limit of a call whose tool sets none.
+    pub fn default_timeout(&self) -> Option<std::time::Duration> {
+        self.default_timeout
     }
 
     /// Whether a person approved this call: a tool that interrupted to ask for approval

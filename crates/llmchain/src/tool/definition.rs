@@ -341,9 +341,10 @@ impl Tool {
             )));
         }
         let token = ctx.cancellation_token().clone();
+        let default_timeout = ctx.default_timeout();
         let ended = match catch(|| t.handler.call_boxed(args, ctx)) {
             Err(e) => Ended::Done(Err(e)),
-            Ok(fut) => run_body(fut, t.timeout, &token).await,
+            Ok(fut) => run_body(fut, t.timeout.or(default_timeout), &token).await,
         };
         match ended {
             Ended::Done(Ok(out)) => finish(out),

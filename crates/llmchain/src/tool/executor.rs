@@ -112,6 +112,7 @@ pub struct ToolExecutor {
     global: Arc<Semaphore>,
     max_concurrency: usize,
     max_result_bytes: usize,
+    default_timeout: Option<std::time::Duration>,
     custom: Option<CustomContext>,
     observer: Option<Arc<dyn ExecutionObserver>>,
     on_exception: Option<Arc<ExceptionHook>>,
@@ -149,6 +150,7 @@ impl ToolExecutor {
             global: Arc::new(Semaphore::new(DEFAULT_MAX_CONCURRENCY)),
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            default_timeout: None,
             custom: None,
             observer: None,
             on_exception: None,
@@ -177,6 +179,13 @@ impl ToolExecutor {
         self.global = Arc::new(Semaphore::new(n));
         self.max_concurrency = n;
         Ok(self)
+    }
+
+    /// The time limit of a call whose tool sets none of its own (the tool's wins).
+    #[must_use]
+    pub fn with_default_timeout(mut self, limit: Option<std::time::Duration>) -> Self {
+        self.default_timeout = limit;
+        self
     }
 
     /// Sets the cap on the content of one tool result, in bytes (default
@@ -340,7 +349,8 @@ impl ToolExecutor {
         let ctx = ToolContext::new(id)
             .with_custom_arc(self.custom.clone())
             .with_cancellation(cancel.child_token())
-            .with_human_approval(approved);
+            .with_human_approval(approved)
+            .with_default_timeout(self.default_timeout);
         // One span per call, with the OpenTelemetry GenAI semantic-convention names.
         let span = tracing::info_span!(
             "execute_tool",
