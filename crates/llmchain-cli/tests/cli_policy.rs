@@ -323,3 +323,62 @@ fn a_model_call_budget_holds_across_a_killed_worker() {
         },
     );
 }
+
+#[test]
+fn an_ask_rule_names_itself_in_the_review_inbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("q.db").display());
+    let (base, _seen) = serve(bodies(&[multiply("c1"), ResponseScript::text("42")]));
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n\n[[policy]]\nid = \"ask-multiply\"\ntool = \"calculator\"\neffect = \"ask\"\nreason = \"A person checks products.\"\n"
+        ),
+    );
+    // No terminal: the call waits in the review inbox.
+    let out = llmchain(&["run", "--db", &db, "what is 6*7?"], dir.path());
+    let said = text(&out);
+    assert!(said.contains("review"), "{said}");
+    let list = llmchain(&["reviews", "--db", &db, "list"], dir.path());
+    assert!(list.status.success(), "{}", text(&list));
+    let listed = text(&list);
+    assert!(
+        listed.contains("asked by policy rule ask-multiply"),
+        "{listed}"
+    );
+    let json = llmchain(&["reviews", "--db", &db, "list", "--json"], dir.path());
+    let v: serde_json::Value =
+        serde_json::from_slice(json.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(v["policy_rule"], "ask-multiply");
+    assert_eq!(v["policy_reason"], "A person checks products.");
+    let id = v["id"].as_str().unwrap();
+    let show = text(&llmchain(&["reviews", "--db", &db, "show", id], dir.path()));
+    assert!(
+        show.contains("asked by policy rule ask-multiply: A person checks products."),
+        "{show}"
+    );
+}
+
+#[test]
+fn a_cost_budget_needs_a_price_and_takes_one_from_the_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, seen) = serve(bodies(&[ResponseScript::text("hi").with_usage(100, 10)]));
+    write_config(
+        dir.path(),
+        &format!("base_url = \"{base}\"\nmodel = \"m\"\n"),
+    );
+    let out = llmchain(&["run", "--budget", "cost_usd=0.01", "hello"], dir.path());
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(said.contains("price of model \"m\""), "{said}");
+    assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\n\n[budget]\ncost_usd = 0.01\n\n[budget.prices.m]\ninput = 1.0\noutput = 1.0\n"
+        ),
+    );
+    let out = llmchain(&["run", "hello"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

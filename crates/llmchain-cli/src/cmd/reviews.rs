@@ -179,8 +179,35 @@ async fn resolve(store: &AnyStore, given: &str) -> Result<Review, CliError> {
 }
 
 /// A review as JSON (the one shape `list --json` and `show --json` print).
-fn to_json(r: &Review) -> Value {
+/// The policy rule that sent a review's call to a person (its id and reason), read
+/// from its run's decision journal; `None` when no rule asked (a tool's own interrupt,
+/// the review handler, a pruned run).
+async fn asked_by(store: &AnyStore, r: &Review) -> Option<(String, Option<String>)> {
+    let run_id = r.run_id.as_deref()?;
+    let run = store.get_run(run_id).await.ok()??;
+    let journal = run.state.extra.get("chain")?.get("journal")?.as_array()?;
+    journal.iter().rev().find_map(|d| {
+        let is = |k: &str, v: &str| d.get(k).and_then(Value::as_str) == Some(v);
+        (is("kind", "policy")
+            && is("call_id", &r.call_id)
+            && is("effect", "ask")
+            && d.get("shadow") != Some(&Value::Bool(true)))
+        .then(|| {
+            (
+                d.get("rule")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_owned(),
+                d.get("reason").and_then(Value::as_str).map(str::to_owned),
+            )
+        })
+    })
+}
+
+fn to_json(r: &Review, rule: Option<&(String, Option<String>)>) -> Value {
     json!({
+        "policy_rule": rule.map(|(id, _)| id),
+        "policy_reason": rule.and_then(|(_, why)| why.as_deref()),
         "id": r.id,
         "status": r.status.as_str(),
         "conversation_id": r.conversation_id,
@@ -197,16 +224,18 @@ fn to_json(r: &Review) -> Value {
     })
 }
 
-fn line(r: &Review) -> String {
+fn line(r: &Review, rule: Option<&(String, Option<String>)>) -> String {
     let args = crate::shown::inline(&r.arguments.to_string(), 120);
     format!(
-        "{}  {:<9}  {}  {}({args})  call {} of conversation {}{}\n",
+        "{}  {:<9}  {}  {}({args})  call {} of conversation {}{}{}\n",
         r.id,
         r.status.as_str(),
         format_ms(r.created_at),
         crate::shown::inline(&r.tool, 100),
         crate::shown::inline(&r.call_id, 100),
         r.conversation_id,
+        rule.map(|(id, _)| format!("  asked by policy rule {}", crate::shown::inline(id, 100)))
+            .unwrap_or_default(),
         r.decided_by
             .as_deref()
             .map(|b| format!("  decided by {}", crate::shown::inline(b, 100)))
@@ -214,7 +243,7 @@ fn line(r: &Review) -> String {
     )
 }
 
-fn show(r: &Review) -> String {
+fn show(r: &Review, rule: Option<&(String, Option<String>)>) -> String {
     let pretty = serde_json::to_string_pretty(&r.arguments).unwrap_or_default();
     let mut s = format!(
         "review {}: {}\nconversation {}, run {}, call {}\ntool {}\narguments the model sent:\n",
@@ -232,6 +261,15 @@ fn show(r: &Review) -> String {
         s.push_str(&format!(
             "the tool asks: {}\n",
             crate::shown::inline(q, 2000)
+        ));
+    }
+    if let Some((id, why)) = rule {
+        s.push_str(&format!(
+            "asked by policy rule {}{}\n",
+            crate::shown::inline(id, 200),
+            why.as_deref()
+                .map(|w| format!(": {}", crate::shown::inline(w, 2000)))
+                .unwrap_or_default()
         ));
     }
     if r.round > 0 {
@@ -296,11 +334,12 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
                 .await
                 .map_err(CliError::store)?;
             for r in &list {
+                let rule = asked_by(&store, r).await;
                 if json {
-                    out.push_str(&to_json(r).to_string());
+                    out.push_str(&to_json(r, rule.as_ref()).to_string());
                     out.push('\n');
                 } else {
-                    out.push_str(&line(r));
+                    out.push_str(&line(r, rule.as_ref()));
                 }
             }
             if list.is_empty() && !json {
@@ -317,11 +356,12 @@ async fn reviews(args: ReviewsArgs) -> CliResult {
         }
         ReviewsAction::Show { id, json } => {
             let r = resolve(&store, &id).await?;
+            let rule = asked_by(&store, &r).await;
             if json {
-                out.push_str(&to_json(&r).to_string());
+                out.push_str(&to_json(&r, rule.as_ref()).to_string());
                 out.push('\n');
             } else {
-                out.push_str(&show(&r));
+                out.push_str(&show(&r, rule.as_ref()));
             }
             None
         }

@@ -88,7 +88,7 @@ impl ExecutionObserver for ChainObserver {
 /// refused over a cap): `execute_tool {tool}` as the conventions name it, with the way it
 /// was answered in `llmchain.tool.decision`; an error (`error.type`) unless a person
 /// denied it.
-fn answered_span(call: &ToolCall, status: ExecutionStatus) {
+fn answered_span(call: &ToolCall, status: ExecutionStatus, rule: Option<&str>) {
     let name = call.name.as_deref().unwrap_or("");
     let error = match status {
         ExecutionStatus::Denied => None,
@@ -107,6 +107,7 @@ fn answered_span(call: &ToolCall, status: ExecutionStatus) {
         "gen_ai.tool.type" = "function",
         "error.type" = error,
         "llmchain.tool.decision" = status.as_str(),
+        "llmchain.policy.rule" = rule,
     );
     drop(span.enter());
 }
@@ -410,14 +411,18 @@ impl LLMChain {
         let targets = self.unanswered_calls(position);
         let over_cap = self.turn_over_cap(&message);
         let mut plans = Vec::with_capacity(targets.len());
+        // The policy rule behind each call's decision (its `execute_tool` span's
+        // `llmchain.policy.rule`).
+        let mut rules: Vec<Option<String>> = Vec::with_capacity(targets.len());
         for call in targets.iter().map(|&i| &message.tool_calls[i]) {
             let id = call.call_id.clone().unwrap_or_default();
             let name = call.name.clone().unwrap_or_default();
-            let decision = decisions
-                .iter()
-                .find(|d| !id.is_empty() && d.call_id == id)
+            let decided = decisions.iter().find(|d| !id.is_empty() && d.call_id == id);
+            let decision = decided
                 .and_then(|d| d.decision.clone())
                 .unwrap_or(ReviewDecision::Approve);
+            let rule = decided.and_then(|d| d.rule.clone());
+            rules.push(rule.clone());
             let plan = if let Some(why) = &over_cap {
                 Plan::Answer(
                     ToolResult::refusal(&id, why.clone()).with_name(&name),
@@ -447,6 +452,11 @@ impl LLMChain {
                         if by_person {
                             approved.record_human_approval();
                         }
+                        if let Some(rule) = &rule {
+                            approved
+                                .metadata
+                                .insert("policy_rule".into(), rule.clone().into());
+                        }
                         Plan::Run(approved)
                     }
                     ReviewDecision::Edit { arguments } => {
@@ -454,6 +464,11 @@ impl LLMChain {
                         edited.record_edit(arguments);
                         if by_person {
                             edited.record_human_approval();
+                        }
+                        if let Some(rule) = &rule {
+                            edited
+                                .metadata
+                                .insert("policy_rule".into(), rule.clone().into());
                         }
                         Plan::Run(edited)
                     }
@@ -601,11 +616,11 @@ impl LLMChain {
         let mut ran = to_run.into_iter().zip(run_results);
         let mut results = Vec::with_capacity(plans.len());
         let mut updated = message.clone();
-        for (plan, &i) in plans.into_iter().zip(&targets) {
+        for ((plan, &i), rule) in plans.into_iter().zip(&targets).zip(&rules) {
             let call = &mut updated.tool_calls[i];
             let result = match plan {
                 Plan::Answer(r, status) => {
-                    answered_span(call, status);
+                    answered_span(call, status, rule.as_deref());
                     call.set_execution_status(status);
                     if let (Some(sink), Some(id)) = (&self.sink, call.call_id.as_deref()) {
                         sink.set_tool_status(id, status)

@@ -1032,8 +1032,10 @@ impl LLMChain {
         let mut stream = model.stream_until(request, cancel.clone());
         let check_chunks = !self.hooks.is_empty();
         let mut partial: Option<Message> = None;
+        // No timeout set (the common case): the stream is read with no clock at all.
+        let timed = clock.is_set();
         loop {
-            let next = match clock.deadline() {
+            let next = match if timed { clock.deadline() } else { None } {
                 None => stream.next().await,
                 Some((at, expiry)) => match tokio::time::timeout_at(at, stream.next()).await {
                     Ok(next) => next,
@@ -1044,7 +1046,9 @@ impl LLMChain {
                     }
                 },
             };
-            clock.chunk();
+            if timed {
+                clock.chunk();
+            }
             match next {
                 None => {
                     return Err(Attempt::Failed(
@@ -1204,7 +1208,15 @@ impl StreamClock {
         }
     }
 
-    /// The nearest deadline; `None` when no timeout applies (no clock is read).
+    /// Whether any timeout applies.
+    fn is_set(&self) -> bool {
+        self.step.is_some()
+            || self.first_chunk.is_some()
+            || self.idle.is_some()
+            || self.wall.is_some()
+    }
+
+    /// The nearest deadline; `None` when no timeout applies.
     fn deadline(&self) -> Option<(tokio::time::Instant, Expiry)> {
         let mut nearest: Option<(tokio::time::Instant, Expiry)> = None;
         let mut consider = |at: tokio::time::Instant, why: Expiry| {

@@ -132,23 +132,23 @@ impl Test {
                 )
             })
         };
-        let text = |v: &Value| {
-            v.as_str().map(str::to_owned).ok_or_else(|| {
+        fn text<'v>(test: &Test, v: &'v Value) -> Result<&'v str, String> {
+            v.as_str().ok_or_else(|| {
                 format!(
                     "{} needs a string, and the argument is {}",
-                    self.name(),
+                    test.name(),
                     kind(v)
                 )
             })
-        };
+        }
         Ok(match self {
             Test::Eq(x) => same(value, x),
             Test::Ne(x) => !same(value, x),
             Test::Gt(x) => number(value)? > *x,
             Test::Lt(x) => number(value)? < *x,
             Test::In(xs) => xs.iter().any(|x| same(value, x)),
-            Test::Glob(g) => g.is_match(text(value)?),
-            Test::Regex(r) => r.is_match(&text(value)?),
+            Test::Glob(g) => g.is_match(text(self, value)?),
+            Test::Regex(r) => r.is_match(text(self, value)?),
         })
     }
 }
@@ -187,18 +187,31 @@ pub(super) enum Match {
     Yes,
     /// The tool glob does not cover the tool.
     OtherTool,
-    /// This pointer's test did not hold (or the pointer is absent).
-    No(String),
+    /// A test did not hold, or its pointer is absent ([`Rule::why_not`] says which).
+    No(NoMatch),
     /// A test does not apply to the argument's type.
     Unevaluable(Unevaluable),
 }
 
+/// Which test of a rule did not hold: the `pointer`-th argument test, and its
+/// `test`-th matcher (`None`: the pointer is absent). Said in words only when asked
+/// ([`Rule::why_not`]): deciding a call allocates nothing for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NoMatch {
+    pointer: usize,
+    test: Option<usize>,
+}
+
 /// Builds a glob matcher; `*` crosses `/` (so `mcp:*` covers every MCP tool).
 fn glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
+    tool_glob(pattern).map(|g| g.compile_matcher())
+}
+
+/// A glob as rules write it: `*` crosses `/`.
+pub(super) fn tool_glob(pattern: &str) -> Result<globset::Glob, String> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
-        .map(|g| g.compile_matcher())
         .map_err(|e| format!("the glob {pattern:?} is not valid: {e}"))
 }
 
@@ -259,17 +272,34 @@ impl Rule {
         self.tool.is_match(tool)
     }
 
+    /// Why the rule did not match, in words.
+    pub(super) fn why_not(&self, n: &NoMatch) -> String {
+        let Some((pointer, tests)) = self.tests.get(n.pointer) else {
+            return "it did not match".into();
+        };
+        match n.test.and_then(|i| tests.get(i)) {
+            None => format!("{pointer} is absent"),
+            Some(t) => format!("{pointer} fails {}", t.name()),
+        }
+    }
+
     /// How the rule's argument tests go on `arguments` (the tool is not checked).
     pub(super) fn test_args(&self, arguments: &Map<String, Value>) -> Match {
-        for (pointer, tests) in &self.tests {
+        for (p, (pointer, tests)) in self.tests.iter().enumerate() {
             let Some(value) = lookup(arguments, pointer) else {
-                return Match::No(format!("{pointer} is absent"));
+                return Match::No(NoMatch {
+                    pointer: p,
+                    test: None,
+                });
             };
-            for t in tests {
+            for (i, t) in tests.iter().enumerate() {
                 match t.holds(value) {
                     Ok(true) => {}
                     Ok(false) => {
-                        return Match::No(format!("{pointer} fails {}", t.name()));
+                        return Match::No(NoMatch {
+                            pointer: p,
+                            test: Some(i),
+                        });
                     }
                     Err(why) => {
                         return Match::Unevaluable(Unevaluable(format!("{pointer}: {why}")));
@@ -298,8 +328,9 @@ impl Rule {
                 Match::Yes => {}
                 Match::No(why) => {
                     return Err(format!(
-                        "its example match[{i}] {} does not match ({why})",
-                        Value::Object(e.clone())
+                        "its example match[{i}] {} does not match ({})",
+                        Value::Object(e.clone()),
+                        self.why_not(&why)
                     ));
                 }
                 Match::OtherTool => {

@@ -1,9 +1,12 @@
 //! [`Rules`]: a set of rules, combined as deny > ask > allow, with a default for the
 //! calls no rule matches and shadow mode.
 
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
 use serde_json::{Map, Value};
 
-use super::rule::{Match, Rule, RuleMode, RuleSpec, Unevaluable};
+use super::rule::{Match, Rule, RuleMode, RuleSpec, Unevaluable, tool_glob};
 use super::{CallFacts, Effect, Policy, Ruling};
 
 /// Rules that cannot be used: which one, and why. `index` is its place in the list
@@ -60,7 +63,14 @@ pub struct Rules {
     default: Option<Effect>,
     shadow: bool,
     digest: String,
+    /// Every rule's tool glob in one automaton: the rules covering a tool in one pass.
+    tools: globset::GlobSet,
+    /// The rules covering each tool seen (a chain has few tools; bounded anyway).
+    covering: RwLock<HashMap<String, Arc<[usize]>>>,
 }
+
+/// The most tool names [`Rules`] remembers the covering rules of.
+const MAX_CACHED_TOOLS: usize = 4096;
 
 impl Rules {
     /// Compiles `specs`: globs and regexes compiled, ids unique, every rule's examples
@@ -81,11 +91,26 @@ impl Rules {
             rule.check_examples().map_err(error)?;
             rules.push(rule);
         }
+        let mut set = globset::GlobSetBuilder::new();
+        for (index, r) in rules.iter().enumerate() {
+            set.add(tool_glob(&r.spec.tool).map_err(|message| RuleError {
+                index,
+                id: r.spec.id.clone(),
+                message,
+            })?);
+        }
+        let tools = set.build().map_err(|e| RuleError {
+            index: 0,
+            id: String::new(),
+            message: format!("the tool globs cannot be combined: {e}"),
+        })?;
         let mut rules = Rules {
             rules,
             default: None,
             shadow: false,
             digest: String::new(),
+            tools,
+            covering: RwLock::new(HashMap::new()),
         };
         rules.digest = rules.compute_digest();
         Ok(rules)
@@ -156,46 +181,47 @@ impl Rules {
         self.rules.iter().map(move |r| (r, r.test(tool, arguments)))
     }
 
-    /// The strictest ruling among the rules `counted` keeps, or the default.
+    /// The strictest ruling among the rules `counted` keeps, or the default. (The
+    /// ruling is built once, for the rule that wins.)
     fn combine<'a>(
         outcomes: impl Iterator<Item = (&'a Rule, &'a Match)>,
         counted: impl Fn(&Rule) -> bool,
         default: Option<Effect>,
     ) -> Option<Ruling> {
-        let mut best: Option<Ruling> = None;
+        let mut best: Option<(Effect, &Rule, Option<&str>)> = None;
         for (rule, m) in outcomes {
             if !counted(rule) {
                 continue;
             }
-            let ruling = match m {
-                Match::Yes => Ruling {
-                    effect: rule.spec.effect,
-                    rule: rule.spec.id.clone(),
-                    reason: rule.spec.reason.clone(),
-                },
+            let (effect, unevaluable) = match m {
+                Match::Yes => (rule.spec.effect, None),
                 // A rule that cannot be evaluated denies: a policy never fails open.
-                Match::Unevaluable(Unevaluable(why)) => Ruling {
-                    effect: Effect::Deny,
-                    rule: rule.spec.id.clone(),
-                    reason: Some(format!(
-                        "Not run: policy rule {} could not be evaluated on these arguments ({why}).",
-                        rule.spec.id
-                    )),
-                },
+                Match::Unevaluable(Unevaluable(why)) => (Effect::Deny, Some(why.as_str())),
                 Match::No(_) | Match::OtherTool => continue,
             };
             // The first rule of the strictest effect wins.
-            if best.as_ref().is_none_or(|b| ruling.effect > b.effect) {
-                best = Some(ruling);
+            if best.as_ref().is_none_or(|(b, ..)| effect > *b) {
+                best = Some((effect, rule, unevaluable));
             }
         }
-        best.or_else(|| {
-            default.map(|effect| Ruling {
+        match best {
+            Some((effect, rule, unevaluable)) => Some(Ruling {
+                effect,
+                rule: rule.spec.id.clone(),
+                reason: match unevaluable {
+                    Some(why) => Some(format!(
+                        "Not run: policy rule {} could not be evaluated on these arguments ({why}).",
+                        rule.spec.id
+                    )),
+                    None => rule.spec.reason.clone(),
+                },
+            }),
+            None => default.map(|effect| Ruling {
                 effect,
                 rule: "default".into(),
                 reason: None,
-            })
-        })
+            }),
+        }
     }
 
     fn rulings_of(&self, outcomes: &[(&Rule, Match)]) -> Rulings {
@@ -229,7 +255,7 @@ impl Rules {
                         "its tool glob {:?} does not cover {tool:?}",
                         r.spec.tool
                     )),
-                    Match::No(why) => Some(why.clone()),
+                    Match::No(why) => Some(r.why_not(why)),
                 },
                 unevaluable: match m {
                     Match::Unevaluable(Unevaluable(why)) => Some(why.clone()),
@@ -254,14 +280,35 @@ impl Policy for Rules {
     }
 
     fn rule(&self, call: &CallFacts<'_>) -> Rulings {
-        // Most calls match no rule; the common case allocates nothing for the trace.
-        let outcomes: Vec<(&Rule, Match)> = self
-            .rules
+        let covering = self.covering(call.tool);
+        let outcomes: Vec<(&Rule, Match)> = covering
             .iter()
-            .filter(|r| r.covers(call.tool))
+            .map(|&i| &self.rules[i])
             .map(|r| (r, r.test_args(call.arguments)))
             .collect();
         self.rulings_of(&outcomes)
+    }
+}
+
+impl Rules {
+    /// The rules whose tool glob covers `tool`, in order.
+    fn covering(&self, tool: &str) -> Arc<[usize]> {
+        if let Some(hit) = self
+            .covering
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tool)
+        {
+            return hit.clone();
+        }
+        let mut found = self.tools.matches(tool);
+        found.sort_unstable();
+        let found: Arc<[usize]> = found.into();
+        let mut cache = self.covering.write().unwrap_or_else(|p| p.into_inner());
+        if cache.len() < MAX_CACHED_TOOLS {
+            cache.insert(tool.to_owned(), found.clone());
+        }
+        found
     }
 }
 

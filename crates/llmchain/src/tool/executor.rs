@@ -364,6 +364,11 @@ impl ToolExecutor {
             "error.type" = tracing::field::Empty,
             "gen_ai.tool.call.arguments" = tracing::field::Empty,
             "gen_ai.tool.call.result" = tracing::field::Empty,
+            // The policy rule that allowed it, when one did.
+            "llmchain.policy.rule" = call
+                .metadata
+                .get("policy_rule")
+                .and_then(serde_json::Value::as_str),
         );
         // Content only on the conventions' opt-in (secrets masked even then).
         let capture = !span.is_disabled() && crate::telemetry::capture_content();
