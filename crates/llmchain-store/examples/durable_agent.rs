@@ -13,14 +13,14 @@
 //! "outcome unknown" instead of being sent again (the tool is not idempotent).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use llmchain::chain::{LLMChain, Mode, ReviewDecision};
 use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::{Message, ToolCall};
 use llmchain::provider::Format;
 use llmchain::tool::Tool;
-use llmchain_store::SqliteStore;
-use llmchain_store::sink::{StoreSink, load_chain_state};
+use llmchain_store::{Claim, Drive, LeasedRun, NewConversation, RunState, SqliteStore, Store};
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error>;
@@ -71,40 +71,62 @@ async fn main() -> Result<(), Error> {
         _ => return Err(usage.into()),
     };
     let store = Arc::new(SqliteStore::open(db).await?);
-    let mut chain = match command {
+    let (id, prompt) = match command {
         "start" => {
             let prompt = args.get(2).ok_or(usage)?;
-            let chain = LLMChain::new(model()?)
+            // The conversation is created with its header (system prompt, tools).
+            let header = LLMChain::new(model()?)
                 .with_system("You send short emails for the user.")
                 .with_tool(send_email()?)
-                .with_review(review);
-            // The conversation is created with the chain's header (system prompt, tools)
-            // and every later message and call status is written as it happens.
-            let (mut chain, id) =
-                StoreSink::persist(store.clone(), chain, Some(prompt.clone())).await?;
+                .conversation()
+                .clone();
+            let id = store
+                .create_conversation(NewConversation::from_conversation(header).with_title(prompt))
+                .await?;
             println!("conversation {id}");
-            chain.add_message(Message::user(prompt.clone())).await?;
-            chain
+            (id, Some(prompt.clone()))
         }
-        "resume" => {
-            let id = args.get(2).ok_or(usage)?;
-            // Another process: the conversation as the store holds it.
-            let state = load_chain_state(store.as_ref(), id, None)
-                .await?
-                .ok_or_else(|| format!("no conversation {id} in {db}"))?;
-            let mut chain = LLMChain::from_state(model()?, state)
-                .with_tool(send_email()?)
-                .with_review(review)
-                .with_sink(StoreSink::new(store.clone(), id.clone()));
-            println!("conversation {id}: {} messages", chain.messages().len());
-            if let Some(prompt) = args.get(3) {
-                chain.add_message(Message::user(prompt.clone())).await?;
-            }
-            chain
-        }
+        "resume" => (args.get(2).ok_or(usage)?.clone(), args.get(3).cloned()),
         _ => return Err(usage.into()),
     };
-    chain.run(Mode::while_needs_response()).await?;
+    // Every stored run goes through a lease: one process at a time holds the
+    // conversation's run, every write is fenced by the lease (a process that lost it
+    // writes nothing more), a call left `executing` by a killed process is answered
+    // "outcome unknown", and how the run ended is recorded.
+    let mut held = LeasedRun::claim(
+        store.clone(),
+        Claim::Conversation {
+            id: id.clone(),
+            state: RunState {
+                mode: "while_needs_response".into(),
+                ..Default::default()
+            },
+        },
+        "durable_agent",
+        Duration::from_secs(30),
+    )
+    .await?;
+    // The conversation as the store holds it (in any process).
+    let state = held.chain_state().await?;
+    println!(
+        "conversation {id}: {} messages",
+        state.conversation.messages.len()
+    );
+    let chain = LLMChain::from_state(model()?, state)
+        .with_tool(send_email()?)
+        .with_review(review);
+    let mut drive = Drive::new();
+    if let Some(prompt) = prompt {
+        drive = drive.message(Message::user(prompt));
+    }
+    let ended = held.drive(chain, Mode::while_needs_response(), drive).await;
+    if let Some(e) = ended.error {
+        return Err(e.into());
+    }
+    println!("the run ended: {:?}", ended.end);
+    let chain = ended
+        .chain
+        .ok_or("the run ended before its chain was built")?;
     for m in chain.messages() {
         for r in &m.tool_results {
             println!("tool result {}: {}", r.tool_call_id, r.content_text());

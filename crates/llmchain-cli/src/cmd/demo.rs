@@ -11,13 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use llmchain::chain::{Callbacks, LLMChain, Mode, ReviewDecision, RunOutcome, ScriptedModel};
+use llmchain::chain::{Callbacks, LLMChain, Mode, ReviewDecision, ScriptedModel};
 use llmchain::message::{Message, ToolCall};
 use llmchain::provider::render::ResponseScript;
 use llmchain::provider::{Format, StreamEvent};
 
-use llmchain_store::sink::StoreSink;
-use llmchain_store::{NewConversation, Store};
+use llmchain_store::{Drive, NewConversation, RunEnd, Store};
 
 use crate::error::{CliError, CliResult};
 use crate::stdout::{out, outln};
@@ -194,25 +193,35 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
         .create_conversation(NewConversation::from_conversation(header).with_title("llmchain demo"))
         .await
         .map_err(CliError::store)?;
-    let mut chain = chain.with_sink(Arc::new(StoreSink::new(
-        store.clone(),
-        conversation_id.clone(),
-    )));
 
+    // Like every stored run, the demo's goes through a lease (`LeasedRun`): its writes
+    // are fenced by it, a second process would be told who holds the conversation, and
+    // how the run ended is recorded.
+    let held = crate::interactive_run::claim(
+        store.clone(),
+        &conversation_id,
+        "while_needs_response",
+        serde_json::Map::new(),
+    )
+    .await?;
     let question = "Please compute (17 * 23) + 4, tell me the time, and summarise my notes file.";
     outln!("user: {question}");
-    chain
-        .add_message(Message::user(question))
-        .await
-        .map_err(CliError::chain)?;
-    let outcome = chain.run(Mode::while_needs_response()).await.map_err(|e| {
-        CliError::runtime(format!("the demo run failed: {e}")).typed(e.error_type())
-    })?;
-    if outcome != RunOutcome::Done {
-        return Err(CliError::runtime(format!(
-            "the demo ended early: {outcome:?}"
-        )));
+    let ended = held
+        .drive(
+            chain,
+            Mode::while_needs_response(),
+            Drive::new().message(Message::user(question)),
+        )
+        .await;
+    if let Some(e) = &ended.error {
+        return Err(CliError::runtime(format!("the demo run failed: {e}")).typed(e.error_type()));
     }
+    let chain = match (ended.end, ended.chain) {
+        (RunEnd::Done, Some(chain)) => chain,
+        (end, _) => {
+            return Err(CliError::runtime(format!("the demo ended early: {end:?}")));
+        }
+    };
     let usage = crate::usage::summary(&crate::usage::total(chain.messages()));
     outln!();
     outln!(

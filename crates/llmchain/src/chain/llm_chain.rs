@@ -1027,10 +1027,16 @@ impl LLMChain {
         // arguments.
         let watch_budget = self.budget.tokens.is_some() || price.is_some();
         let mut streamed = 0usize;
-        let cancel = self.cancel.child_token();
         let mut clock = StreamClock::new(&self.budget, &self.state.spent);
-        let mut stream = model.stream_until(request, cancel.clone());
+        // A token of its own only when something may abort this stream (a budget, a
+        // hook, a timeout): otherwise the chain's, as a plain stream needs no more.
         let check_chunks = !self.hooks.is_empty();
+        let cancel = if watch_budget || check_chunks || clock.is_set() {
+            self.cancel.child_token()
+        } else {
+            self.cancel.clone()
+        };
+        let mut stream = model.stream_until(request, cancel.clone());
         let mut partial: Option<Message> = None;
         // No timeout set (the common case): the stream is read with no clock at all.
         let timed = clock.is_set();

@@ -104,7 +104,9 @@ enum Test {
     Gt(f64),
     Lt(f64),
     In(Vec<Value>),
-    Glob(globset::GlobMatcher),
+    /// A one-pattern set: a set picks a literal strategy (prefix, suffix, extension)
+    /// where one applies, which a single matcher, always a regex, does not.
+    Glob(globset::GlobSet),
     Regex(regex::Regex),
 }
 
@@ -177,7 +179,7 @@ fn kind(v: &Value) -> &'static str {
 pub(super) struct Rule {
     pub(super) spec: RuleSpec,
     tool: globset::GlobMatcher,
-    tests: Vec<(String, Vec<Test>)>,
+    tests: Vec<(Pointer, Vec<Test>)>,
 }
 
 /// Why one rule does or does not match a call.
@@ -246,7 +248,11 @@ impl Rule {
                 compiled.push(Test::In(v.clone()));
             }
             if let Some(g) = &t.glob {
-                compiled.push(Test::Glob(glob(g)?));
+                let set = globset::GlobSetBuilder::new()
+                    .add(tool_glob(g)?)
+                    .build()
+                    .map_err(|e| format!("the glob {g:?} is not valid: {e}"))?;
+                compiled.push(Test::Glob(set));
             }
             if let Some(r) = &t.regex {
                 // The regex crate runs in time linear in the input: a rule cannot be
@@ -262,7 +268,7 @@ impl Rule {
                     "the argument {pointer:?} has no test (eq, ne, gt, lt, in, glob, regex)"
                 ));
             }
-            tests.push((pointer.clone(), compiled));
+            tests.push((Pointer::new(pointer), compiled));
         }
         Ok(Rule { spec, tool, tests })
     }
@@ -274,7 +280,7 @@ impl Rule {
 
     /// Why the rule did not match, in words.
     pub(super) fn why_not(&self, n: &NoMatch) -> String {
-        let Some((pointer, tests)) = self.tests.get(n.pointer) else {
+        let Some((Pointer { text: pointer, .. }, tests)) = self.tests.get(n.pointer) else {
             return "it did not match".into();
         };
         match n.test.and_then(|i| tests.get(i)) {
@@ -286,7 +292,7 @@ impl Rule {
     /// How the rule's argument tests go on `arguments` (the tool is not checked).
     pub(super) fn test_args(&self, arguments: &Map<String, Value>) -> Match {
         for (p, (pointer, tests)) in self.tests.iter().enumerate() {
-            let Some(value) = lookup(arguments, pointer) else {
+            let Some(value) = pointer.lookup(arguments) else {
                 return Match::No(NoMatch {
                     pointer: p,
                     test: None,
@@ -302,7 +308,7 @@ impl Rule {
                         });
                     }
                     Err(why) => {
-                        return Match::Unevaluable(Unevaluable(format!("{pointer}: {why}")));
+                        return Match::Unevaluable(Unevaluable(format!("{}: {why}", pointer.text)));
                     }
                 }
             }
@@ -365,21 +371,36 @@ impl Rule {
     }
 }
 
-/// The value at `pointer` in `arguments` (`""` is the whole object).
-fn lookup<'a>(arguments: &'a Map<String, Value>, pointer: &str) -> Option<&'a Value> {
-    if pointer.is_empty() {
-        return None;
+/// A JSON pointer into the arguments, split once: the top-level key (unescaped) and
+/// the rest (looked up by serde_json), so a lookup allocates nothing.
+#[derive(Debug)]
+struct Pointer {
+    text: String,
+    key: Option<String>,
+    tail: String,
+}
+
+impl Pointer {
+    fn new(pointer: &str) -> Pointer {
+        let key_and_tail = pointer.strip_prefix('/').map(|rest| match rest.find('/') {
+            Some(at) => (&rest[..at], &rest[at..]),
+            None => (rest, ""),
+        });
+        Pointer {
+            text: pointer.to_owned(),
+            key: key_and_tail.map(|(k, _)| k.replace("~1", "/").replace("~0", "~")),
+            tail: key_and_tail.map(|(_, t)| t.to_owned()).unwrap_or_default(),
+        }
     }
-    let rest = pointer.strip_prefix('/')?;
-    let (first, tail) = match rest.find('/') {
-        Some(at) => (&rest[..at], &rest[at..]),
-        None => (rest, ""),
-    };
-    let key = first.replace("~1", "/").replace("~0", "~");
-    let value = arguments.get(&key)?;
-    if tail.is_empty() {
-        Some(value)
-    } else {
-        value.pointer(tail)
+
+    /// The value it points at (`None` for the empty pointer: a rule tests arguments,
+    /// not the whole object).
+    fn lookup<'a>(&self, arguments: &'a Map<String, Value>) -> Option<&'a Value> {
+        let value = arguments.get(self.key.as_deref()?)?;
+        if self.tail.is_empty() {
+            Some(value)
+        } else {
+            value.pointer(&self.tail)
+        }
     }
 }
