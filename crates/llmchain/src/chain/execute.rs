@@ -330,7 +330,7 @@ impl LLMChain {
 
     /// After a batch: the run goes on, or stops because a budget ran out in it.
     async fn after_batch(&mut self) -> Result<Step, ChainError> {
-        match self.budget_stop.take() {
+        match self.stop_after_batch.take() {
             None => Ok(Step::Continue(())),
             Some(stop) => self.stop_for_budget(stop).await,
         }
@@ -518,9 +518,7 @@ impl LLMChain {
                             ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
                             ExecutionStatus::Denied,
                         );
-                        if self.budget_stop.is_none() {
-                            self.budget_stop = Some(stop);
-                        }
+                        self.stop_after_batch.get_or_insert(stop);
                     }
                 }
             }
@@ -543,9 +541,7 @@ impl LLMChain {
                     ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
                     ExecutionStatus::Denied,
                 );
-                if self.budget_stop.is_none() {
-                    self.budget_stop = Some(stop);
-                }
+                self.stop_after_batch.get_or_insert(stop);
                 continue;
             }
             self.state.spent.tool_calls += 1;
@@ -635,9 +631,8 @@ impl LLMChain {
                             && ran_call.is_complete()
                             && !r.is_interrupt()
                             && let Some(stop) = self.after_tool(&ran_call, &mut r).await
-                            && self.budget_stop.is_none()
                         {
-                            self.budget_stop = Some(stop);
+                            self.stop_after_batch.get_or_insert(stop);
                         }
                         call.arguments = ran_call.arguments;
                         call.metadata = ran_call.metadata;

@@ -69,7 +69,7 @@ pub struct LLMChain {
     pub(super) hook_timeout: std::time::Duration,
     /// A budget that ran out, or a hook that stopped the run, during the batch being
     /// run: the run stops after it.
-    pub(super) budget_stop: Option<super::budget::RunStop>,
+    pub(super) stop_after_batch: Option<super::budget::RunStop>,
     /// Why the last run stopped before its end, if a decision stopped it.
     pub(super) stopped: Option<super::budget::RunStop>,
 }
@@ -131,7 +131,7 @@ impl LLMChain {
             policies: Vec::new(),
             hooks: super::hook::HookStack::default(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
-            budget_stop: None,
+            stop_after_batch: None,
             stopped: None,
         }
     }

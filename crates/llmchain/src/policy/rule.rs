@@ -163,6 +163,8 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The JSON type of a value, for messages. (`tool::args::json_type` says the same; the
+/// policy layer depends on nothing of ours, so it keeps its own.)
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
