@@ -104,9 +104,7 @@ enum Test {
     Gt(f64),
     Lt(f64),
     In(Vec<Value>),
-    /// A one-pattern set: a set picks a literal strategy (prefix, suffix, extension)
-    /// where one applies, which a single matcher, always a regex, does not.
-    Glob(globset::GlobSet),
+    Glob(Glob, String),
     Regex(regex::Regex),
 }
 
@@ -118,9 +116,22 @@ impl Test {
             Test::Gt(_) => "gt",
             Test::Lt(_) => "lt",
             Test::In(_) => "in",
-            Test::Glob(_) => "glob",
+            Test::Glob(..) => "glob",
             Test::Regex(_) => "regex",
         }
+    }
+
+    /// What the test says, as text: two tests with the same key give the same answer
+    /// on the same value (so [`Rules`](super::Rules) evaluates them once per call).
+    fn key(&self) -> String {
+        let operand = match self {
+            Test::Eq(v) | Test::Ne(v) => v.to_string(),
+            Test::Gt(x) | Test::Lt(x) => format!("{x:?}"),
+            Test::In(xs) => Value::Array(xs.clone()).to_string(),
+            Test::Glob(_, g) => g.clone(),
+            Test::Regex(r) => r.as_str().to_owned(),
+        };
+        format!("{} {operand}", self.name())
     }
 
     /// Whether `value` passes; `Err` when the test does not apply to its type.
@@ -149,9 +160,55 @@ impl Test {
             Test::Gt(x) => number(value)? > *x,
             Test::Lt(x) => number(value)? < *x,
             Test::In(xs) => xs.iter().any(|x| same(value, x)),
-            Test::Glob(g) => g.is_match(text(self, value)?),
+            Test::Glob(g, _) => g.is_match(text(self, value)?),
             Test::Regex(r) => r.is_match(text(self, value)?),
         })
+    }
+}
+
+/// A glob on an argument. The shapes rules mostly write (`*@corp.com`, `/etc/*`,
+/// `*secret*`, a plain word) are tested as the string comparisons they are; the rest by
+/// globset's matcher. (`*` crosses `/` and newlines in both, so the answers are the
+/// same; a property test holds them to it.) globset first builds a path candidate
+/// (file name, extension) that an argument does not need, at ten times the cost. Not a
+/// `GlobSet`: its literal strategies answer some patterns differently from the matcher
+/// (`**.` does not match `..`), which the property test found.
+#[derive(Debug)]
+pub(super) enum Glob {
+    Exact(String),
+    Prefix(String),
+    Suffix(String),
+    Contains(String),
+    Other(globset::GlobMatcher),
+}
+
+impl Glob {
+    pub(super) fn new(pattern: &str) -> Result<Glob, String> {
+        // Validate as globset would, whatever the fast path.
+        let glob = tool_glob(pattern)?;
+        let plain = |s: &str| !s.contains(['*', '?', '[', ']', '{', '}', '\\']);
+        let inner = pattern.strip_prefix('*').and_then(|s| s.strip_suffix('*'));
+        Ok(if plain(pattern) {
+            Glob::Exact(pattern.to_owned())
+        } else if let Some(mid) = inner.filter(|m| plain(m)) {
+            Glob::Contains(mid.to_owned())
+        } else if let Some(end) = pattern.strip_prefix('*').filter(|e| plain(e)) {
+            Glob::Suffix(end.to_owned())
+        } else if let Some(start) = pattern.strip_suffix('*').filter(|s| plain(s)) {
+            Glob::Prefix(start.to_owned())
+        } else {
+            Glob::Other(glob.compile_matcher())
+        })
+    }
+
+    pub(super) fn is_match(&self, text: &str) -> bool {
+        match self {
+            Glob::Exact(s) => text == s,
+            Glob::Prefix(s) => text.starts_with(s.as_str()),
+            Glob::Suffix(s) => text.ends_with(s.as_str()),
+            Glob::Contains(s) => text.contains(s.as_str()),
+            Glob::Other(glob) => glob.is_match(text),
+        }
     }
 }
 
@@ -197,6 +254,17 @@ pub(super) enum Match {
     Unevaluable(Unevaluable),
 }
 
+/// How one test went on a call: what [`Rules`](super::Rules) remembers per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Condition {
+    /// It held.
+    Yes,
+    /// It did not, or its argument is absent.
+    No,
+    /// It does not apply to the argument's type.
+    Unevaluable,
+}
+
 /// Which test of a rule did not hold: the `pointer`-th argument test, and its
 /// `test`-th matcher (`None`: the pointer is absent). Said in words only when asked
 /// ([`Rule::why_not`]): deciding a call allocates nothing for it.
@@ -212,7 +280,7 @@ fn glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
 }
 
 /// A glob as rules write it: `*` crosses `/`.
-pub(super) fn tool_glob(pattern: &str) -> Result<globset::Glob, String> {
+fn tool_glob(pattern: &str) -> Result<globset::Glob, String> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
@@ -250,11 +318,7 @@ impl Rule {
                 compiled.push(Test::In(v.clone()));
             }
             if let Some(g) = &t.glob {
-                let set = globset::GlobSetBuilder::new()
-                    .add(tool_glob(g)?)
-                    .build()
-                    .map_err(|e| format!("the glob {g:?} is not valid: {e}"))?;
-                compiled.push(Test::Glob(set));
+                compiled.push(Test::Glob(Glob::new(g)?, g.clone()));
             }
             if let Some(r) = &t.regex {
                 // The regex crate runs in time linear in the input: a rule cannot be
@@ -288,6 +352,40 @@ impl Rule {
         match n.test.and_then(|i| tests.get(i)) {
             None => format!("{pointer} is absent"),
             Some(t) => format!("{pointer} fails {}", t.name()),
+        }
+    }
+
+    /// The rule's tests, in the order they are tried: `(pointer, test, key)`, where
+    /// `key` names what the test asks of which argument (equal keys, equal answers).
+    pub(super) fn conditions(&self) -> impl Iterator<Item = (usize, usize, String)> + '_ {
+        self.tests
+            .iter()
+            .enumerate()
+            .flat_map(|(p, (pointer, tests))| {
+                tests
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, t)| (p, i, format!("{}\u{0} {}", pointer.text, t.key())))
+            })
+    }
+
+    /// How the `test`-th test of the `pointer`-th argument goes on `arguments`.
+    pub(super) fn condition(
+        &self,
+        pointer: usize,
+        test: usize,
+        arguments: &Map<String, Value>,
+    ) -> Condition {
+        let Some((at, tests)) = self.tests.get(pointer) else {
+            return Condition::No;
+        };
+        let (Some(value), Some(t)) = (at.lookup(arguments), tests.get(test)) else {
+            return Condition::No;
+        };
+        match t.holds(value) {
+            Ok(true) => Condition::Yes,
+            Ok(false) => Condition::No,
+            Err(_) => Condition::Unevaluable,
         }
     }
 
@@ -398,11 +496,37 @@ impl Pointer {
     /// The value it points at (`None` for the empty pointer: a rule tests arguments,
     /// not the whole object).
     fn lookup<'a>(&self, arguments: &'a Map<String, Value>) -> Option<&'a Value> {
-        let value = arguments.get(self.key.as_deref()?)?;
+        let key = self.key.as_deref()?;
+        // A call's arguments are a handful of keys: comparing them (lengths first)
+        // beats hashing ours with the map's SipHash.
+        let value = if arguments.len() <= 8 {
+            arguments.iter().find(|(k, _)| k.as_str() == key)?.1
+        } else {
+            arguments.get(key)?
+        };
         if self.tail.is_empty() {
             Some(value)
         } else {
             value.pointer(&self.tail)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The string fast paths answer as globset does.
+        #[test]
+        fn a_glob_answers_as_globset(
+            pattern in "[*]?[ab/.\n*]{0,4}[*]?",
+            text in "[ab/.\n]{0,6}",
+        ) {
+            let Ok(g) = tool_glob(&pattern) else { return Ok(()) };
+            let expected = g.compile_matcher().is_match(&text);
+            prop_assert_eq!(Glob::new(&pattern).unwrap().is_match(&text), expected, "{:?} on {:?}", pattern, text);
         }
     }
 }

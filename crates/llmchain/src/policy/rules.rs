@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
 
-use super::rule::{Match, Rule, RuleMode, RuleSpec, Unevaluable, tool_glob};
+use super::rule::{Condition, Match, Rule, RuleMode, RuleSpec, Unevaluable};
 use super::{CallFacts, Effect, Policy, Ruling};
 
 /// Rules that cannot be used: which one, and why. `index` is its place in the list
@@ -63,11 +63,46 @@ pub struct Rules {
     default: Option<Effect>,
     shadow: bool,
     digest: String,
-    /// Every rule's tool glob in one automaton: the rules covering a tool in one pass.
-    tools: globset::GlobSet,
     /// The rules covering each tool seen (a chain has few tools; bounded anyway).
-    covering: RwLock<HashMap<String, Arc<[usize]>>>,
+    covering: RwLock<HashMap<String, Arc<[Group]>, foldhash::fast::RandomState>>,
+    /// Every distinct test of the set, once: `(rule, pointer, test)` of the first rule
+    /// that has it. Rules that ask the same of the same argument (many do: `*@corp`
+    /// on `/to` in ten rules) share one evaluation per call.
+    conditions: Vec<(usize, usize, usize)>,
+    /// What a call's ruling reads of each rule, packed apart from the rules (which
+    /// are mostly text) so that the rules covering a tool stay in cache.
+    hot: Vec<Hot>,
+    /// Every rule's tests as indices into `conditions`, in the order they are tried;
+    /// rule `i`'s are `plan[hot[i].plan.0..hot[i].plan.1]`.
+    plan: Vec<u32>,
 }
+
+/// The rules covering a tool that have the same tests: one evaluation decides for all
+/// of them, and which of them would win is known in advance.
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    plan: (u32, u32),
+    /// When the tests hold: the group's strictest effect and its first rule of it.
+    all: (Effect, u32),
+    /// The same among the group's enforced rules.
+    enforced: Option<(Effect, u32)>,
+    /// When a test cannot be evaluated every rule denies: the first rule, and the
+    /// first enforced one.
+    first: u32,
+    first_enforced: Option<u32>,
+}
+
+/// What ruling on a call reads of one rule.
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    effect: Effect,
+    /// Its mode is enforce (the set may still be in shadow mode).
+    enforce: bool,
+    plan: (u32, u32),
+}
+
+/// How many distinct tests are remembered per call on the stack (more: on the heap).
+const STACK_CONDITIONS: usize = 256;
 
 /// The most tool names [`Rules`] remembers the covering rules of.
 const MAX_CACHED_TOOLS: usize = 4096;
@@ -91,26 +126,33 @@ impl Rules {
             rule.check_examples().map_err(error)?;
             rules.push(rule);
         }
-        let mut set = globset::GlobSetBuilder::new();
-        for (index, r) in rules.iter().enumerate() {
-            set.add(tool_glob(&r.spec.tool).map_err(|message| RuleError {
-                index,
-                id: r.spec.id.clone(),
-                message,
-            })?);
+        let mut conditions = Vec::new();
+        let mut seen: HashMap<String, u32> = HashMap::new();
+        let mut plan = Vec::new();
+        let mut hot = Vec::with_capacity(rules.len());
+        for (r, rule) in rules.iter().enumerate() {
+            let start = plan.len() as u32;
+            for (pointer, test, key) in rule.conditions() {
+                plan.push(*seen.entry(key).or_insert_with(|| {
+                    conditions.push((r, pointer, test));
+                    (conditions.len() - 1) as u32
+                }));
+            }
+            hot.push(Hot {
+                effect: rule.spec.effect,
+                enforce: rule.spec.mode == RuleMode::Enforce,
+                plan: (start, plan.len() as u32),
+            });
         }
-        let tools = set.build().map_err(|e| RuleError {
-            index: 0,
-            id: String::new(),
-            message: format!("the tool globs cannot be combined: {e}"),
-        })?;
         let mut rules = Rules {
             rules,
             default: None,
             shadow: false,
             digest: String::new(),
-            tools,
-            covering: RwLock::new(HashMap::new()),
+            covering: RwLock::new(HashMap::default()),
+            conditions,
+            hot,
+            plan,
         };
         rules.digest = rules.compute_digest();
         Ok(rules)
@@ -280,19 +322,130 @@ impl Policy for Rules {
     }
 
     fn rule(&self, call: &CallFacts<'_>) -> Rulings {
-        let covering = self.covering(call.tool);
-        let outcomes: Vec<(&Rule, Match)> = covering
-            .iter()
-            .map(|&i| &self.rules[i])
-            .map(|r| (r, r.test_args(call.arguments)))
-            .collect();
-        self.rulings_of(&outcomes)
+        // Ruled on under the cache's read lock: no count taken on the shared list.
+        if let Some(hit) = self
+            .covering
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(call.tool)
+        {
+            return self.rule_covered(hit, call);
+        }
+        self.rule_covered(&self.covering(call.tool), call)
     }
 }
 
 impl Rules {
-    /// The rules whose tool glob covers `tool`, in order.
-    fn covering(&self, tool: &str) -> Arc<[usize]> {
+    /// The rulings on `call`, given the rules that cover its tool.
+    fn rule_covered(&self, covering: &[Group], call: &CallFacts<'_>) -> Rulings {
+        // What each distinct test said on this call: 0 not asked yet, else a Condition.
+        let mut stack = [0u8; STACK_CONDITIONS];
+        let mut heap = Vec::new();
+        let memo: &mut [u8] = if self.conditions.len() <= STACK_CONDITIONS {
+            &mut stack[..self.conditions.len()]
+        } else {
+            heap.resize(self.conditions.len(), 0);
+            &mut heap
+        };
+        // One pass, two tallies: the rules enforced, and every rule (shadow included):
+        // (effect, rule, whether it could not be evaluated). The first rule of the
+        // strictest effect wins.
+        let mut enforced: Option<(Effect, usize, bool)> = None;
+        let mut all: Option<(Effect, usize, bool)> = None;
+        let consider =
+            |best: &mut Option<(Effect, usize, bool)>, effect, rule: u32, unevaluable| {
+                let rule = rule as usize;
+                if best.is_none_or(|(b, r, _)| effect > b || (effect == b && rule < r)) {
+                    *best = Some((effect, rule, unevaluable));
+                }
+            };
+        for g in covering {
+            match self.outcome(g.plan, call.arguments, memo) {
+                Condition::Yes => {
+                    consider(&mut all, g.all.0, g.all.1, false);
+                    if let (false, Some((effect, rule))) = (self.shadow, g.enforced) {
+                        consider(&mut enforced, effect, rule, false);
+                    }
+                }
+                // A rule that cannot be evaluated denies: a policy never fails open.
+                Condition::Unevaluable => {
+                    consider(&mut all, Effect::Deny, g.first, true);
+                    if let (false, Some(rule)) = (self.shadow, g.first_enforced) {
+                        consider(&mut enforced, Effect::Deny, rule, true);
+                    }
+                }
+                Condition::No => {}
+            }
+        }
+        let ruling = |best: Option<(Effect, usize, bool)>, default: Option<Effect>| match best {
+            // The winner matched: its own effect and reason.
+            Some((effect, i, false)) => Some(Ruling {
+                effect,
+                rule: self.rules[i].spec.id.clone(),
+                reason: self.rules[i].spec.reason.clone(),
+            }),
+            // It could not be evaluated: asked again, in full, for the words why.
+            Some((_, i, true)) => {
+                let rule = &self.rules[i];
+                Self::combine(
+                    std::iter::once((rule, &rule.test_args(call.arguments))),
+                    |_| true,
+                    None,
+                )
+            }
+            None => default.map(|effect| Ruling {
+                effect,
+                rule: "default".into(),
+                reason: None,
+            }),
+        };
+        if !self.shadow && all == enforced {
+            // Nothing only observed decided differently: no shadow ruling to build.
+            let enforced = ruling(enforced, self.default);
+            return Rulings {
+                enforced,
+                shadowed: None,
+            };
+        }
+        let enforced = ruling(enforced, (!self.shadow).then_some(self.default).flatten());
+        let with_shadow = ruling(all, self.default);
+        let shadowed = (with_shadow != enforced).then_some(with_shadow).flatten();
+        Rulings { enforced, shadowed }
+    }
+
+    /// How a rule's argument tests go on `arguments`, each distinct test asked at
+    /// most once per call (`memo`).
+    fn outcome(
+        &self,
+        plan: (u32, u32),
+        arguments: &Map<String, Value>,
+        memo: &mut [u8],
+    ) -> Condition {
+        for &c in &self.plan[plan.0 as usize..plan.1 as usize] {
+            let said = match memo[c as usize] {
+                1 => Condition::Yes,
+                2 => Condition::No,
+                3 => Condition::Unevaluable,
+                _ => {
+                    let (r, pointer, test) = self.conditions[c as usize];
+                    let said = self.rules[r].condition(pointer, test, arguments);
+                    memo[c as usize] = match said {
+                        Condition::Yes => 1,
+                        Condition::No => 2,
+                        Condition::Unevaluable => 3,
+                    };
+                    said
+                }
+            };
+            if said != Condition::Yes {
+                return said;
+            }
+        }
+        Condition::Yes
+    }
+
+    /// The rules whose tool glob covers `tool`, in groups of equal tests.
+    fn covering(&self, tool: &str) -> Arc<[Group]> {
         if let Some(hit) = self
             .covering
             .read()
@@ -301,14 +454,43 @@ impl Rules {
         {
             return hit.clone();
         }
-        let mut found = self.tools.matches(tool);
-        found.sort_unstable();
-        let found: Arc<[usize]> = found.into();
+        // Each rule's own matcher, once per tool name (not a GlobSet: its literal
+        // strategies answer some globs differently from the matcher `explain` uses).
+        let found = (0..self.rules.len()).filter(|&i| self.rules[i].covers(tool));
+        let mut groups: Vec<Group> = Vec::new();
+        for i in found {
+            let hot = self.hot[i];
+            let rule = i as u32;
+            let tests = |plan: (u32, u32)| &self.plan[plan.0 as usize..plan.1 as usize];
+            let at = groups.iter().position(|g| tests(g.plan) == tests(hot.plan));
+            // Rules come in order: a later rule replaces only on a stricter effect.
+            match at.map(|at| &mut groups[at]) {
+                None => groups.push(Group {
+                    plan: hot.plan,
+                    all: (hot.effect, rule),
+                    enforced: hot.enforce.then_some((hot.effect, rule)),
+                    first: rule,
+                    first_enforced: hot.enforce.then_some(rule),
+                }),
+                Some(g) => {
+                    if hot.effect > g.all.0 {
+                        g.all = (hot.effect, rule);
+                    }
+                    if hot.enforce {
+                        if g.enforced.is_none_or(|(e, _)| hot.effect > e) {
+                            g.enforced = Some((hot.effect, rule));
+                        }
+                        g.first_enforced.get_or_insert(rule);
+                    }
+                }
+            }
+        }
+        let groups: Arc<[Group]> = groups.into();
         let mut cache = self.covering.write().unwrap_or_else(|p| p.into_inner());
         if cache.len() < MAX_CACHED_TOOLS {
-            cache.insert(tool.to_owned(), found.clone());
+            cache.insert(tool.to_owned(), groups.clone());
         }
-        found
+        groups
     }
 }
 
@@ -546,5 +728,77 @@ mod tests {
         let e = rules.explain("pay", &args(json!({"amount": 50})));
         assert!(e.trace[1].unmatched.as_ref().unwrap().contains("fails lt"));
         assert_eq!(e.rulings.enforced.unwrap().rule, "typed");
+    }
+
+    mod fast_path {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn a_test() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                (0i64..4).prop_map(|n| json!({"eq": n})),
+                (0i64..4).prop_map(|n| json!({"ne": n})),
+                (0i64..4).prop_map(|n| json!({"gt": n})),
+                (0i64..4).prop_map(|n| json!({"lt": n, "gt": 0})),
+                Just(json!({"in": [1, "a"]})),
+                Just(json!({"glob": "a*"})),
+                Just(json!({"regex": "^b"})),
+            ]
+        }
+
+        fn a_rule() -> impl Strategy<Value = Value> {
+            (
+                prop::sample::select(vec!["*", "t", "t*", "u", "mcp:*", "**.", "*/*", "{t,u}*"]),
+                prop::collection::btree_map(
+                    prop::sample::select(vec!["/x", "/y", "/z/0"]),
+                    a_test(),
+                    0..3,
+                ),
+                prop::sample::select(vec!["allow", "ask", "deny"]),
+                any::<bool>(),
+            )
+                .prop_map(|(tool, args, effect, shadow)| {
+                    json!({"tool": tool, "args": args, "effect": effect,
+                           "mode": if shadow { "shadow" } else { "enforce" }})
+                })
+        }
+
+        fn a_value() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                (0i64..5).prop_map(Value::from),
+                prop::sample::select(vec!["a", "ab", "b", "c"]).prop_map(Value::from),
+                Just(json!([1, "a"])),
+                Just(Value::Null),
+            ]
+        }
+
+        proptest! {
+            /// The per-call path (shared tests asked once, one pass, no list) rules
+            /// exactly as `explain`, which tries every rule in full.
+            #[test]
+            fn rule_agrees_with_explain(
+                rules in prop::collection::vec(a_rule(), 0..12),
+                default in prop::option::of(prop::sample::select(vec![Effect::Allow, Effect::Ask, Effect::Deny])),
+                whole_shadow in any::<bool>(),
+                tool in prop::sample::select(vec!["t", "tx", "u", "mcp:s/w", "v", "..", "a/b"]),
+                x in prop::option::of(a_value()),
+                y in prop::option::of(a_value()),
+                z in prop::option::of(a_value()),
+            ) {
+                let specs = rules.into_iter().enumerate().map(|(i, mut r)| {
+                    r["id"] = json!(format!("r{i}"));
+                    spec(r)
+                }).collect();
+                let rules = Rules::compile(specs).unwrap().with_default(default).shadow(whole_shadow);
+                let mut a = Map::new();
+                if let Some(x) = x { a.insert("x".into(), x); }
+                if let Some(y) = y { a.insert("y".into(), y); }
+                if let Some(z) = z { a.insert("z".into(), json!([z])); }
+                // Twice: the second call reads the tool's covering rules from the cache.
+                for _ in 0..2 {
+                    prop_assert_eq!(rules.rule(&CallFacts::new(tool, &a)), rules.explain(tool, &a).rulings);
+                }
+            }
+        }
     }
 }
