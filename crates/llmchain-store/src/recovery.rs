@@ -54,14 +54,6 @@ impl Recovery {
     }
 }
 
-/// The text of the failed result given to a call whose outcome is unknown.
-pub fn unknown_outcome_text(call_id: &str, name: &str) -> String {
-    format!(
-        "outcome unknown: the process stopped while tool call {call_id} ({name}) was executing; \
-         it was not run again because the tool is not idempotent, so it may or may not have taken effect"
-    )
-}
-
 /// Computes the recovery of a loaded conversation (tool calls carrying their statuses).
 pub fn plan(conversation: &Conversation, is_idempotent: &dyn Fn(&str) -> bool) -> Recovery {
     let answered: HashSet<&str> = conversation
@@ -79,28 +71,19 @@ pub fn plan(conversation: &Conversation, is_idempotent: &dyn Fn(&str) -> bool) -
             continue;
         }
         let name = call.name.as_deref().unwrap_or("");
-        // No status means `identified`; an unknown string is treated as "may have run".
-        let status =
-            ExecutionStatus::parse(call.execution_status()).unwrap_or(ExecutionStatus::Executing);
-        match status {
-            // Denied or rejected calls never started: nothing of them can have run, so
-            // they are reviewed again like a call just seen.
-            s if s == ExecutionStatus::Identified || s.never_ran() => {
-                out.pending.push(call.clone())
-            }
-            _ if is_idempotent(name) => {
-                out.rerun.push(
-                    call.clone()
-                        .with_execution_status(ExecutionStatus::Identified),
-                );
-            }
-            _ => {
-                let mut result = ToolResult::error(id, unknown_outcome_text(id, name));
-                if !name.is_empty() {
-                    result = result.with_name(name);
-                }
-                out.unknown_outcome.push(result);
-            }
+        // The chain's own rule (`ToolCall::may_have_run`) and its answer: one rule.
+        if !call.may_have_run() {
+            // Never started (or denied, rejected): nothing of it can have run, so it
+            // is reviewed again like a call just seen.
+            out.pending.push(call.clone());
+        } else if is_idempotent(name) {
+            out.rerun.push(
+                call.clone()
+                    .with_execution_status(ExecutionStatus::Identified),
+            );
+        } else {
+            out.unknown_outcome
+                .push(ToolResult::outcome_unknown(id, name));
         }
     }
     out
@@ -152,11 +135,7 @@ mod tests {
         assert_eq!(r.unknown_outcome[1].tool_call_id, "d");
         assert!(r.unknown_outcome[0].is_error());
         assert!(!r.unknown_outcome[0].is_refusal());
-        assert!(
-            r.unknown_outcome[0]
-                .content_text()
-                .contains("outcome unknown")
-        );
+        assert!(r.unknown_outcome[0].content_text().contains("is unknown"));
         assert_eq!(r.unknown_outcome[0].name.as_deref(), Some("send_mail"));
         assert_eq!(r.rerun.len(), 1);
         assert_eq!(r.rerun[0].execution_status(), "identified");

@@ -132,11 +132,15 @@ pub trait Store: Send + Sync {
         id: &str,
     ) -> impl Future<Output = StoreResult<HashMap<String, ExecutionStatus>>> + Send;
 
-    /// Recovery after a crash ([`crate::recovery`]): in one transaction, appends a failed
-    /// "outcome unknown" result for each call of a non-idempotent tool that may have run
-    /// without its result being stored (as one tool message), marks those calls `failed`
-    /// and marks re-runnable calls of idempotent tools `identified`. Calling it again finds
-    /// nothing more to do for those calls.
+    /// Recovery after a crash ([`crate::recovery`]), for an application that stores
+    /// conversations without a chain (a chain applies the same rule itself on resume):
+    /// in one transaction, appends a failed "outcome unknown" result
+    /// ([`ToolResult::outcome_unknown`](llmchain::message::ToolResult::outcome_unknown))
+    /// for each call of a non-idempotent tool that may have run without its result being
+    /// stored ([`ToolCall::may_have_run`](llmchain::message::ToolCall::may_have_run), the
+    /// chain's own rule), as one tool message, marks those calls `failed` and marks
+    /// re-runnable calls of idempotent tools `identified`. Calling it again finds nothing
+    /// more to do for those calls.
     fn recover(
         &self,
         id: &str,

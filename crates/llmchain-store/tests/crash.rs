@@ -272,7 +272,7 @@ async fn kill_at_random_points() {
         assert!(
             rec.unknown_outcome
                 .iter()
-                .all(|r| r.is_error() && r.content_text().contains("outcome unknown"))
+                .all(|r| r.is_error() && r.content_text().contains("is unknown"))
         );
         unknown_total += got_unknown.len();
         rerun_total += rec.rerun.len();

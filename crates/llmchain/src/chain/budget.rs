@@ -121,6 +121,15 @@ impl Budget {
             || self.wall_seconds.is_some()
     }
 
+    /// Whether a model call's stream is timed: a step, first-chunk or idle timeout, or
+    /// a wall clock for the run.
+    pub(super) fn times_streams(&self) -> bool {
+        self.step_seconds.is_some()
+            || self.first_chunk_seconds.is_some()
+            || self.idle_seconds.is_some()
+            || self.wall_seconds.is_some()
+    }
+
     /// The token limit a call other than the final answer must stay under.
     pub(super) fn tokens_before_final(&self) -> Option<u64> {
         let max = self.tokens?;

@@ -154,11 +154,7 @@ impl LLMChain {
     /// or finished, without its result) and its tool is not idempotent: it is answered
     /// "outcome unknown" and never run again, whoever resumes and whatever was decided.
     pub(super) fn outcome_unknown(&self, call: &ToolCall) -> bool {
-        let started = matches!(
-            call.typed_execution_status(),
-            Some(ExecutionStatus::Executing | ExecutionStatus::Completed | ExecutionStatus::Failed)
-        );
-        started
+        call.may_have_run()
             && !call
                 .name
                 .as_deref()
@@ -332,7 +328,7 @@ impl LLMChain {
     async fn after_batch(&mut self) -> Result<Step, ChainError> {
         match self.stop_after_batch.take() {
             None => Ok(Step::Continue(())),
-            Some(stop) => self.stop_for_budget(stop).await,
+            Some(stop) => self.stop_for_budget(*stop).await,
         }
     }
 
@@ -433,15 +429,7 @@ impl LLMChain {
                 Plan::Run(call.clone())
             } else if self.outcome_unknown(call) {
                 Plan::Answer(
-                    ToolResult::error(
-                        &id,
-                        format!(
-                            "The outcome of this call to {name} is unknown: it was already running \
-                             when the previous run stopped, and it was not run again because the tool \
-                             is not idempotent. Check its effects before calling it again."
-                        ),
-                    )
-                    .with_name(&name),
+                    ToolResult::outcome_unknown(&id, &name),
                     ExecutionStatus::Failed,
                 )
             } else {
@@ -518,7 +506,7 @@ impl LLMChain {
                             ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
                             ExecutionStatus::Denied,
                         );
-                        self.stop_after_batch.get_or_insert(stop);
+                        self.stop_after_batch.get_or_insert(Box::new(stop));
                     }
                 }
             }
@@ -541,7 +529,7 @@ impl LLMChain {
                     ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
                     ExecutionStatus::Denied,
                 );
-                self.stop_after_batch.get_or_insert(stop);
+                self.stop_after_batch.get_or_insert(Box::new(stop));
                 continue;
             }
             self.state.spent.tool_calls += 1;
@@ -632,7 +620,7 @@ impl LLMChain {
                             && !r.is_interrupt()
                             && let Some(stop) = self.after_tool(&ran_call, &mut r).await
                         {
-                            self.stop_after_batch.get_or_insert(stop);
+                            self.stop_after_batch.get_or_insert(Box::new(stop));
                         }
                         call.arguments = ran_call.arguments;
                         call.metadata = ran_call.metadata;

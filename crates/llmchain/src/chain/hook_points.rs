@@ -69,6 +69,11 @@ impl LLMChain {
         if self.hooks.is_empty() {
             return Ok(None);
         }
+        // Boxed: with no hooks (the common case) every model call's future stays small.
+        Box::pin(self.before_model_hooks()).await
+    }
+
+    async fn before_model_hooks(&mut self) -> Result<Option<Conversation>, RunStop> {
         let mut request = self.state.conversation.clone();
         let hooks: Vec<_> = self.hooks.outside_in().cloned().collect();
         for hook in &hooks {
@@ -121,6 +126,10 @@ impl LLMChain {
         if self.hooks.is_empty() {
             return Ok(None);
         }
+        Box::pin(self.after_model_hooks()).await
+    }
+
+    async fn after_model_hooks(&mut self) -> Result<Option<RunStop>, super::ChainError> {
         let Some(answer) = self.last_message().cloned() else {
             return Ok(None);
         };

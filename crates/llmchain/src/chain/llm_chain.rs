@@ -59,8 +59,9 @@ pub struct LLMChain {
     /// What the telemetry names this chain by (`gen_ai.conversation.id`,
     /// `gen_ai.agent.name`).
     pub(super) telemetry: Telemetry,
-    /// How much a run may spend.
-    pub(super) budget: super::budget::Budget,
+    /// How much a run may spend. (Boxed, like the stops below: a chain is moved into
+    /// every run's future, and most chains set none of it.)
+    pub(super) budget: Box<super::budget::Budget>,
     /// The policies every call passes.
     pub(super) policies: Vec<Arc<dyn crate::policy::Policy>>,
     /// Your hooks, in the stack's order.
@@ -69,9 +70,9 @@ pub struct LLMChain {
     pub(super) hook_timeout: std::time::Duration,
     /// A budget that ran out, or a hook that stopped the run, during the batch being
     /// run: the run stops after it.
-    pub(super) stop_after_batch: Option<super::budget::RunStop>,
+    pub(super) stop_after_batch: Option<Box<super::budget::RunStop>>,
     /// Why the last run stopped before its end, if a decision stopped it.
-    pub(super) stopped: Option<super::budget::RunStop>,
+    pub(super) stopped: Option<Box<super::budget::RunStop>>,
 }
 
 /// What the chain's spans name it by.
@@ -127,7 +128,7 @@ impl LLMChain {
             max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             max_call_argument_bytes_per_turn: DEFAULT_MAX_CALL_ARGUMENT_BYTES_PER_TURN,
             telemetry: Telemetry::default(),
-            budget: super::budget::Budget::default(),
+            budget: Box::default(),
             policies: Vec::new(),
             hooks: super::hook::HookStack::default(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
@@ -273,7 +274,7 @@ impl LLMChain {
     /// the run's state ([`LLMChain::spent`]) and survive a crash.
     #[must_use]
     pub fn with_budget(mut self, budget: super::budget::Budget) -> Self {
-        self.budget = budget;
+        self.budget = Box::new(budget);
         self
     }
 
@@ -327,7 +328,7 @@ impl LLMChain {
     /// or [`ChainError::BudgetExhausted`]): for a holder of runs that records only that
     /// the run ended.
     pub fn stopped(&self) -> Option<&super::budget::RunStop> {
-        self.stopped.as_ref()
+        self.stopped.as_deref()
     }
 
     /// The current run's decisions, oldest first.
@@ -486,6 +487,15 @@ impl LLMChain {
         &mut self,
         stop: super::budget::RunStop,
     ) -> Result<super::steps::Step, ChainError> {
+        // Boxed: a rare path whose future (a whole last model call) would otherwise
+        // make every turn's future that much bigger to move around.
+        Box::pin(self.stop_for_budget_now(stop)).await
+    }
+
+    async fn stop_for_budget_now(
+        &mut self,
+        stop: super::budget::RunStop,
+    ) -> Result<super::steps::Step, ChainError> {
         use super::budget::OnExhausted;
         if stop.kind == "budget" && !self.state.spent.final_answer {
             self.state.journal.record(super::journal::Decision::Budget {
@@ -526,7 +536,7 @@ impl LLMChain {
         }
         self.save_state().await?;
         self.fire(|cb| cb.on_run_stopped(&stop));
-        self.stopped = Some(stop.clone());
+        self.stopped = Some(Box::new(stop.clone()));
         match self.budget.on_exhausted {
             OnExhausted::Error if stop.kind == "budget" => Err(ChainError::BudgetExhausted(stop)),
             _ => Ok(std::ops::ControlFlow::Break(
@@ -673,6 +683,7 @@ impl LLMChain {
         Ok(true)
     }
 
+    #[inline]
     pub(super) fn fire(&self, f: impl Fn(&dyn ChainCallbacks)) {
         for cb in &self.callbacks {
             f(cb.as_ref());
@@ -971,7 +982,7 @@ impl LLMChain {
                 Err(Attempt::Cancelled(partial)) => {
                     span.record("error.type", "cancelled");
                     span.record("otel.status_code", "error");
-                    self.push_message(partial).await?;
+                    Box::pin(self.push_message(partial)).await?;
                     return Err(ChainError::Cancelled);
                 }
                 Err(Attempt::Failed(e, partial)) => {
@@ -1003,7 +1014,8 @@ impl LLMChain {
     /// disagrees) is reported through `on_error` and the log, not in its place, unless
     /// the writer must stop (a lost lease, a cancelled run), which the caller must see.
     async fn keep_partial(&mut self, partial: Message) -> Result<(), ChainError> {
-        match self.push_message(partial).await {
+        // Boxed: a failure's path, kept out of every call's future.
+        match Box::pin(self.push_message(partial)).await {
             Err(ChainError::Persist(e)) if !e.must_stop() => {
                 tracing::warn!(error = %e, "the partial message of a failed model call was not stored");
                 let e = ChainError::Persist(e);
@@ -1027,32 +1039,40 @@ impl LLMChain {
         // arguments.
         let watch_budget = self.budget.tokens.is_some() || price.is_some();
         let mut streamed = 0usize;
-        let mut clock = StreamClock::new(&self.budget, &self.state.spent);
+        // No timeout set (the common case): the stream is read with no clock at all.
+        let mut clock = self
+            .budget
+            .times_streams()
+            .then(|| StreamClock::new(&self.budget, &self.state.spent))
+            .filter(StreamClock::is_set);
         // A token of its own only when something may abort this stream (a budget, a
         // hook, a timeout): otherwise the chain's, as a plain stream needs no more.
         let check_chunks = !self.hooks.is_empty();
-        let cancel = if watch_budget || check_chunks || clock.is_set() {
-            self.cancel.child_token()
-        } else {
-            self.cancel.clone()
+        let cancel =
+            (watch_budget || check_chunks || clock.is_some()).then(|| self.cancel.child_token());
+        let abort = || {
+            if let Some(c) = &cancel {
+                c.cancel();
+            }
         };
-        let mut stream = model.stream_until(request, cancel.clone());
+        let mut stream = model.stream_until(
+            request,
+            cancel.clone().unwrap_or_else(|| self.cancel.clone()),
+        );
         let mut partial: Option<Message> = None;
-        // No timeout set (the common case): the stream is read with no clock at all.
-        let timed = clock.is_set();
         loop {
-            let next = match if timed { clock.deadline() } else { None } {
+            let next = match clock.as_ref().and_then(|c| Some((c.deadline()?, c))) {
                 None => stream.next().await,
-                Some((at, expiry)) => match tokio::time::timeout_at(at, stream.next()).await {
+                Some(((at, expiry), c)) => match tokio::time::timeout_at(at, stream.next()).await {
                     Ok(next) => next,
                     Err(_) => {
-                        cancel.cancel();
+                        abort();
                         let m = drain_partial(&mut stream, partial).await;
-                        return Err(clock.expired(expiry, model, m));
+                        return Err(c.expired(expiry, model, m));
                     }
                 },
             };
-            if timed {
+            if let Some(clock) = &mut clock {
                 clock.chunk();
             }
             match next {
@@ -1078,7 +1098,7 @@ impl LLMChain {
                 }
                 Some(Ok(ModelEvent::Event(ev))) => {
                     if check_chunks && let Some(stop) = self.on_chunk(&ev) {
-                        cancel.cancel();
+                        abort();
                         let m = drain_partial(&mut stream, partial).await;
                         let why = format!("aborted: {stop}");
                         return Err(Attempt::Stopped(stop, cut_off(m, &why)));
@@ -1096,7 +1116,7 @@ impl LLMChain {
                             _ => 0,
                         };
                         if let Some(stop) = self.over_budget_mid_stream(streamed, price) {
-                            cancel.cancel();
+                            abort();
                             // What the decoder assembled so far, cut off.
                             let m = drain_partial(&mut stream, partial).await;
                             let why = format!("the run's {} budget is spent", stop.limit);

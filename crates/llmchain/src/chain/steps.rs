@@ -55,7 +55,11 @@ impl Steps {
     /// tool message. Nothing to do: continues. A review interrupt: ends the run with
     /// [`RunOutcome::ReviewRequired`].
     pub async fn execute_tools(chain: &mut LLMChain) -> Result<Step, ChainError> {
-        chain.execute_pending_tools().await
+        // Boxed: a batch's future (review, policies, hooks, the executor) is several
+        // times a model call's, and every run's future would otherwise carry its size
+        // (moved whole into the runtime, even by a run that never calls a tool). One
+        // allocation per batch is nothing beside running its tools.
+        Box::pin(chain.execute_pending_tools()).await
     }
 
     /// Fails with `ExceededMaxRuns` once `max` model calls were made in this run.

@@ -500,6 +500,28 @@ impl ToolCall {
             .unwrap_or(default)
     }
 
+    /// Whether the call may have run already: stored `executing`, `completed` or
+    /// `failed` (its result stored or not), or with a status word this version does not
+    /// know (taken as "may have run": at most once never fails open). Unset,
+    /// `identified`, `denied` and `rejected` calls never ran.
+    ///
+    /// This is the at-most-once rule, in one place: a call that may have run, of a tool
+    /// that is not idempotent, is answered [`ToolResult::outcome_unknown`] and never run
+    /// again, whoever resumes it (the chain, or [`Store::recover`] in an application
+    /// without one).
+    ///
+    /// [`ToolResult::outcome_unknown`]: crate::message::ToolResult::outcome_unknown
+    /// [`Store::recover`]: https://docs.rs/llmchain-store/latest/llmchain_store/trait.Store.html#tymethod.recover
+    pub fn may_have_run(&self) -> bool {
+        match self.metadata.get(EXECUTION_STATUS_KEY) {
+            None => false,
+            Some(v) => v
+                .as_str()
+                .and_then(ExecutionStatus::parse)
+                .is_none_or(|s| !(s == ExecutionStatus::Identified || s.never_ran())),
+        }
+    }
+
     /// The execution status as a typed value (`None` when unset or not one of the four).
     pub fn typed_execution_status(&self) -> Option<ExecutionStatus> {
         self.metadata
@@ -758,6 +780,33 @@ impl ToolCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_may_have_run_unless_it_provably_did_not() {
+        let call = ToolCall::function("c", "t", serde_json::json!({})).unwrap();
+        assert!(!call.may_have_run(), "no status: never started");
+        for (status, may) in [
+            (ExecutionStatus::Identified, false),
+            (ExecutionStatus::Denied, false),
+            (ExecutionStatus::Rejected, false),
+            (ExecutionStatus::Executing, true),
+            (ExecutionStatus::Completed, true),
+            (ExecutionStatus::Failed, true),
+        ] {
+            assert_eq!(
+                call.clone().with_execution_status(status).may_have_run(),
+                may,
+                "{status}"
+            );
+        }
+        // A word this version does not know, or not a word: it may have run.
+        let mut odd = call.clone();
+        odd.metadata
+            .insert(EXECUTION_STATUS_KEY.into(), "paused".into());
+        assert!(odd.may_have_run());
+        odd.metadata.insert(EXECUTION_STATUS_KEY.into(), 3.into());
+        assert!(odd.may_have_run());
+    }
     use serde_json::json;
 
     fn frag(index: Option<u32>, args: &str) -> ToolCall {

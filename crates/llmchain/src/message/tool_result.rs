@@ -123,6 +123,22 @@ impl ToolResult {
         Self::with_kind(tool_call_id, content.into(), ResultKind::Error)
     }
 
+    /// The answer to a call that may have run (an earlier process stored it running,
+    /// or finished, without its result) of a tool that is not idempotent: a failed
+    /// result saying its outcome is unknown. The call is never run again
+    /// ([`ToolCall::may_have_run`](crate::message::ToolCall::may_have_run)).
+    pub fn outcome_unknown(tool_call_id: impl Into<String>, name: &str) -> Self {
+        Self::error(
+            tool_call_id,
+            format!(
+                "The outcome of this call to {name} is unknown: it was already running when \
+                 the previous run stopped, and it was not run again because the tool is not \
+                 idempotent. Check its effects before calling it again."
+            ),
+        )
+        .with_name(name)
+    }
+
     /// A refusal: an error that changed nothing, so a corrected call is safe to resend.
     /// A tool may return one only when it has written nothing.
     pub fn refusal(tool_call_id: impl Into<String>, content: impl Into<Content>) -> Self {
