@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use llmchain::chain::{
-    Budget, Callbacks, ChainError, ChainState, ConversationSink, Decision, LLMChain, Mode,
+    Budget, Callbacks, ChainError, ChainState, ConversationSink, Decision, Extract, LLMChain, Mode,
     OnExhausted, ReviewDecision, RunOutcome, ScriptedModel, SinkFuture,
 };
+use llmchain::conversation::ResponseFormat;
 use llmchain::message::{ExecutionStatus, Message, MessageStatus, Role};
 use llmchain::policy::{CallFacts, Effect, Policy, RuleSpec, Rules, Rulings};
 use llmchain::provider::Format;
@@ -469,4 +470,124 @@ async fn a_resumed_run_keeps_its_max_runs_count() {
         .await
         .unwrap_err();
     assert!(matches!(e, ChainError::ExceededMaxRuns { .. }), "{e:?}");
+}
+
+/// Keeps every state the chain saved, as a store would have held it at each point a
+/// process could die.
+#[derive(Default)]
+struct Recording {
+    states: Mutex<Vec<ChainState>>,
+}
+
+impl ConversationSink for Recording {
+    fn append_message<'a>(&'a self, _p: usize, _m: &'a Message) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+    fn replace_message<'a>(&'a self, _p: usize, _m: &'a Message) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+    fn set_tool_status<'a>(&'a self, _id: &'a str, _s: ExecutionStatus) -> SinkFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+    fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
+        self.states.lock().unwrap().push(state.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+fn wrong_answers(n: usize) -> ScriptedModel {
+    model((0..n).map(|_| ResponseScript::text("not json")).collect())
+}
+
+fn extract() -> Extract {
+    Extract::new(ResponseFormat::new(
+        "answer",
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+    ))
+    .unwrap()
+}
+
+/// The state saved with the run's `nth` feedback to the model (its last message).
+fn at_feedback(sink: &Recording, nth: usize) -> ChainState {
+    let states = sink.states.lock().unwrap();
+    let mut feedback = states.iter().filter(|s| {
+        s.conversation
+            .messages
+            .last()
+            .is_some_and(Message::is_from_run)
+    });
+    feedback
+        .nth(nth - 1)
+        .cloned()
+        .expect("a state saved at the feedback")
+}
+
+#[tokio::test]
+async fn a_run_killed_after_its_own_feedback_keeps_its_budget() {
+    let sink = Arc::new(Recording::default());
+    let mut chain = LLMChain::new(wrong_answers(10))
+        .with_max_retry_count(10)
+        .with_budget(budget(&["model_calls=3"]))
+        .with_sink(sink.clone());
+    asked(&mut chain, "a number").await;
+    let out = chain.run(Mode::custom(extract())).await.unwrap();
+    assert!(matches!(out, RunOutcome::Stopped(_)), "{out:?}");
+    // Killed just after the first wrong answer's feedback was saved: one model call
+    // spent, the run's last message is the run's own (a user-role message).
+    let held = at_feedback(&sink, 1);
+    assert_eq!(held.spent.model_calls, 1);
+    let last = held.conversation.messages.last().unwrap();
+    assert_eq!(last.role, Role::User);
+
+    let second = Arc::new(wrong_answers(10));
+    let mut resumed = LLMChain::from_state(second.clone(), held.clone())
+        .with_max_retry_count(10)
+        .with_budget(budget(&["model_calls=3"]));
+    let mode = Mode::recorded(&held)
+        .expect("the run recorded its mode")
+        .unwrap();
+    assert_eq!(mode.name(), "extract");
+    let out = resumed.run(mode).await.unwrap();
+    let RunOutcome::Stopped(stop) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(stop.limit, "model_calls");
+    assert_eq!(
+        second.requests().len(),
+        2,
+        "the feedback does not start a new run with a fresh budget"
+    );
+}
+
+#[tokio::test]
+async fn an_extract_run_resumed_goes_on_counting_wrong_answers() {
+    let sink = Arc::new(Recording::default());
+    let mut chain = LLMChain::new(wrong_answers(10))
+        .with_max_retry_count(3)
+        .with_sink(sink.clone());
+    asked(&mut chain, "a number").await;
+    let e = chain.run(Mode::custom(extract())).await.unwrap_err();
+    assert!(matches!(e, ChainError::InvalidAnswer { .. }), "{e:?}");
+    // Killed after the second wrong answer's feedback: one more is allowed.
+    let held = at_feedback(&sink, 2);
+    assert_eq!(held.hooks["extract@1"]["invalid"], 2);
+    let second = Arc::new(wrong_answers(10));
+    let mut resumed = LLMChain::from_state(second.clone(), held.clone()).with_max_retry_count(3);
+    let mode = Mode::recorded(&held).unwrap().unwrap();
+    let e = resumed.run(mode).await.unwrap_err();
+    assert!(matches!(e, ChainError::InvalidAnswer { .. }), "{e:?}");
+    assert_eq!(second.requests().len(), 1, "two of three were spent before");
+    // A new question starts a new run: its count starts afresh.
+    let third = Arc::new(wrong_answers(10));
+    let mut again =
+        LLMChain::from_state(third.clone(), resumed.state().clone()).with_max_retry_count(3);
+    asked(&mut again, "another number").await;
+    again.run(Mode::custom(extract())).await.unwrap_err();
+    assert_eq!(third.requests().len(), 3);
+}
+
+#[test]
+fn a_run_without_a_typed_mode_records_none() {
+    assert!(Mode::recorded(&ChainState::default()).is_none());
+    assert_eq!(Mode::custom(extract()).name(), "extract");
 }

@@ -17,6 +17,7 @@ use super::error::ChainError;
 use super::llm_chain::LLMChain;
 use super::mode::{CustomMode, DEFAULT_MAX_RUNS, ModeFuture, RunOutcome};
 use super::partial_answer::{OnPartial, PartialAnswers};
+use super::state::ChainState;
 use super::steps::Steps;
 use crate::conversation::{Conversation, ResponseFormat};
 use crate::message::{Message, MessageStatus, Role};
@@ -43,6 +44,10 @@ impl std::fmt::Debug for Extract {
             .finish_non_exhaustive()
     }
 }
+
+/// Where an `Extract` run keeps its answer format and its count of answers that did not
+/// match, in the run's hook state.
+const STATE_KEY: &str = "extract@1";
 
 /// Where an answer went wrong: a JSON pointer (`(root)` for the whole answer) and what.
 fn first_violation(validator: &jsonschema::Validator, value: &Value) -> Option<(String, String)> {
@@ -193,9 +198,44 @@ impl Extract {
             .map_err(|e| ChainError::AnswerSchema(e.to_string()))
     }
 
+    /// The typed mode a run recorded in its state (`hooks["extract@1"]`), for whoever
+    /// resumes it in another process: `None` when the run was not an `Extract`, an error
+    /// when what it recorded no longer compiles. Partial answers are not recorded: give
+    /// [`Extract::on_partial`] again.
+    pub fn recorded(state: &ChainState) -> Option<Result<Extract, ChainError>> {
+        let format = state.hooks.get(STATE_KEY)?.get("format")?;
+        Some(
+            serde_json::from_value::<ResponseFormat>(format.clone())
+                .map_err(|e| ChainError::AnswerSchema(format!("the recorded answer: {e}")))
+                .and_then(Extract::new),
+        )
+    }
+
+    /// Answers that did not match so far in this run (kept in the run's state, so a
+    /// resumed run goes on counting).
+    fn invalid_so_far(chain: &LLMChain) -> u32 {
+        chain
+            .state
+            .hooks
+            .get(STATE_KEY)
+            .and_then(|s| s.get("invalid"))
+            .and_then(Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    /// Records the mode (its answer format) and the count in the run's state.
+    fn record(&self, chain: &mut LLMChain, invalid: u32) {
+        let format = serde_json::to_value(&self.format).unwrap_or(Value::Null);
+        chain.state.hooks.insert(
+            STATE_KEY.into(),
+            serde_json::json!({"format": format, "invalid": invalid}),
+        );
+    }
+
     async fn drive(&self, chain: &mut LLMChain) -> Result<RunOutcome, ChainError> {
         Steps::ensure_mode_state(chain);
-        let mut invalid = 0u32;
+        let mut invalid = Self::invalid_so_far(chain);
+        self.record(chain, invalid);
         loop {
             if chain.has_unanswered_calls() {
                 step!(Steps::execute_tools(chain).await);
@@ -226,15 +266,19 @@ impl Extract {
                 None => ("(root)".into(), "the model gave no answer".into()),
             };
             invalid += 1;
+            self.record(chain, invalid);
             if invalid >= chain.max_retry_count.max(1) {
                 return Err(ChainError::InvalidAnswer {
                     path: checked.0,
                     message: checked.1,
                 });
             }
+            // The count is saved with the feedback: a run killed after it goes on
+            // counting (the feedback does not start a new run).
             chain
-                .add_message(Message::user(feedback(&checked.0, &checked.1)))
+                .add_message(Message::feedback(feedback(&checked.0, &checked.1)))
                 .await?;
+            chain.save_state().await?;
             step!(Steps::check_max_runs(chain, self.max_runs));
         }
     }
@@ -292,6 +336,10 @@ fn parse(text: &str) -> Result<Value, (String, String)> {
 }
 
 impl CustomMode for Extract {
+    fn name(&self) -> &'static str {
+        "extract"
+    }
+
     fn run<'a>(&'a self, chain: &'a mut LLMChain) -> ModeFuture<'a> {
         Box::pin(async move {
             let previous = chain

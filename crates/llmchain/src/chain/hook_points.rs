@@ -160,7 +160,7 @@ impl LLMChain {
                 // The answer stays; the model is told why it is asked again.
                 self.state.current_failure_count += 1;
                 if answer.tool_calls.is_empty() {
-                    self.push_message(Message::user(feedback)).await?;
+                    self.push_message(Message::feedback(feedback)).await?;
                 } else {
                     self.answer_open_calls(&format!("Not run: {feedback}"))
                         .await?;

@@ -104,6 +104,12 @@ pub type ModeFuture<'a> = Pin<Box<dyn Future<Output = Result<RunOutcome, ChainEr
 pub trait CustomMode: Send + Sync {
     /// Runs the chain to an outcome.
     fn run<'a>(&'a self, chain: &'a mut LLMChain) -> ModeFuture<'a>;
+
+    /// The mode's name, as a stored run records it ([`Mode::name`]); `custom` unless
+    /// the mode names itself.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// A run mode.
@@ -194,6 +200,14 @@ impl Mode {
         Mode::Custom(Arc::new(mode))
     }
 
+    /// The typed mode a stored run recorded in its state, for whoever resumes it in
+    /// another process: an [`Extract`](super::Extract) run resumes as one (see
+    /// [`Extract::recorded`](super::Extract::recorded)); `None` when the run recorded
+    /// none (the built-in modes are named in the store's run state instead).
+    pub fn recorded(state: &super::ChainState) -> Option<Result<Mode, ChainError>> {
+        super::Extract::recorded(state).map(|r| r.map(Mode::custom))
+    }
+
     /// The mode's name, as stored with a run.
     pub fn name(&self) -> &'static str {
         match self {
@@ -202,7 +216,7 @@ impl Mode {
             Mode::UntilSuccess { .. } => "until_success",
             Mode::Step { .. } => "step",
             Mode::UntilToolUsed { .. } => "until_tool_used",
-            Mode::Custom(_) => "custom",
+            Mode::Custom(m) => m.name(),
         }
     }
 }

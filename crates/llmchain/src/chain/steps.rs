@@ -147,7 +147,9 @@ impl Steps {
             }
         }
         chain.replace_message(position, tool_message).await?;
-        for m in inserted {
+        for mut m in inserted {
+            // The run's own: a crash after it resumes the run, not a new one.
+            m.mark_from_run();
             chain.push_message(m).await?;
         }
         Ok(Step::Continue(()))
@@ -163,11 +165,14 @@ impl Steps {
     }
 
     /// Starts the mode's bookkeeping. A run that starts at a new user message is a new
-    /// run: its run count, budget counters and journal start afresh. A run that goes on
-    /// from anything else (calls to answer, a review, a crash) keeps them: a resumed run
-    /// does not get a fresh `max_runs` or budget.
+    /// run: its run count, budget counters, journal and hook state start afresh. A run
+    /// that goes on from anything else (calls to answer, a review, a crash, a message the
+    /// run wrote itself: feedback to the model, a tool's inserted messages) keeps them: a resumed run does not get a fresh `max_runs`
+    /// or budget.
     pub fn ensure_mode_state(chain: &mut LLMChain) {
-        let fresh = chain.last_message().is_none_or(|m| m.role == Role::User);
+        let fresh = chain
+            .last_message()
+            .is_none_or(|m| m.role == Role::User && !m.is_from_run());
         if fresh {
             chain.state.run_count = 0;
             chain.state.spent = super::budget::Spent::default();

@@ -104,6 +104,9 @@ pub struct Message {
     pub metadata: Map<String, Value>,
 }
 
+/// The `metadata` key that marks a message the run wrote ([`Message::mark_from_run`]).
+const FROM_RUN_KEY: &str = "llmchain.from_run";
+
 impl Message {
     fn with_role(role: Role, content: Content) -> Self {
         Message {
@@ -121,6 +124,28 @@ impl Message {
     /// A user message.
     pub fn user(content: impl Into<Content>) -> Self {
         Self::with_role(Role::User, content.into())
+    }
+
+    /// A user-role message the run writes itself: a check's feedback to the model (an
+    /// answer that did not match its schema, a hook's retry). It is marked as the run's
+    /// own ([`Message::is_from_run`]).
+    pub fn feedback(content: impl Into<Content>) -> Self {
+        let mut m = Self::with_role(Role::User, content.into());
+        m.mark_from_run();
+        m
+    }
+
+    /// Marks a message as written by the run, not by a person (a check's feedback, the
+    /// messages a tool's result inserts), in `metadata` (`llmchain.from_run`): a run
+    /// resumed after such a message goes on with its counters and budget instead of
+    /// starting afresh, as it does at a person's new message.
+    pub fn mark_from_run(&mut self) {
+        self.metadata.insert(FROM_RUN_KEY.into(), Value::Bool(true));
+    }
+
+    /// True for a message the run wrote itself ([`Message::mark_from_run`]).
+    pub fn is_from_run(&self) -> bool {
+        self.metadata.get(FROM_RUN_KEY) == Some(&Value::Bool(true))
     }
 
     /// An assistant message.
