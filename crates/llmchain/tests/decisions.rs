@@ -301,10 +301,11 @@ async fn a_shadow_rule_is_journaled_and_not_enforced() {
     assert_eq!(shadow.len(), 1, "{:?}", chain.journal());
 }
 
-/// Keeps the last state the chain saved, as a store would hold it.
+/// Keeps every state the chain saved, as a store would have held it at each point a
+/// process could die.
 #[derive(Default)]
 struct Holding {
-    state: Mutex<Option<ChainState>>,
+    states: Mutex<Vec<ChainState>>,
     checkpoints: AtomicUsize,
 }
 
@@ -319,7 +320,7 @@ impl ConversationSink for Holding {
         Box::pin(async { Ok(()) })
     }
     fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
-        *self.state.lock().unwrap() = Some(state.clone());
+        self.states.lock().unwrap().push(state.clone());
         Box::pin(async { Ok(()) })
     }
     fn checkpoint<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
@@ -360,7 +361,7 @@ async fn a_model_call_budget_survives_a_kill_and_gives_exactly_what_is_left() {
     let e = chain.run(Mode::while_needs_response()).await.unwrap_err();
     assert_eq!(e, ChainError::Cancelled);
     assert_eq!(first.requests().len(), 2);
-    let held = sink.state.lock().unwrap().clone().unwrap();
+    let held = sink.states.lock().unwrap().last().cloned().unwrap();
     assert_eq!(held.spent.model_calls, 2);
 
     // Another process resumes from what was held: exactly one more model call.
@@ -472,29 +473,6 @@ async fn a_resumed_run_keeps_its_max_runs_count() {
     assert!(matches!(e, ChainError::ExceededMaxRuns { .. }), "{e:?}");
 }
 
-/// Keeps every state the chain saved, as a store would have held it at each point a
-/// process could die.
-#[derive(Default)]
-struct Recording {
-    states: Mutex<Vec<ChainState>>,
-}
-
-impl ConversationSink for Recording {
-    fn append_message<'a>(&'a self, _p: usize, _m: &'a Message) -> SinkFuture<'a> {
-        Box::pin(async { Ok(()) })
-    }
-    fn replace_message<'a>(&'a self, _p: usize, _m: &'a Message) -> SinkFuture<'a> {
-        Box::pin(async { Ok(()) })
-    }
-    fn set_tool_status<'a>(&'a self, _id: &'a str, _s: ExecutionStatus) -> SinkFuture<'a> {
-        Box::pin(async { Ok(()) })
-    }
-    fn save_state<'a>(&'a self, state: &'a ChainState) -> SinkFuture<'a> {
-        self.states.lock().unwrap().push(state.clone());
-        Box::pin(async { Ok(()) })
-    }
-}
-
 fn wrong_answers(n: usize) -> ScriptedModel {
     model((0..n).map(|_| ResponseScript::text("not json")).collect())
 }
@@ -508,7 +486,7 @@ fn extract() -> Extract {
 }
 
 /// The state saved with the run's `nth` feedback to the model (its last message).
-fn at_feedback(sink: &Recording, nth: usize) -> ChainState {
+fn at_feedback(sink: &Holding, nth: usize) -> ChainState {
     let states = sink.states.lock().unwrap();
     let mut feedback = states.iter().filter(|s| {
         s.conversation
@@ -524,7 +502,7 @@ fn at_feedback(sink: &Recording, nth: usize) -> ChainState {
 
 #[tokio::test]
 async fn a_run_killed_after_its_own_feedback_keeps_its_budget() {
-    let sink = Arc::new(Recording::default());
+    let sink = Arc::new(Holding::default());
     let mut chain = LLMChain::new(wrong_answers(10))
         .with_max_retry_count(10)
         .with_budget(budget(&["model_calls=3"]))
@@ -561,7 +539,7 @@ async fn a_run_killed_after_its_own_feedback_keeps_its_budget() {
 
 #[tokio::test]
 async fn an_extract_run_resumed_goes_on_counting_wrong_answers() {
-    let sink = Arc::new(Recording::default());
+    let sink = Arc::new(Holding::default());
     let mut chain = LLMChain::new(wrong_answers(10))
         .with_max_retry_count(3)
         .with_sink(sink.clone());
