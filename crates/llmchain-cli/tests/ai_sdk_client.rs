@@ -87,7 +87,8 @@ fn drive(var: &str, test: &str, db: impl FnOnce(&std::path::Path) -> Option<Stri
     write_config(
         dir,
         &format!(
-            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\napprove = \"ask\"\n"
+            "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\napprove = \"ask\"\n\n\
+             [[policy]]\nid = \"writes-ask\"\ntool = \"mcp:*\"\neffect = \"ask\"\nreason = \"A person checks writes.\"\n"
         ),
     );
     let mut served = Served::start(dir, &["--db", &db]);

@@ -167,6 +167,25 @@ fn a_deny_rule_reaches_the_model_with_its_reason_and_its_id_is_on_record() {
             said.contains("spent: 2 model call(s), 0 tool call(s)"),
             "{said}"
         );
+        // And in the conversation's export, with the run it was made in.
+        let conversation = v["conversation"].as_str().unwrap_or_default().to_owned();
+        let export = llmchain(&["conversations", "--db", db, "export", &conversation], dir);
+        assert!(export.status.success(), "{}", text(&export));
+        let e: serde_json::Value = serde_json::from_slice(&export.stdout).unwrap();
+        let runs = e["runs"]
+            .as_array()
+            .expect("the export holds the runs' decisions");
+        assert_eq!(runs[0]["run"], run.as_str());
+        let ruling = runs[0]["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["kind"] == "policy")
+            .expect("the policy's ruling");
+        assert_eq!(ruling["rule"], "no-multiply");
+        assert_eq!(ruling["effect"], "deny");
+        assert_eq!(ruling["call_id"], "c1");
+        assert_eq!(ruling["reason"], "Multiplication goes through finance.");
     });
 }
 
@@ -381,4 +400,45 @@ fn a_cost_budget_needs_a_price_and_takes_one_from_the_profile() {
     let out = llmchain(&["run", "hello"], dir.path());
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+/// The served page shows the rule that asked about a call: a `data-policy` chunk in the
+/// turn's stream, and the same part in the chat's messages after a reload.
+#[test]
+fn a_served_chat_names_the_rule_that_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _seen) = serve(bodies(&[multiply("c1"), ResponseScript::text("42")]));
+    write_config(
+        dir.path(),
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n\n[[policy]]\nid = \"ask-multiply\"\ntool = \"calculator\"\neffect = \"ask\"\nreason = \"A person checks products.\"\n"
+        ),
+    );
+    let db = format!("sqlite://{}", dir.path().join("chats.db").display());
+    let served = common::Served::start(dir.path(), &["--db", &db]);
+    let asked = common::post_chat(&served.base, &common::user_message("chat", "u1", "6*7?"));
+    let policy = asked
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .find(|c| c["type"] == "data-policy")
+        .unwrap_or_else(|| panic!("no data-policy chunk: {asked}\n{}", served.log()));
+    assert_eq!(policy["id"], "policy-c1");
+    assert_eq!(
+        policy["data"],
+        serde_json::json!({"toolCallId": "c1", "rule": "ask-multiply", "effect": "ask",
+            "reason": "A person checks products."})
+    );
+    assert!(asked.contains("tool-approval-request"), "{asked}");
+    // After a reload: the chat's messages hold the same part beside the call.
+    let page = common::get_path(&served.base, "/api/chats/chat");
+    let (_, body) = page.split_once("\r\n\r\n").unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {page}"));
+    let parts = v["messages"][1]["parts"].as_array().unwrap();
+    let at = parts
+        .iter()
+        .position(|p| p["type"] == "tool-calculator")
+        .unwrap();
+    assert_eq!(parts[at + 1]["type"], "data-policy", "{parts:?}");
+    assert_eq!(parts[at + 1]["data"]["rule"], "ask-multiply");
 }

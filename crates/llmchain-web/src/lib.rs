@@ -769,6 +769,10 @@ async fn messages<S: Store>(State(app): State<Arc<App<S>>>, Path(id): Path<Strin
         Ok(r) => r,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    let rulings = match store.list_runs(&id).await {
+        Ok(runs) => ui::Rulings::of_runs(&runs),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
     let generating = app
         .hubs
         .lock()
@@ -778,7 +782,7 @@ async fn messages<S: Store>(State(app): State<Arc<App<S>>>, Path(id): Path<Strin
         "id": id,
         "title": stored.summary.title,
         "generating": generating,
-        "messages": ui::ui_messages(&stored.conversation, &reviews),
+        "messages": ui::ui_messages(&stored.conversation, &reviews, &rulings),
     }))
     .into_response()
 }

@@ -40,7 +40,7 @@ use serde_json::{Map, Value, json};
 use crate::catch_up;
 use crate::hub::Hub;
 use crate::protocol::{Chunk, DONE};
-use crate::ui::{Intent, id_of, output_of, ui_messages};
+use crate::ui::{Intent, Rulings, id_of, output_of, ui_messages};
 
 /// How long the lease of a chat's run lasts between heartbeats (renewed every third).
 const LEASE: Duration = Duration::from_secs(30);
@@ -245,7 +245,8 @@ async fn turn<S: Store + 'static>(
             })
             .await
             .map_err(err)?;
-        let shown = ui_messages(&stored.conversation, &reviews);
+        let rulings = Rulings::of_runs(&store.list_runs(chat).await.map_err(err)?);
+        let shown = ui_messages(&stored.conversation, &reviews, &rulings);
         if let Some(m) = shown.iter().find(|m| m["id"] == message_id.as_str()) {
             for chunk in catch_up::chunks(m, &answered) {
                 writer.push(chunk);
@@ -291,6 +292,19 @@ async fn turn<S: Store + 'static>(
     let ended = held.drive(chain, mode, drive).await;
     writer.close_parts();
     let chain = ended.chain;
+    // The rule that asked about or denied each of the turn's calls, for the page (a
+    // later chunk with the same id replaces an earlier one).
+    if let Some(c) = &chain {
+        let mut rulings = Rulings::default();
+        rulings.add(c.journal());
+        let mut calls: Vec<&str> = rulings.calls().collect();
+        calls.sort_unstable();
+        for call in calls {
+            if let Some((id, data)) = rulings.data(call) {
+                writer.push(Chunk::data("policy", Some(id), data));
+            }
+        }
+    }
     match ended.end {
         RunEnd::Paused { reviews, .. } => {
             for review in reviews {

@@ -7,11 +7,74 @@
 //! message, `m<seq>`: an assistant UI message gathers the assistant and tool messages of
 //! one answer (one step per model call), so the same ids come back after a reload.
 
+use llmchain::chain::Journal;
 use llmchain::conversation::Conversation;
 use llmchain::message::{ContentType, ExecutionStatus, Message, Role, ToolCall, ToolResult};
-use llmchain_store::{Review, ReviewStatus};
+use llmchain::policy::{Effect, Ruling};
+use llmchain_store::{Review, ReviewStatus, Run};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+
+/// The policy rulings on a chat's calls, read from its runs' decision journals: what the
+/// page shows as the rule that asked about or denied a call (a `data-policy` part).
+#[derive(Debug, Default, Clone)]
+pub struct Rulings(std::collections::HashMap<String, Ruling>);
+
+impl Rulings {
+    /// The rulings journaled by `runs` (oldest first; a later run's ruling on a call
+    /// wins).
+    pub fn of_runs(runs: &[Run]) -> Rulings {
+        let mut all = Rulings::default();
+        for run in runs {
+            if let Some(journal) = journal_of(run) {
+                all.add(&journal);
+            }
+        }
+        all
+    }
+
+    /// Adds the rulings of one journal (a later one on a call replaces an earlier one).
+    pub fn add(&mut self, journal: &Journal) {
+        for e in journal.entries() {
+            if let llmchain::chain::Decision::Policy { call_id, .. } = &e.decision
+                && let Some(r) = journal.ruling(call_id)
+            {
+                self.0.insert(call_id.clone(), r);
+            }
+        }
+    }
+
+    /// The `data-policy` part shown with `call_id`'s tool part: a ruling that asked or
+    /// denied, or an allow by a named rule (the default's plain allow is not shown).
+    pub fn part(&self, call_id: &str) -> Option<Value> {
+        let (id, data) = self.data(call_id)?;
+        Some(json!({"type": "data-policy", "id": id, "data": data}))
+    }
+
+    /// The id and data of [`Rulings::part`].
+    pub fn data(&self, call_id: &str) -> Option<(String, Value)> {
+        let r = self.0.get(call_id)?;
+        if r.effect == Effect::Allow && r.rule == "default" {
+            return None;
+        }
+        let mut data = json!({"toolCallId": call_id, "rule": r.rule, "effect": r.effect});
+        if let Some(reason) = &r.reason {
+            data["reason"] = Value::String(reason.clone());
+        }
+        Some((format!("policy-{call_id}"), data))
+    }
+
+    /// Every call with a ruling shown.
+    pub fn calls(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+}
+
+/// A run's decision journal, as its state holds it.
+fn journal_of(run: &Run) -> Option<Journal> {
+    let j = run.state.extra.get("chain")?.get("journal")?;
+    serde_json::from_value(j.clone()).ok()
+}
 
 /// The body `DefaultChatTransport` posts.
 #[derive(Debug, Deserialize)]
@@ -145,7 +208,11 @@ pub fn output_of(result: &ToolResult) -> Value {
 /// The conversation as UI messages: a user message each, and per answer one assistant
 /// message (its steps: reasoning, text, and each call with its state, output and
 /// approval). `reviews` are the conversation's reviews (for calls that wait or waited).
-pub fn ui_messages(conversation: &Conversation, reviews: &[Review]) -> Vec<Value> {
+pub fn ui_messages(
+    conversation: &Conversation,
+    reviews: &[Review],
+    rulings: &Rulings,
+) -> Vec<Value> {
     let messages = &conversation.messages;
     let mut out = Vec::new();
     let mut i = 0;
@@ -167,7 +234,12 @@ pub fn ui_messages(conversation: &Conversation, reviews: &[Review]) -> Vec<Value
                 {
                     if messages[i].role == Role::Assistant {
                         parts.push(json!({"type": "step-start"}));
-                        parts.extend(assistant_parts(&messages[i], &messages[i + 1..], reviews));
+                        parts.extend(assistant_parts(
+                            &messages[i],
+                            &messages[i + 1..],
+                            reviews,
+                            rulings,
+                        ));
                     }
                     i += 1;
                 }
@@ -223,7 +295,12 @@ fn file_part(p: &llmchain::message::ContentPart) -> Value {
     part
 }
 
-fn assistant_parts(m: &Message, after: &[Message], reviews: &[Review]) -> Vec<Value> {
+fn assistant_parts(
+    m: &Message,
+    after: &[Message],
+    reviews: &[Review],
+    rulings: &Rulings,
+) -> Vec<Value> {
     let mut parts = Vec::new();
     for p in &m.content {
         match p.r#type {
@@ -238,6 +315,9 @@ fn assistant_parts(m: &Message, after: &[Message], reviews: &[Review]) -> Vec<Va
     }
     for call in &m.tool_calls {
         parts.push(tool_part(call, after, reviews));
+        if let Some(p) = call.call_id.as_deref().and_then(|id| rulings.part(id)) {
+            parts.push(p);
+        }
     }
     parts
 }
@@ -324,6 +404,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_call_a_rule_asked_about_carries_the_rule_beside_it() {
+        use llmchain::chain::Decision;
+        let policy = |call: &str, effect, rule: &str, shadow| Decision::Policy {
+            call_id: call.into(),
+            tool: "t".into(),
+            effect,
+            policy: "rules".into(),
+            rule: rule.into(),
+            reason: Some(format!("because {rule}")),
+            shadow,
+            arguments_digest: String::new(),
+            policy_digest: String::new(),
+        };
+        let mut journal = Journal::default();
+        journal.record(policy("c1", Effect::Ask, "ask-t", false));
+        journal.record(policy("c2", Effect::Allow, "default", false));
+        journal.record(policy("c3", Effect::Deny, "would-deny", true));
+        journal.record(policy("c3", Effect::Allow, "allow-t", false));
+        let mut rulings = Rulings::default();
+        rulings.add(&journal);
+        let calls = ["c1", "c2", "c3"]
+            .iter()
+            .map(|id| ToolCall::function(*id, "t", json!({})).unwrap())
+            .collect();
+        let mut c = Conversation::new();
+        c.messages.push(Message::user("go"));
+        c.messages.push(Message::assistant_with_calls("", calls));
+        let ui = ui_messages(&c, &[], &rulings);
+        let parts = ui[1]["parts"].as_array().unwrap();
+        let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+        // The default's plain allow is not shown; a shadow ruling is not the enforced one.
+        assert_eq!(
+            kinds,
+            [
+                "step-start",
+                "tool-t",
+                "data-policy",
+                "tool-t",
+                "tool-t",
+                "data-policy"
+            ]
+        );
+        assert_eq!(
+            parts[2],
+            json!({"type": "data-policy", "id": "policy-c1", "data": {"toolCallId": "c1",
+                "rule": "ask-t", "effect": "ask", "reason": "because ask-t"}})
+        );
+        assert_eq!(parts[5]["data"]["rule"], "allow-t");
+    }
+
+    #[test]
     fn a_users_attachments_are_file_parts_with_their_names() {
         use llmchain::message::{ContentPart, Message};
         let mut m = Message::user("Read these");
@@ -333,7 +464,7 @@ mod tests {
             .push(ContentPart::image_url("https://example.com/cat.png"));
         let mut conversation = Conversation::new();
         conversation.messages.push(m);
-        let ui = ui_messages(&conversation, &[]);
+        let ui = ui_messages(&conversation, &[], &Rulings::default());
         let parts = ui[0]["parts"].as_array().unwrap();
         assert_eq!(parts[0]["type"], "text");
         assert_eq!(
@@ -422,7 +553,7 @@ mod tests {
             decided_at: None,
             schema: None,
         };
-        let ui = ui_messages(&c, &[review]);
+        let ui = ui_messages(&c, &[review], &Rulings::default());
         assert_eq!(ui.len(), 4);
         assert_eq!(ui[0]["id"], "m0");
         assert_eq!(ui[1]["id"], "m1");

@@ -91,7 +91,8 @@ pub(crate) enum Action {
     },
     /// Write a conversation as a storage-format conversation file (JSON). Answers that
     /// were regenerated are kept beside it, under `superseded` (with every call that
-    /// ran); readers of the format ignore that key.
+    /// ran), and the runs' decisions (policy rulings with their rule ids, budget stops,
+    /// hooks' verdicts) under `runs`; readers of the format ignore both keys.
     Export {
         /// The conversation id.
         id: String,
@@ -319,6 +320,25 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                     })
                     .collect();
                 object.insert("superseded".into(), serde_json::Value::Array(kept));
+            }
+            // And the decisions that changed its course, run by run (the journal: policy
+            // rulings with their rule ids, budget stops, hooks' verdicts, reviews).
+            let runs = store.list_runs(&id).await.map_err(CliError::store)?;
+            let decided: Vec<serde_json::Value> = runs
+                .iter()
+                .filter_map(|run| {
+                    let journal = run.state.extra.get("chain")?.get("journal")?;
+                    let entries = journal.as_array().filter(|j| !j.is_empty())?;
+                    Some(serde_json::json!({
+                        "run": run.id,
+                        "status": run.state.status.as_str(),
+                        "mode": run.state.mode,
+                        "decisions": entries,
+                    }))
+                })
+                .collect();
+            if let (false, Some(object)) = (decided.is_empty(), value.as_object_mut()) {
+                object.insert("runs".into(), serde_json::Value::Array(decided));
             }
             let mut json = serde_json::to_string_pretty(&value).map_err(runtime)?;
             json.push('\n');

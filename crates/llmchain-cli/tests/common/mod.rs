@@ -775,6 +775,29 @@ pub(crate) fn post_chat_with(base: &str, body: &serde_json::Value, headers: &str
     out
 }
 
+/// One `GET path` of a chat server over a raw HTTP/1.1 connection: the whole answer,
+/// status line and headers included; empty when the connection could not be made.
+#[allow(dead_code)]
+pub(crate) fn get_path(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let Ok(mut tcp) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(60)));
+    if write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = tcp.read_to_string(&mut out);
+    out
+}
+
 /// `llmchain serve` on a SQLite store in `dir`, its model a local server that answers
 /// "Hello." once, with `env` added to its environment.
 pub(crate) fn serve_hello(dir: &std::path::Path, env: &[(&str, &str)]) -> Served {

@@ -169,6 +169,9 @@ const report = {};
   const part = chat.tool('write_file');
   assert.equal(part.state, 'approval-requested');
   assert.deepEqual(part.input, { path: 'approved.txt', content: 'hello' });
+  // The rule that asked rides beside the call as a data part the client keeps.
+  const ruled = chat.lastMessage.parts.find((p) => p.type === 'data-policy');
+  assert.deepEqual(ruled?.data, { toolCallId: part.toolCallId, rule: 'writes-ask', effect: 'ask', reason: 'A person checks writes.' }, JSON.stringify(chat.lastMessage));
   await approve(chat, 'write_file', true);
   assert.equal(chat.messages.length, 2, 'the answer goes on in the same assistant message');
   assert.equal(chat.tool('write_file').state, 'output-available');
@@ -186,6 +189,7 @@ const report = {};
   const part = stored[1].parts.find((p) => p.type === 'tool-write_file');
   assert.equal(part.state, 'output-denied');
   assert.equal(part.approval.reason, 'not today');
+  assert.equal(stored[1].parts.find((p) => p.type === 'data-policy')?.data.rule, 'writes-ask');
 }
 
 // 4. Regenerate drops the last answer and answers again.

@@ -119,6 +119,27 @@ impl Journal {
         self.entries.is_empty()
     }
 
+    /// The newest enforced policy ruling on `call_id`, by any policy: what an auditor, a
+    /// reviewer or the served page shows as the rule that allowed, asked about or denied
+    /// the call. Shadow rulings are not it (they were never enforced).
+    pub fn ruling(&self, call_id: &str) -> Option<crate::policy::Ruling> {
+        self.entries.iter().rev().find_map(|e| match &e.decision {
+            Decision::Policy {
+                call_id: c,
+                effect,
+                rule,
+                reason,
+                shadow: false,
+                ..
+            } if c == call_id => Some(crate::policy::Ruling {
+                effect: *effect,
+                rule: rule.clone(),
+                reason: reason.clone(),
+            }),
+            _ => None,
+        })
+    }
+
     /// The enforced policy rulings on `call_id` made by `policy`, newest last.
     pub(super) fn policy_rulings<'a>(
         &'a self,
