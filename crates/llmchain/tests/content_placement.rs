@@ -10,22 +10,14 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use http_support::content_rules;
-use http_support::{Reply, Server, call};
+use http_support::{Reply, Server, WIRES, call, encode};
 use llmchain::chain::{ChatModel, collect_stream};
 use llmchain::conversation::Conversation;
 use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::{ContentPart, Message, ToolResult};
+use llmchain::provider::Format;
 use llmchain::provider::render::{ResponseScript, render_stream};
-use llmchain::provider::{Format, RequestOptions};
 use serde_json::{Value, json};
-
-const WIRES: [Format; 5] = [
-    Format::OPENAI_CHAT,
-    Format::OPENAI_RESPONSES,
-    Format::ANTHROPIC,
-    Format::GEMINI,
-    Format::OLLAMA,
-];
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -121,15 +113,6 @@ fn in_user_message(part: &ContentPart) -> Conversation {
         part.clone(),
     ]));
     c
-}
-
-fn encode(format: Format, conv: &Conversation) -> Value {
-    let opts = RequestOptions {
-        model: "m".into(),
-        ..Default::default()
-    };
-    let body = format.codec().encode(conv, &opts).unwrap();
-    serde_json::from_slice(&body).unwrap()
 }
 
 /// The part of a body that holds the conversation.

@@ -547,9 +547,27 @@ impl LLMChain {
 
     /// Answers every open call of the newest answer with `why`, without running it.
     pub(super) async fn answer_open_calls(&mut self, why: &str) -> Result<(), ChainError> {
-        if let Some((position, open)) =
-            crate::conversation::unanswered_calls(&self.state.conversation.messages)
-        {
+        // The newest answer's calls, a cut-off one's too (a budget or a check stopped its
+        // stream): none of them runs, and each is answered, durably, with why.
+        let messages = &self.state.conversation.messages;
+        let open = messages
+            .iter()
+            .rposition(|m| m.role != Role::Tool)
+            .filter(|&p| messages[p].role == Role::Assistant)
+            .map(|p| {
+                let open: Vec<usize> = crate::conversation::unanswered_in(messages, p)
+                    .into_iter()
+                    .filter(|&i| {
+                        messages[p].tool_calls[i]
+                            .call_id
+                            .as_deref()
+                            .is_some_and(|id| !id.is_empty())
+                    })
+                    .collect();
+                (p, open)
+            })
+            .filter(|(_, open)| !open.is_empty());
+        if let Some((position, open)) = open {
             let message = &self.state.conversation.messages[position];
             let results: Vec<crate::message::ToolResult> = open
                 .iter()

@@ -45,6 +45,20 @@ pub(crate) fn sendable<'a>(
         .filter(move |c| replayed(m, c, answered))
 }
 
+/// The calls of `m` a provider that does not need ids is sent (Anthropic, Bedrock,
+/// Gemini, Ollama): the complete calls of a complete message (with or without an id),
+/// and the incomplete ones a result answers. A call of a cut-off message that nothing
+/// answers is left out: the API would refuse a call without its result.
+pub(crate) fn replayable<'a>(
+    m: &'a Message,
+    answered: &'a HashSet<&str>,
+) -> impl Iterator<Item = &'a ToolCall> + 'a {
+    m.tool_calls.iter().filter(move |c| {
+        (c.is_complete() && m.status == MessageStatus::Complete)
+            || c.call_id.as_deref().is_some_and(|id| answered.contains(id))
+    })
+}
+
 /// Whether `call` of `m` is replayed (see [`sendable`]).
 fn replayed(m: &Message, call: &ToolCall, answered: &HashSet<&str>) -> bool {
     let Some(id) = call.call_id.as_deref().filter(|s| !s.is_empty()) else {

@@ -14,7 +14,7 @@ mod unanswered;
 
 pub use call_ids::unique_call_id;
 pub use consistency::{Inconsistency, Severity};
-pub(crate) use consistency::{answered_ids, sendable};
+pub(crate) use consistency::{answered_ids, replayable, sendable};
 pub use response_format::ResponseFormat;
 pub use unanswered::unanswered_calls;
 #[cfg(feature = "runtime")]

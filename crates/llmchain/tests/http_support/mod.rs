@@ -5,6 +5,7 @@
 
 pub(crate) mod content_rules;
 pub(crate) mod failing;
+pub(crate) mod pairing;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -292,10 +293,44 @@ pub(crate) fn fixture(path: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// The wires the local server speaks (Bedrock has its own test server).
+pub(crate) const WIRES: [llmchain::provider::Format; 5] = [
+    llmchain::provider::Format::OPENAI_CHAT,
+    llmchain::provider::Format::OPENAI_RESPONSES,
+    llmchain::provider::Format::ANTHROPIC,
+    llmchain::provider::Format::GEMINI,
+    llmchain::provider::Format::OLLAMA,
+];
+
+/// The request body `format` encodes for `conv` (model `m`), as JSON.
+pub(crate) fn encode(format: llmchain::provider::Format, conv: &Conversation) -> Value {
+    let opts = llmchain::provider::RequestOptions {
+        model: "m".into(),
+        ..Default::default()
+    };
+    serde_json::from_slice(&format.codec().encode(conv, &opts).unwrap()).unwrap()
+}
+
 /// A server validator applying [`content_rules::check`], answering 400 the way each API words it.
 pub(crate) fn content_validator(format: llmchain::provider::Format) -> Validator {
+    validator_of(format, content_rules::check)
+}
+
+/// A server validator applying the content rules and [`pairing::check`] (every call
+/// answered, no result without its call), answering 400 the way each API words it.
+pub(crate) fn api_validator(format: llmchain::provider::Format) -> Validator {
+    validator_of(format, |format, body| {
+        content_rules::check(format, body)?;
+        pairing::check(format, body)
+    })
+}
+
+fn validator_of(
+    format: llmchain::provider::Format,
+    check: fn(llmchain::provider::Format, &Value) -> Result<(), String>,
+) -> Validator {
     Arc::new(move |seen: &Seen| {
-        let message = content_rules::check(format, &seen.body).err()?;
+        let message = check(format, &seen.body).err()?;
         Some(match format.as_str() {
             "anthropic" => Reply::json(
                 400,

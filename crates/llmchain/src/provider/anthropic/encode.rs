@@ -12,11 +12,12 @@
 //!   never sent.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
+use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, answered_ids, replayable};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
 use crate::provider::encoding::{
     ArgsObject, body_size_hint, closed_schema, join_text, listed_tools, to_body,
@@ -291,7 +292,10 @@ fn result_block(r: &ToolResult) -> Block<'_> {
     }
 }
 
-fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
+fn assistant_blocks<'a>(
+    m: &'a Message,
+    answered: &'a HashSet<&'a str>,
+) -> Result<Vec<Block<'a>>, EncodeError> {
     let mut out = Vec::with_capacity(m.content.len() + m.tool_calls.len());
     for p in &m.content {
         match p.r#type {
@@ -300,7 +304,7 @@ fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
             _ => {}
         }
     }
-    for (i, c) in m.tool_calls.iter().enumerate() {
+    for (i, c) in replayable(m, answered).enumerate() {
         let (Some(id), Some(name)) = (c.call_id.as_deref(), c.name.as_deref()) else {
             return Err(EncodeError::Invalid(format!(
                 "tool call {i} of an assistant message has no call_id or name; Anthropic needs both"
@@ -317,6 +321,8 @@ fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
 
 /// Encodes `conv` as a Messages request body.
 pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
+    // Calls of a cut-off message that nothing answers are not sent (see `replayable`).
+    let answered = answered_ids(conv);
     let mut system_text = String::new();
     let mut system_blocks: Vec<Block<'_>> = Vec::new();
     let mut system_cached = false;
@@ -378,7 +384,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                 }
             }
             Role::Assistant => {
-                let content = assistant_blocks(m)?;
+                let content = assistant_blocks(m, &answered)?;
                 if content.is_empty() {
                     continue;
                 }

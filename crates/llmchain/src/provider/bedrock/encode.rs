@@ -18,11 +18,12 @@
 //!   there).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode};
+use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, answered_ids, replayable};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolResult};
 use crate::provider::encoding::{ArgsObject, body_size_hint, to_body};
 use crate::provider::error::EncodeError;
@@ -231,7 +232,10 @@ fn result_block<'a>(r: &'a ToolResult, docs: &mut usize) -> Vec<Block<'a>> {
     out
 }
 
-fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
+fn assistant_blocks<'a>(
+    m: &'a Message,
+    answered: &'a HashSet<&'a str>,
+) -> Result<Vec<Block<'a>>, EncodeError> {
     let mut out = Vec::with_capacity(m.content.len() + m.tool_calls.len());
     for p in &m.content {
         match p.r#type {
@@ -242,7 +246,7 @@ fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
             _ => {}
         }
     }
-    for (i, c) in m.tool_calls.iter().enumerate() {
+    for (i, c) in replayable(m, answered).enumerate() {
         let (Some(id), Some(name)) = (c.call_id.as_deref(), c.name.as_deref()) else {
             return Err(EncodeError::Invalid(format!(
                 "tool call {i} of an assistant message has no call_id or name; Bedrock needs both"
@@ -259,6 +263,8 @@ fn assistant_blocks(m: &Message) -> Result<Vec<Block<'_>>, EncodeError> {
 
 /// Encodes `conv` as a Converse request body.
 pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
+    // Calls of a cut-off message that nothing answers are not sent (see `replayable`).
+    let answered = answered_ids(conv);
     let mut system = Vec::new();
     if let Some(s) = conv.system.as_deref().filter(|s| !s.is_empty()) {
         system.push(json!({"text": s}));
@@ -315,7 +321,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                 }
             }
             Role::Assistant => {
-                let content = assistant_blocks(m)?;
+                let content = assistant_blocks(m, &answered)?;
                 if content.is_empty() {
                     continue;
                 }

@@ -20,12 +20,15 @@
 //! The model and `stream` are not body fields on this API (they are in the URL).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::schema::{gemini_schema, has_refs};
-use crate::conversation::{Conversation, ToolChoice, ToolChoiceMode, ToolDefinition};
+use crate::conversation::{
+    Conversation, ToolChoice, ToolChoiceMode, ToolDefinition, answered_ids, replayable,
+};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::assembly::THOUGHT_SIGNATURE_KEY;
 use crate::provider::encoding::{
@@ -271,7 +274,10 @@ fn mime_from_url(url: &str) -> Option<&'static str> {
     })
 }
 
-fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
+fn model_parts<'a>(
+    m: &'a Message,
+    answered: &'a HashSet<&'a str>,
+) -> Result<Vec<GPart<'a>>, EncodeError> {
     let mut parts = Vec::with_capacity(m.content.len() + m.tool_calls.len());
     let mut trailing = Vec::new();
     for p in &m.content {
@@ -313,7 +319,7 @@ fn model_parts(m: &Message) -> Result<Vec<GPart<'_>>, EncodeError> {
             _ => parts.extend(user_part(p)),
         }
     }
-    for (i, c) in m.tool_calls.iter().enumerate() {
+    for (i, c) in replayable(m, answered).enumerate() {
         let Some(name) = c.name.as_deref() else {
             return Err(EncodeError::Invalid(format!(
                 "tool call {i} of an assistant message has no name; Gemini needs it"
@@ -408,6 +414,8 @@ fn response_parts<'a>(
 
 /// Encodes `conv` as a `generateContent` request body.
 pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
+    // Calls of a cut-off message that nothing answers are not sent (see `replayable`).
+    let answered = answered_ids(conv);
     let gemini3 = opts.model.contains("gemini-3");
     let mut system = String::new();
     if let Some(s) = conv.system.as_deref() {
@@ -450,7 +458,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                 }
             }
             Role::Assistant => {
-                let parts = model_parts(m)?;
+                let parts = model_parts(m, &answered)?;
                 last_calls = &m.tool_calls;
                 if parts.is_empty() {
                     continue;

@@ -13,11 +13,12 @@
 //!   come from `RequestOptions::extra`; `max_tokens`/`temperature` go in `options`.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::conversation::Conversation;
+use crate::conversation::{Conversation, answered_ids, replayable};
 use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
 use crate::provider::encoding::{
     ArgsObject, body_size_hint, join_text, listed_tools, synthesized_id, to_body,
@@ -157,12 +158,15 @@ fn user_msg(parts: &[ContentPart]) -> OMsg<'_> {
     m
 }
 
-fn assistant_msg(m: &Message) -> Result<OMsg<'_>, EncodeError> {
+fn assistant_msg<'a>(
+    m: &'a Message,
+    answered: &'a HashSet<&'a str>,
+) -> Result<OMsg<'a>, EncodeError> {
     let mut out = OMsg::new("assistant", joined(&m.content, ContentType::Text));
     let thinking = joined(&m.content, ContentType::Thinking);
     out.thinking = (!thinking.is_empty()).then_some(thinking);
     out.images = images(&m.content);
-    for (i, c) in m.tool_calls.iter().enumerate() {
+    for (i, c) in replayable(m, answered).enumerate() {
         let Some(name) = c.name.as_deref() else {
             return Err(EncodeError::Invalid(format!(
                 "tool call {i} of an assistant message has no name; Ollama needs it"
@@ -212,6 +216,8 @@ fn result_msg<'a>(r: &'a ToolResult, call: Option<&'a ToolCall>) -> Result<OMsg<
 
 /// Encodes `conv` as an `/api/chat` request body.
 pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u8>, EncodeError> {
+    // Calls of a cut-off message that nothing answers are not sent (see `replayable`).
+    let answered = answered_ids(conv);
     let mut messages: Vec<OMsg<'_>> = Vec::with_capacity(conv.messages.len() + 1);
     let mut system = String::new();
     if let Some(s) = conv.system.as_deref() {
@@ -252,7 +258,7 @@ pub(crate) fn encode(conv: &Conversation, opts: &RequestOptions) -> Result<Vec<u
                         last_calls.entry(id).or_insert(c);
                     }
                 }
-                messages.push(assistant_msg(m)?);
+                messages.push(assistant_msg(m, &answered)?);
             }
             Role::Tool => {
                 for r in &m.tool_results {
