@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llmchain::chain::{
-    AfterModel, AfterTool, BeforeTool, Budget, ChainError, ChunkCheck, Decision, Hook, HookCx,
-    HookFuture, LLMChain, Layer, Mode, ModelError, ModelGate, RunOutcome, ScriptedModel,
+    AfterModel, AfterTool, BeforeTool, Budget, ChainError, ChatModel, ChunkCheck, Decision, Hook,
+    HookCx, HookFuture, LLMChain, Layer, Mode, ModelError, ModelGate, ModelStream, RunOutcome,
+    ScriptedModel,
 };
 use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message, MessageStatus, Role, ToolCall, ToolResult};
@@ -638,4 +639,148 @@ async fn final_answer_gives_one_last_answer_without_tools_then_stops() {
     );
     assert!(chain.spent().final_answer);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// A `wrap_model` wrapper: logs each call it passes on; with a `spare`, a call whose
+/// model fails before anything arrives is made again on the spare (a fallback written
+/// as a hook).
+struct Wrapped {
+    tag: &'static str,
+    inner: Arc<dyn ChatModel>,
+    spare: Option<Arc<dyn ChatModel>>,
+    log: Arc<Mutex<Vec<String>>>,
+    panics: bool,
+}
+
+impl ChatModel for Wrapped {
+    fn model_name(&self) -> &str {
+        self.inner.model_name()
+    }
+    fn provider_name(&self) -> &str {
+        self.inner.provider_name()
+    }
+    fn stream<'a>(&'a self, c: &'a Conversation) -> ModelStream<'a> {
+        use futures_util::StreamExt;
+        self.log.lock().unwrap().push(format!("{} calls", self.tag));
+        if self.panics {
+            return Box::pin(futures_util::stream::once(async {
+                panic!("a wrapper's bug")
+            }));
+        }
+        let Some(spare) = &self.spare else {
+            return self.inner.stream(c);
+        };
+        let mut first = self.inner.stream(c);
+        let log = self.log.clone();
+        let tag = self.tag;
+        Box::pin(
+            futures_util::stream::once(async move {
+                match first.next().await {
+                    Some(Err(e)) => {
+                        log.lock()
+                            .unwrap()
+                            .push(format!("{tag} falls back after {e}"));
+                        spare.stream(c)
+                    }
+                    Some(Ok(ev)) => {
+                        Box::pin(futures_util::stream::once(async { Ok(ev) }).chain(first))
+                            as ModelStream<'a>
+                    }
+                    None => first,
+                }
+            })
+            .flatten(),
+        )
+    }
+}
+
+struct Wrap {
+    id: &'static str,
+    layer: Layer,
+    spare: Option<Arc<dyn ChatModel>>,
+    log: Arc<Mutex<Vec<String>>>,
+    panics: bool,
+}
+
+impl Hook for Wrap {
+    fn id(&self) -> &str {
+        self.id
+    }
+    fn layer(&self) -> Layer {
+        self.layer
+    }
+    fn wrap_model(&self, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        if self.id == "panics-wrapping" {
+            panic!("a hook's bug");
+        }
+        Arc::new(Wrapped {
+            tag: self.id,
+            inner: model,
+            spare: self.spare.clone(),
+            log: self.log.clone(),
+            panics: self.panics,
+        })
+    }
+}
+
+fn wrap(id: &'static str, layer: Layer, log: &Arc<Mutex<Vec<String>>>) -> Wrap {
+    Wrap {
+        id,
+        layer,
+        spare: None,
+        log: log.clone(),
+        panics: false,
+    }
+}
+
+#[tokio::test]
+async fn wrap_model_is_an_onion_in_the_stacks_order() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let down = ScriptedModel::new(Format::OPENAI_CHAT).fail(ModelError::Config("down".into()));
+    let spare: Arc<dyn ChatModel> = Arc::new(model(vec![ResponseScript::text("from the spare")]));
+    // Added innermost first: the stack puts them in its order whatever the order added.
+    let mut chain = LLMChain::new(down)
+        .with_hook(Wrap {
+            spare: Some(spare.clone()),
+            ..wrap("fallback", Layer::Retry, &log)
+        })
+        .with_hook(wrap("user", Layer::User, &log))
+        .with_hook(wrap("telemetry", Layer::Telemetry, &log));
+    chain.add_message(Message::user("hi")).await.unwrap();
+    chain.run(Mode::Single).await.unwrap();
+    assert_eq!(
+        chain.last_message().unwrap().text().as_deref(),
+        Some("from the spare")
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "telemetry calls",
+            "user calls",
+            "fallback calls",
+            "fallback falls back after down"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_wrap_model_that_panics_fails_the_call_closed() {
+    for (id, panics) in [("panics-wrapping", false), ("panics-streaming", true)] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let fallback = Arc::new(model(vec![ResponseScript::text("never")]));
+        let mut chain = LLMChain::new(model(vec![ResponseScript::text("never")]))
+            .with_fallbacks(vec![fallback.clone()])
+            .with_hook(Wrap {
+                panics,
+                ..wrap(id, Layer::User, &log)
+            });
+        chain.add_message(Message::user("hi")).await.unwrap();
+        let e = chain.run(Mode::Single).await.unwrap_err();
+        assert!(e.to_string().contains("panicked"), "{id}: {e}");
+        assert!(
+            fallback.requests().is_empty(),
+            "{id}: the fallback is wrapped the same way; it is not asked"
+        );
+        assert_eq!(chain.last_message().unwrap().role, Role::User, "{id}");
+    }
 }

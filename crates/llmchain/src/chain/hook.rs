@@ -35,9 +35,12 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use std::sync::Arc;
+
 use super::budget::Spent;
 use crate::conversation::Conversation;
 use crate::message::{Message, ToolCall, ToolResult};
+use crate::model::{ChatModel, ModelError, ModelStream, RequestInfo};
 use crate::provider::StreamEvent;
 
 /// Where a hook sits in the stack, outermost first.
@@ -214,6 +217,20 @@ pub trait Hook: Send + Sync {
         Layer::User
     }
 
+    /// Around each model call (the primary's and each fallback's): the onion. Return
+    /// `model` wrapped in your own [`ChatModel`] (a retry, a fallback to another model,
+    /// a cache, a rate limit), or as it is (the default). The outermost hook's wrapper is
+    /// the one the chain calls, so an outer layer sees every attempt an inner retry
+    /// makes. A wrapper only streams: it cannot pause or stop the run (those are the
+    /// other points' verdicts), and its errors are the call's errors. A hook that panics
+    /// while wrapping or while its wrapper streams fails the call (fail closed).
+    ///
+    /// A wrapper that re-streams should override [`ChatModel::stream_until`] too,
+    /// calling the inner model's, so a cancelled call keeps what arrived.
+    fn wrap_model(&self, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        model
+    }
+
     /// Before a model call: may change the request (this call's only; the stored
     /// conversation is not changed) or stop the run.
     fn before_model<'a>(
@@ -263,6 +280,62 @@ pub trait Hook: Send + Sync {
     }
 }
 
+/// The hooks' wrapped model, its streams guarded: a panic in a wrapper ends the call
+/// with an error instead of unwinding through the chain.
+struct Guarded(Arc<dyn ChatModel>);
+
+/// A stream that turns a panic while polling into the call's error.
+fn unwind_safe(stream: ModelStream<'_>) -> ModelStream<'_> {
+    use futures_util::StreamExt;
+    Box::pin(
+        std::panic::AssertUnwindSafe(stream)
+            .catch_unwind()
+            .map(|item| {
+                item.unwrap_or_else(|_| {
+                    Err(ModelError::Config(
+                        "a hook's wrap_model wrapper panicked during the call".into(),
+                    ))
+                })
+            })
+            .scan(false, |done, item| {
+                // Nothing after a panic.
+                let out = (!*done).then_some(item);
+                *done = *done || matches!(out, Some(Err(ModelError::Config(_))));
+                std::future::ready(out)
+            }),
+    )
+}
+
+impl ChatModel for Guarded {
+    fn model_name(&self) -> &str {
+        self.0.model_name()
+    }
+
+    fn provider_name(&self) -> &str {
+        self.0.provider_name()
+    }
+
+    fn genai_provider_name(&self) -> &str {
+        self.0.genai_provider_name()
+    }
+
+    fn stream<'a>(&'a self, conversation: &'a Conversation) -> ModelStream<'a> {
+        unwind_safe(self.0.stream(conversation))
+    }
+
+    fn request_info(&self) -> RequestInfo {
+        self.0.request_info()
+    }
+
+    fn stream_until<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> ModelStream<'a> {
+        unwind_safe(self.0.stream_until(conversation, cancel))
+    }
+}
+
 /// The key of a hook's state and journal entries: `id@version`.
 pub(super) fn key(hook: &dyn Hook) -> String {
     format!("{}@{}", hook.id(), hook.version())
@@ -287,6 +360,26 @@ impl HookStack {
 
     pub(super) fn is_empty(&self) -> bool {
         self.hooks.is_empty()
+    }
+
+    /// `model` inside every hook's [`Hook::wrap_model`], innermost first, guarded so a
+    /// wrapper's panic fails the call; `model` itself when no hook wraps it. `Err` names
+    /// a hook that panicked while wrapping.
+    pub(super) fn wrap_model(
+        &self,
+        model: Arc<dyn ChatModel>,
+    ) -> Result<Arc<dyn ChatModel>, String> {
+        let mut wrapped = model.clone();
+        for hook in self.inside_out() {
+            let inner = wrapped.clone();
+            wrapped =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook.wrap_model(inner)))
+                    .map_err(|_| format!("hook {} panicked in wrap_model", key(hook.as_ref())))?;
+        }
+        if Arc::ptr_eq(&wrapped, &model) {
+            return Ok(model);
+        }
+        Ok(Arc::new(Guarded(wrapped)))
     }
 
     /// Outermost first.

@@ -856,6 +856,11 @@ impl LLMChain {
         let attempts = models.len();
         let mut last_error = None;
         for (i, model) in models.into_iter().enumerate() {
+            // Your hooks' wrap_model: the onion around this attempt (fails closed).
+            let model = self
+                .hooks
+                .wrap_model(model)
+                .map_err(|why| ChainError::Model(ModelError::Config(why)))?;
             let span = tracing::info_span!(
                 "chat",
                 "otel.name" = crate::telemetry::chat_span_name(model.model_name()),
