@@ -15,7 +15,7 @@ use llmchain::conversation::Conversation;
 use llmchain::message::{ExecutionStatus, Message, MessageStatus, Role, ToolCall, ToolResult};
 use llmchain::provider::render::ResponseScript;
 use llmchain::provider::{Format, StreamEvent};
-use llmchain::tool::Tool;
+use llmchain::tool::{Tool, ToolRun};
 use serde_json::json;
 
 fn counting_tool(name: &str, runs: Arc<AtomicUsize>) -> Tool {
@@ -783,4 +783,187 @@ async fn a_wrap_model_that_panics_fails_the_call_closed() {
         );
         assert_eq!(chain.last_message().unwrap().role, Role::User, "{id}");
     }
+}
+
+/// A `wrap_tool` layer: logs around the run; with `retries`, runs it again after an
+/// error result.
+struct Around {
+    id: &'static str,
+    layer: Layer,
+    log: Arc<Mutex<Vec<String>>>,
+    retries: u32,
+    panics: bool,
+}
+
+impl Hook for Around {
+    fn id(&self) -> &str {
+        self.id
+    }
+    fn layer(&self) -> Layer {
+        self.layer
+    }
+    fn wrap_tool(&self, _call: &ToolCall, _tool: &Tool, run: ToolRun) -> ToolRun {
+        assert!(!self.panics, "a hook's bug");
+        let (id, log, retries) = (self.id, self.log.clone(), self.retries);
+        ToolRun::new(move |args, ctx| {
+            let (run, log) = (run.clone(), log.clone());
+            Box::pin(async move {
+                log.lock().unwrap().push(format!("{id} before"));
+                let mut r = run.run(args.clone(), ctx.clone()).await;
+                for _ in 0..retries {
+                    if !r.is_error() {
+                        break;
+                    }
+                    log.lock().unwrap().push(format!("{id} retries"));
+                    r = run.run(args.clone(), ctx.clone()).await;
+                }
+                log.lock().unwrap().push(format!("{id} after"));
+                r
+            })
+        })
+    }
+}
+
+fn around(id: &'static str, layer: Layer, log: &Arc<Mutex<Vec<String>>>) -> Around {
+    Around {
+        id,
+        layer,
+        log: log.clone(),
+        retries: 0,
+        panics: false,
+    }
+}
+
+/// A tool that fails its first run and succeeds after.
+fn flaky(idempotent: bool, runs: Arc<AtomicUsize>) -> Tool {
+    Tool::builder("act")
+        .idempotent(idempotent)
+        .handler(move |_args, _| {
+            let runs = runs.clone();
+            async move {
+                let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                if n == 1 {
+                    Err(format!("failed on run {n}"))
+                } else {
+                    Ok(format!("ok on run {n}"))
+                }
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+/// The result the model was given for `c1`.
+fn result_of(chain: &LLMChain) -> String {
+    chain
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results.iter())
+        .find(|r| r.tool_call_id == "c1")
+        .map(|r| r.content_text())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn wrap_tool_retries_an_idempotent_tool_and_never_a_started_one() {
+    for idempotent in [true, false] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let mut chain = LLMChain::new(model(vec![call("c1", 1), ResponseScript::text("done")]))
+            .with_tool(flaky(idempotent, runs.clone()))
+            .with_hook(Around {
+                retries: 1,
+                ..around("retry", Layer::Retry, &log)
+            });
+        chain.add_message(Message::user("go")).await.unwrap();
+        chain.run(Mode::while_needs_response()).await.unwrap();
+        if idempotent {
+            assert_eq!(runs.load(Ordering::SeqCst), 2);
+            assert_eq!(result_of(&chain), "ok on run 2");
+        } else {
+            assert_eq!(
+                runs.load(Ordering::SeqCst),
+                1,
+                "a started call never runs twice"
+            );
+            assert!(
+                result_of(&chain).contains("was not run again: it is not idempotent"),
+                "{}",
+                result_of(&chain)
+            );
+        }
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["retry before", "retry retries", "retry after"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn wrap_tool_layers_nest_in_the_stacks_order() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut chain = LLMChain::new(model(vec![call("c1", 1), ResponseScript::text("done")]))
+        .with_tool(counting_tool("act", runs.clone()))
+        .with_hook(around("inner", Layer::User, &log))
+        .with_hook(around("outer", Layer::Telemetry, &log));
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["outer before", "inner before", "inner after", "outer after"]
+    );
+}
+
+#[tokio::test]
+async fn a_wrap_tool_that_panics_fails_the_call_without_running_it() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut chain = LLMChain::new(model(vec![call("c1", 1), ResponseScript::text("done")]))
+        .with_tool(counting_tool("act", runs.clone()))
+        .with_hook(Around {
+            panics: true,
+            ..around("buggy", Layer::User, &log)
+        });
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(
+        result_of(&chain).contains("a hook's wrap_tool panicked"),
+        "{}",
+        result_of(&chain)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tools_timeout_is_inside_a_retry() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let slow_once = Tool::builder("act")
+        .idempotent(true)
+        .timeout(Duration::from_secs(1))
+        .handler(move |_args, _| {
+            let runs = r.clone();
+            async move {
+                if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                "done in time"
+            }
+        })
+        .build()
+        .unwrap();
+    let mut chain = LLMChain::new(model(vec![call("c1", 1), ResponseScript::text("done")]))
+        .with_tool(slow_once)
+        .with_hook(Around {
+            retries: 1,
+            ..around("retry", Layer::Retry, &log)
+        });
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    // The first run timed out inside the wrapper, which saw an error and ran it again.
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(result_of(&chain), "done in time");
 }

@@ -346,7 +346,7 @@ impl LLMChain {
             errors: std::sync::Mutex::new(Vec::new()),
             stop: self.cancel.child_token(),
         });
-        let executor = ToolExecutor::new(self.tools.iter().cloned())
+        let mut executor = ToolExecutor::new(self.tools.iter().cloned())
             .and_then(|e| e.with_max_concurrency(self.max_concurrent_tools.max(1)))
             .map_err(|e| ChainError::Resume(e.to_string()))?
             .with_max_result_bytes(self.max_tool_result_bytes)
@@ -354,6 +354,10 @@ impl LLMChain {
             .with_context_arc(self.custom_context.clone())
             .with_observer(observer.clone())
             .with_human_approved(approved.iter().cloned());
+        // Your hooks' wrap_tool: the onion around each call's run.
+        if let Some(wrap) = self.hooks.wrap_tool() {
+            executor = executor.with_wrap_tool(wrap);
+        }
         let run_results = {
             // The observer's token: a child of the chain's, also fired by a lost lease.
             // Each call has its own `execute_tool` span, a child of the turn's (no span

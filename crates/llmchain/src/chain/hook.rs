@@ -42,6 +42,7 @@ use crate::conversation::Conversation;
 use crate::message::{Message, ToolCall, ToolResult};
 use crate::model::{ChatModel, ModelError, ModelStream, RequestInfo};
 use crate::provider::StreamEvent;
+use crate::tool::{Tool, ToolRun, WrapTool};
 
 /// Where a hook sits in the stack, outermost first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -268,6 +269,18 @@ pub trait Hook: Send + Sync {
         ready(BeforeTool::Run)
     }
 
+    /// Around each call's run, once `before_tool` let it run: return `run` wrapped
+    /// ([`ToolRun::new`], calling `run.run(args, ctx)` inside) or as it is (the
+    /// default). The tool's timeout is innermost, inside every wrapper, and the call's
+    /// `executing` status is stored before any wrapper runs. A wrapper may run `run`
+    /// again (a retry) only to effect for an idempotent tool: for any other, the call has
+    /// started, so a second run is answered with an error and the tool does not run
+    /// again. A wrapper that panics fails the call.
+    fn wrap_tool(&self, call: &ToolCall, tool: &Tool, run: ToolRun) -> ToolRun {
+        let _ = (call, tool);
+        run
+    }
+
     /// On a call's result, before the model or a UI sees it.
     fn after_tool<'a>(
         &'a self,
@@ -380,6 +393,22 @@ impl HookStack {
             return Ok(model);
         }
         Ok(Arc::new(Guarded(wrapped)))
+    }
+
+    /// Every hook's [`Hook::wrap_tool`] around a call's run, innermost first; `None`
+    /// without hooks.
+    pub(super) fn wrap_tool(&self) -> Option<WrapTool> {
+        if self.hooks.is_empty() {
+            return None;
+        }
+        let stack = self.clone();
+        Some(Arc::new(
+            move |call: &ToolCall, tool: &Tool, run: ToolRun| {
+                stack
+                    .inside_out()
+                    .fold(run, |run, hook| hook.wrap_tool(call, tool, run))
+            },
+        ))
     }
 
     /// Outermost first.

@@ -340,7 +340,10 @@ impl Tool {
                 t.name
             )));
         }
-        let token = ctx.cancellation_token().clone();
+        // This run's own token, a child of the call's: a timeout stops this run's body
+        // and leaves the call's token as it was (a layer around may run it again).
+        let token = ctx.cancellation_token().child_token();
+        let ctx = ctx.with_cancellation(token.clone());
         let default_timeout = ctx.default_timeout();
         let ended = match catch(|| t.handler.call_boxed(args, ctx)) {
             Err(e) => Ended::Done(Err(e)),

@@ -117,6 +117,41 @@ pub struct ToolExecutor {
     observer: Option<Arc<dyn ExecutionObserver>>,
     on_exception: Option<Arc<ExceptionHook>>,
     approved: std::collections::HashSet<String>,
+    wrap_tool: Option<super::WrapTool>,
+}
+
+/// Runs `call` inside the layers of `wrap`. A layer that panics (while wrapping, or
+/// while its run goes on) fails the call with an error: the stack fails closed.
+async fn wrapped(
+    wrap: &super::WrapTool,
+    call: &ToolCall,
+    tool: &Tool,
+    args: Value,
+    ctx: ToolContext,
+) -> ToolResult {
+    use futures_util::FutureExt;
+    use std::panic::AssertUnwindSafe;
+    let id = ctx.tool_call_id().to_owned();
+    let name = tool.name().to_owned();
+    let inner = super::ToolRun::of_tool(call, tool.clone());
+    let Ok(run) = std::panic::catch_unwind(AssertUnwindSafe(|| wrap(call, tool, inner))) else {
+        return ToolResult::error(
+            &id,
+            format!("Tool call to {name} was not run: a hook's wrap_tool panicked."),
+        )
+        .with_name(&name);
+    };
+    match AssertUnwindSafe(run.run(args, ctx)).catch_unwind().await {
+        Ok(result) => result,
+        Err(_) => ToolResult::error(
+            &id,
+            format!(
+                "Tool call to {name} failed: a hook's wrap_tool panicked during the call; the \
+                 tool may have run."
+            ),
+        )
+        .with_name(&name),
+    }
 }
 
 impl fmt::Debug for ToolExecutor {
@@ -155,6 +190,7 @@ impl ToolExecutor {
             observer: None,
             on_exception: None,
             approved: Default::default(),
+            wrap_tool: None,
         })
     }
 
@@ -213,6 +249,15 @@ impl ToolExecutor {
     #[must_use]
     pub fn with_context_arc(mut self, custom: Option<CustomContext>) -> Self {
         self.custom = custom;
+        self
+    }
+
+    /// Wraps every call's run (see [`ToolRun`](super::ToolRun)): the layers a chain's
+    /// hooks put around a call, inside its `executing` status and outside the tool's
+    /// timeout. A wrapper that panics fails the call with an error result.
+    #[must_use]
+    pub fn with_wrap_tool(mut self, wrap: super::WrapTool) -> Self {
+        self.wrap_tool = Some(wrap);
         self
     }
 
@@ -380,7 +425,14 @@ impl ToolExecutor {
         }
         let result = {
             use tracing::Instrument;
-            tool.execute(args, ctx).instrument(span.clone()).await
+            match &self.wrap_tool {
+                None => tool.execute(args, ctx).instrument(span.clone()).await,
+                Some(wrap) => {
+                    wrapped(wrap, call, tool, args, ctx)
+                        .instrument(span.clone())
+                        .await
+                }
+            }
         };
         let result = self.bounded(result, &name);
         if capture {

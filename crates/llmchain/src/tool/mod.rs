@@ -82,6 +82,7 @@ mod executor;
 mod name;
 mod output;
 mod panic;
+mod run;
 
 pub use args::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, check_arguments};
 pub use context::{CustomContext, ToolContext};
@@ -93,6 +94,7 @@ pub use executor::{
 };
 pub use name::{MAX_NAME_LEN, humanize_tool_name, shown_name, validate_name};
 pub use output::ToolOutput;
+pub use run::{ToolRun, ToolRunFuture, WrapTool};
 /// The cancellation token of [`ToolContext`] and [`ToolExecutor::execute_with_cancel`].
 pub use tokio_util::sync::CancellationToken;
 
