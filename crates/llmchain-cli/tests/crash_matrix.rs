@@ -5,7 +5,9 @@
 //! OpenAI does, a request in which a call has no result. After each kill, the front end
 //! is started again and the conversation goes on: no call ran twice, every call has its
 //! result, and the next message is answered — at once, not after the dead process's
-//! lease ran out.
+//! lease ran out. Every run has a budget, so its charges go through the durable
+//! reservation before each model call; after a worker is killed, the run's count is
+//! exactly the model calls made for it, whichever worker made them.
 
 mod common;
 
@@ -90,7 +92,7 @@ impl World {
             dir,
             &format!(
                 "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n\
-                 approve = \"{approve}\"\n"
+                 approve = \"{approve}\"\n\n[budget]\nmodel_calls = 20\n"
             ),
         );
         if kill == Kill::Executing {
@@ -185,6 +187,20 @@ impl World {
         conversation
     }
 
+    /// The model calls the run's budget counted (`extra.chain.spent.model_calls` of the
+    /// conversation's first run).
+    fn counted_model_calls(&self) -> u64 {
+        let db = self.db.clone();
+        runtime().block_on(async move {
+            let store = AnyStore::open(&db).await.unwrap();
+            let id = store.list_conversations(1).await.unwrap()[0].id.clone();
+            let runs = store.list_runs(&id).await.unwrap();
+            runs[0].state.extra["chain"]["spent"]["model_calls"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+    }
+
     fn conversation_id(&self) -> String {
         let db = self.db.clone();
         runtime().block_on(async move {
@@ -269,6 +285,14 @@ fn worker_front_end(dir: &Path, db: &str, kill_at: Kill) {
         text(&again).contains("1 done"),
         "worker {kill_at:?}: {}",
         text(&again)
+    );
+    // The budget's count went on through the kill: every request the model server saw
+    // for the run was counted once, neither reset by the second worker nor counted twice.
+    let asked = world.seen.lock().unwrap().len() as u64;
+    assert_eq!(
+        world.counted_model_calls(),
+        asked,
+        "worker {kill_at:?}: the run's model-call count"
     );
     let id = world.conversation_id();
     let next = llmchain(&["run", "--db", db, "--conversation", &id, "next"], dir);

@@ -569,3 +569,37 @@ fn a_run_without_a_typed_mode_records_none() {
     assert!(Mode::recorded(&ChainState::default()).is_none());
     assert_eq!(Mode::custom(extract()).name(), "extract");
 }
+
+#[tokio::test]
+async fn a_run_killed_during_its_first_model_call_keeps_its_count() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(Holding::default());
+    let mut chain = LLMChain::new(model(calls(5, 1)))
+        .with_tool(charge(runs.clone()))
+        .with_budget(budget(&["model_calls=2"]))
+        .with_sink(sink.clone());
+    asked(&mut chain, "keep charging").await;
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    // Killed once the first call was charged, before its answer was stored: the store
+    // holds the person's question and a count of one.
+    let held = sink
+        .states
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|s| s.spent.model_calls == 1)
+        .cloned()
+        .unwrap();
+    assert_eq!(held.conversation.messages.len(), 1);
+    let second = Arc::new(model(calls(5, 1)));
+    let mut resumed = LLMChain::from_state(second.clone(), held)
+        .with_tool(charge(runs))
+        .with_budget(budget(&["model_calls=2"]));
+    let out = resumed.run(Mode::while_needs_response()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Stopped(_)), "{out:?}");
+    assert_eq!(
+        second.requests().len(),
+        1,
+        "the same run, resumed: one model call was left, not a fresh budget"
+    );
+}

@@ -295,6 +295,11 @@ pub struct Spent {
     /// The final answer a `final_answer` budget allows was asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub final_answer: bool,
+    /// How many messages the conversation held when the run began (its last one the
+    /// person's message that started it): a run resumed before anything was added, a
+    /// crash during its first model call, is the same run and keeps its counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub began_at_message: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

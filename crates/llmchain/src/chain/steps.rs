@@ -164,20 +164,27 @@ impl Steps {
         }
     }
 
-    /// Starts the mode's bookkeeping. A run that starts at a new user message is a new
-    /// run: its run count, budget counters, journal and hook state start afresh. A run
-    /// that goes on from anything else (calls to answer, a review, a crash, a message the
-    /// run wrote itself: feedback to the model, a tool's inserted messages) keeps them: a resumed run does not get a fresh `max_runs`
-    /// or budget.
+    /// Starts the mode's bookkeeping. A run that starts at a person's new message is a
+    /// new run: its run count, budget counters, journal and hook state start afresh. A
+    /// run that goes on from anything else (calls to answer, a review, a crash, a message
+    /// the run wrote itself: feedback to the model, a tool's inserted messages) keeps
+    /// them: a resumed run does not get a fresh `max_runs` or budget. Nor does a run
+    /// resumed at the very message it began at (killed during its first model call):
+    /// `Spent::began_at_message` tells it apart from a new one.
     pub fn ensure_mode_state(chain: &mut LLMChain) {
+        let n = chain.messages().len() as u64;
         let fresh = chain
             .last_message()
-            .is_none_or(|m| m.role == Role::User && !m.is_from_run());
+            .is_none_or(|m| m.role == Role::User && !m.is_from_run())
+            // Already begun at this very message (killed before its first answer was
+            // stored): the same run.
+            && chain.state.spent.began_at_message != Some(n);
         if fresh {
             chain.state.run_count = 0;
             chain.state.spent = super::budget::Spent::default();
             chain.state.journal = super::journal::Journal::default();
             chain.state.hooks.clear();
+            chain.state.spent.began_at_message = Some(n);
         }
     }
 
