@@ -98,7 +98,7 @@ async fn main() -> Result<(), Error> {
         Claim::Conversation {
             id: id.clone(),
             state: RunState {
-                mode: "while_needs_response".into(),
+                mode: Mode::while_needs_response().name().into(),
                 ..Default::default()
             },
         },

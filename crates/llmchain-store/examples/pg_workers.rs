@@ -32,7 +32,6 @@ use sqlx::postgres::PgConnectOptions;
 const WORKERS: usize = 3;
 const CITIES: [&str; 6] = ["Paris", "Oslo", "Lima", "Kyoto", "Accra", "Perth"];
 const LEASE: Duration = Duration::from_secs(30);
-const MODE: &str = "while_needs_response";
 
 type Error = BoxError;
 
@@ -101,7 +100,7 @@ async fn example(url: &str, schema: &str) -> Result<(), Error> {
             .create_conversation(NewConversation::from_conversation(conversation))
             .await?;
         let mode = RunState {
-            mode: MODE.into(),
+            mode: llmchain::chain::Mode::while_needs_response().name().into(),
             ..Default::default()
         };
         runs.push(store.create_run(&id, &mode).await?.id);

@@ -154,7 +154,8 @@ async fn turn<S: Store + 'static>(
     let mut extra = serde_json::Map::new();
     extra.insert("serve".into(), json!({"profile": env.profile}));
     let state = RunState {
-        mode: "while_needs_response".into(),
+        // The mode the built chain runs in is saved with its first step.
+        mode: llmchain::chain::Mode::while_needs_response().name().into(),
         extra,
         ..Default::default()
     };

@@ -200,7 +200,7 @@ async fn demo(format: Format, delay: Duration, db: Option<String>) -> CliResult 
     let held = crate::interactive_run::claim(
         store.clone(),
         &conversation_id,
-        "while_needs_response",
+        Mode::while_needs_response().name(),
         serde_json::Map::new(),
     )
     .await?;
