@@ -35,11 +35,26 @@ impl Rulings {
 
     /// Adds the rulings of one journal (a later one on a call replaces an earlier one).
     pub fn add(&mut self, journal: &Journal) {
+        // One pass, oldest first: a later enforced ruling on a call replaces an earlier
+        // one (what `Journal::ruling` gives for one call).
         for e in journal.entries() {
-            if let llmchain::chain::Decision::Policy { call_id, .. } = &e.decision
-                && let Some(r) = journal.ruling(call_id)
+            if let llmchain::chain::Decision::Policy {
+                call_id,
+                effect,
+                rule,
+                reason,
+                shadow: false,
+                ..
+            } = &e.decision
             {
-                self.0.insert(call_id.clone(), r);
+                self.0.insert(
+                    call_id.clone(),
+                    Ruling {
+                        effect: *effect,
+                        rule: rule.clone(),
+                        reason: reason.clone(),
+                    },
+                );
             }
         }
     }
