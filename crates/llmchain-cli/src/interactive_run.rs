@@ -15,13 +15,97 @@ use llmchain::chain::{HumanDecision, ReviewDecision};
 use llmchain::message::ToolCall;
 use llmchain_store::leased_run::DecideFuture;
 use llmchain_store::review::pending_for;
-use llmchain_store::{AnyStore, Claim, LeasedRun, Run, RunState, Store, StoreError, Undecided};
+use llmchain_store::{
+    AnyStore, Claim, Ended, LeasedRun, Run, RunEnd, RunState, Store, StoreError, Undecided,
+};
 
 use crate::error::CliError;
 use crate::review::TerminalReview;
 
 /// How long an interactive lease lasts between heartbeats (renewed every third).
 const LEASE: Duration = Duration::from_secs(30);
+
+/// A held run's chain, built by [`start`].
+pub(crate) struct Started {
+    /// The run, to drive.
+    pub held: LeasedRun<AnyStore>,
+    /// The chain over the stored conversation, and its MCP tools.
+    pub built: crate::job::Built,
+    /// How many messages the conversation held when the run started.
+    pub before: usize,
+    /// Asks at the terminal about calls left undecided in the review inbox.
+    pub asking: TerminalReview,
+}
+
+/// Builds `parts`' chain for `held` (reviewed at the terminal, its questions naming the
+/// run) over the run's stored conversation ([`LeasedRun::start`]), or the error of a run
+/// that could not start (ended: failed, or lost).
+pub(crate) async fn start(
+    held: LeasedRun<AnyStore>,
+    parts: crate::job::Parts,
+    conversation: &str,
+) -> Result<Started, CliError> {
+    let reviewer = crate::job::Reviewer::Terminal {
+        run: held.run().id.clone(),
+    };
+    let asking = parts.reviewer(&reviewer).asking();
+    let started = held
+        .start(|_, state| {
+            let before = state.conversation.messages.len();
+            std::future::ready(Ok((before, parts.chain(Some(state), reviewer))))
+        })
+        .await;
+    match started {
+        Ok((held, (before, built))) => Ok(Started {
+            held,
+            built,
+            before,
+            asking,
+        }),
+        Err(ended) => Err(ended_error(&ended, conversation, None).unwrap_or_else(|| {
+            CliError::runtime(format!(
+                "run {} could not start: {:?}",
+                ended.run.id, ended.end
+            ))
+        })),
+    }
+}
+
+/// The error of a run of `conversation` that ended without its work done, as every
+/// interactive command words it: the lease lost (`lease_lost`), a failure (typed by the
+/// chain's error, `run_failed` without one, `what` before its text when given), its end
+/// not recorded (`not_recorded`). `None` for the ends a command shows itself (done,
+/// paused, cancelled, yielded).
+pub(crate) fn ended_error(
+    ended: &Ended,
+    conversation: &str,
+    what: Option<&str>,
+) -> Option<CliError> {
+    let run = &ended.run.id;
+    Some(match &ended.end {
+        RunEnd::Lost { reason } => CliError::runtime(format!(
+            "this process lost the run of conversation {conversation} ({reason}): another \
+             process took it over, or it was cancelled; nothing more was written"
+        ))
+        .typed("lease_lost"),
+        RunEnd::Failed { error, .. } => {
+            let failed = ended
+                .error
+                .as_ref()
+                .map_or("run_failed", llmchain::chain::ChainError::error_type);
+            let text = match what {
+                Some(what) => format!("{what}: {error}"),
+                None => error.clone(),
+            };
+            CliError::runtime(text).typed(failed)
+        }
+        RunEnd::NotRecorded { error } => CliError::runtime(format!(
+            "the end of run {run} could not be recorded: {error}"
+        ))
+        .typed("not_recorded"),
+        _ => return None,
+    })
+}
 
 /// Claims `conversation`'s run for this process (creating one with `mode` and `extra`,
 /// the job, if it has none), or says who holds it. A holder that was a process of this

@@ -410,7 +410,10 @@ impl JobSpec {
         &self,
         cwd: std::path::PathBuf,
     ) -> Result<Parts, CliError> {
-        let model = llmchain::chain::ScriptedModel::new(llmchain::provider::Format::OPENAI_CHAT);
+        // The job's own wire format, with no turns: a call to it would fail, and none
+        // is made (no credentials are read for a run that only answers calls).
+        let format = parse_provider(&self.provider)?.format();
+        let model = llmchain::chain::ScriptedModel::new(format);
         self.assemble(cwd, Arc::new(model)).await
     }
 

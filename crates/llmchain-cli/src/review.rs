@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex};
 use llmchain::chain::{ReviewDecision, ReviewFuture, ReviewHandler};
 use llmchain::message::ToolCall;
 use llmchain::tool::Tool;
-use llmchain_mcp::{McpTool, ToolHints};
+use llmchain::tool::ToolHints;
+use llmchain_mcp::McpTool;
 use serde_json::{Map, Value};
 
 /// The `--approve` policy.

@@ -378,6 +378,94 @@ fn an_ask_rule_names_itself_in_the_review_inbox() {
     );
 }
 
+/// A policy made stricter between a pause and a resume applies: a call a rule sent to
+/// review waits in the inbox, a person approves it, then the operator adds a deny rule
+/// for it; the process that resumes the run (another one) does not run the approved
+/// call: the new rule's reason reaches the model and its id is on record. On both
+/// databases, resumed by `conversations resume` and by `run --conversation`, with and
+/// without a new question.
+#[test]
+fn a_policy_made_stricter_after_an_approval_applies_on_resume() {
+    common::on_both_databases("a_policy_made_stricter_on_resume", |dir, db| {
+        for resume_with in ["resume", "run", "run with a prompt"] {
+            let (base, seen) = serve(bodies(&[
+                multiply("c1"),
+                ResponseScript::text("I may not."),
+            ]));
+            let ask =
+                "[[policy]]\nid = \"ask-multiply\"\ntool = \"calculator\"\neffect = \"ask\"\n";
+            let head = format!("base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\n");
+            write_config(dir, &format!("{head}\n{ask}"));
+            // No terminal: the call waits in the review inbox.
+            let out = llmchain(&["run", "--db", db, "--json", "what is 6*7?"], dir);
+            assert!(text(&out).contains("review"), "{}", text(&out));
+            let list = llmchain(&["reviews", "--db", db, "list", "--json"], dir);
+            let pending: Vec<serde_json::Value> = String::from_utf8_lossy(&list.stdout)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .filter(|r: &serde_json::Value| r["status"] == "pending")
+                .collect();
+            assert_eq!(pending.len(), 1, "{}", text(&list));
+            let conversation = pending[0]["conversation_id"].as_str().unwrap().to_owned();
+            let review = pending[0]["id"].as_str().unwrap().to_owned();
+            let approved = llmchain(&["reviews", "--db", db, "approve", &review], dir);
+            assert!(approved.status.success(), "{}", text(&approved));
+            // The operator tightens the profile before anyone resumes the run.
+            write_config(dir, &format!("{head}\n{ask}\n{RULES}"));
+            let out = match resume_with {
+                "resume" => llmchain(&["conversations", "--db", db, "resume", &conversation], dir),
+                "run" => llmchain(&["run", "--db", db, "--conversation", &conversation], dir),
+                // The call is settled before the new question starts a new run of the
+                // chain: its ruling stays on record all the same.
+                _ => llmchain(
+                    &[
+                        "run",
+                        "--db",
+                        db,
+                        "--conversation",
+                        &conversation,
+                        "and 2+2?",
+                    ],
+                    dir,
+                ),
+            };
+            assert!(out.status.success(), "{resume_with}: {}", text(&out));
+            let said = text(&out);
+            if resume_with == "resume" {
+                assert!(said.contains("denied c1"), "{said}");
+            }
+            // The model (asked by `run`; by `resume`, which asks it next with the
+            // recorded job) hears the new rule's reason; the tool never ran.
+            let seen = seen.lock().unwrap();
+            assert_eq!(seen.len(), 2, "{resume_with}: {said}");
+            let second = seen[1].1.to_string();
+            assert!(
+                second.contains("Multiplication goes through finance."),
+                "{second}"
+            );
+            assert!(!second.contains("\"42\""), "the calculator ran: {second}");
+            // On record, in a run of the conversation: the rule that denied the
+            // approved call.
+            let export = llmchain(&["conversations", "--db", db, "export", &conversation], dir);
+            let e: serde_json::Value = serde_json::from_slice(&export.stdout).unwrap();
+            let decisions: Vec<&serde_json::Value> = e["runs"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{resume_with}: no runs in {e}"))
+                .iter()
+                .flat_map(|r| r["decisions"].as_array().into_iter().flatten())
+                .collect();
+            assert!(
+                decisions.iter().any(|d| d["kind"] == "policy"
+                    && d["rule"] == "no-multiply"
+                    && d["effect"] == "deny"
+                    && d["call_id"] == "c1"),
+                "{resume_with}: {}",
+                e["runs"]
+            );
+        }
+    });
+}
+
 #[test]
 fn a_cost_budget_needs_a_price_and_takes_one_from_the_profile() {
     let dir = tempfile::tempdir().unwrap();

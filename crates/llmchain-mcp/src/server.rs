@@ -13,7 +13,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::hints::ToolHints;
+use llmchain::tool::ToolHints;
 
 /// An rmcp server handler exposing a set of llmchain tools (`tools/list`, `tools/call`).
 ///

@@ -265,6 +265,34 @@ pub struct Ended {
     pub left_out: Option<Message>,
 }
 
+/// Why a run's chain could not be built ([`LeasedRun::start`]): what the run's record
+/// says, and whether a queued run is tried again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotBuilt {
+    /// Kept as the run's last error (masked of the process's secrets) and shown.
+    pub error: String,
+    /// Whether trying again may help (an MCP server that did not start yet).
+    pub retryable: bool,
+}
+
+impl NotBuilt {
+    /// A failure that may pass.
+    pub fn retryable(error: impl Into<String>) -> Self {
+        NotBuilt {
+            error: error.into(),
+            retryable: true,
+        }
+    }
+
+    /// A failure that will not pass by trying again (a bad configuration).
+    pub fn permanent(error: impl Into<String>) -> Self {
+        NotBuilt {
+            error: error.into(),
+            retryable: false,
+        }
+    }
+}
+
 /// A run held under its lease; see the module's docs.
 #[derive(Debug)]
 pub struct LeasedRun<S> {
@@ -393,6 +421,59 @@ impl<S: Store + 'static> LeasedRun<S> {
         Ok(chain_state(conversation, Some(&self.run.state)))
     }
 
+    /// Loads the run's conversation ([`chain_state`](Self::chain_state)) and builds
+    /// its chain with `build`, unless the lease is lost first: the one start of every
+    /// front end. When the run cannot start it is ended here and its [`Ended`] given
+    /// back: failed (a queued run retried later when the failure may pass: a transient
+    /// store error, or a [`NotBuilt::retryable`] one), or [`RunEnd::Lost`] when the lease
+    /// went meanwhile (nothing written).
+    pub async fn start<T, B, F>(mut self, build: B) -> Result<(Self, T), Box<Ended>>
+    where
+        B: FnOnce(Run, ChainState) -> F,
+        F: Future<Output = Result<T, NotBuilt>>,
+    {
+        let lost = self.lost.clone();
+        let loaded = tokio::select! {
+            _ = lost.cancelled() => None,
+            s = self.chain_state() => Some(s),
+        };
+        let not_built = match loaded {
+            None => None,
+            Some(Err(StoreError::ConversationNotFound(c))) => Some(NotBuilt::permanent(format!(
+                "conversation {c} does not exist"
+            ))),
+            Some(Err(e)) => {
+                let text = format!("cannot load the conversation: {e}");
+                Some(if e.is_transient() {
+                    NotBuilt::retryable(text)
+                } else {
+                    NotBuilt::permanent(text)
+                })
+            }
+            Some(Ok(state)) => match self.unless_lost(build(self.run.clone(), state)).await {
+                Some(Ok(built)) => return Ok((self, built)),
+                Some(Err(why)) => Some(why),
+                None => None,
+            },
+        };
+        Err(Box::new(match not_built {
+            Some(NotBuilt { error, retryable }) => self.fail(error, retryable).await,
+            None => {
+                let reason = self.lost().map_or(
+                    "the lease was lost while the run was starting".to_owned(),
+                    |why| format!("{} while the run was starting", describe_stop(&why)),
+                );
+                Ended {
+                    run: self.run.clone(),
+                    end: RunEnd::Lost { reason },
+                    chain: None,
+                    error: None,
+                    left_out: None,
+                }
+            }
+        }))
+    }
+
     /// Ends the run as failed before any chain ran (its conversation could not be
     /// loaded, its chain not built): retried later when `retryable` and it is a queued
     /// run with attempts left.
@@ -518,13 +599,15 @@ impl<S: Store + 'static> LeasedRun<S> {
             }
         }
         if let Some(message) = with.message.take() {
-            if let Some(waits) = settle(store, conversation, chain).await? {
+            if let Some(waits) = answering(store, conversation, chain, None).await? {
                 *left_out = Some(message);
                 return Ok(waits);
             }
             chain.add_message(message).await?;
         }
-        run_answering(store, conversation, chain, mode.clone()).await
+        answering(store, conversation, chain, Some(mode))
+            .await
+            .map(|outcome| outcome.unwrap_or_else(|| waiting_outcome(chain)))
     }
 
     /// The one mapping of how the chain stopped to what is recorded.
@@ -774,79 +857,66 @@ async fn note_decisions<S: Store>(store: &S, conversation: &str, waiting: &[Tool
 }
 
 /// What a chain waiting for people returns.
-fn waiting(chain: &LLMChain) -> RunOutcome {
+fn waiting_outcome(chain: &LLMChain) -> RunOutcome {
     match chain.pending_review() {
         Some(p) => RunOutcome::ReviewRequired(p.clone()),
         None => RunOutcome::Interrupted(Vec::new()),
     }
 }
 
-/// Answers every call of the conversation's last answer, before anything is added after
-/// it: the waiting ones with their stored decisions, the others through the chain (run
-/// after review; one found `executing` answered "outcome unknown"). `Some` when calls
-/// still wait for people.
-async fn settle<S: Store>(
+/// Answers the calls `chain` waits on from the review inbox: the decisions stored for
+/// them (whichever run they were made under) are applied
+/// ([`LLMChain::answer_waiting`]) and the chain goes on, each time it stops for a
+/// person, until it waits for a decision not made yet. Then, with a `mode`, runs it
+/// (`Some` when the run is done, fails, or waits); without one, only settles the last
+/// answer before a message is added after it: every call answered, those that were
+/// waiting with their decisions, the others through the chain (run after review; one
+/// found `executing` answered "outcome unknown"), and `None` when nothing waits then.
+async fn answering<S: Store>(
     store: &S,
     conversation: &str,
     chain: &mut LLMChain,
+    mode: Option<&Mode>,
 ) -> Result<Option<RunOutcome>, ChainError> {
-    for _ in 0..MAX_ANSWERED_ROUNDS {
+    // Rounds of answering (a tool that keeps interrupting), not of running.
+    let mut rounds = 0;
+    loop {
         let calls = chain.waiting_calls();
         let step = if !calls.is_empty() {
             let (decided, undecided) = decisions_for(store, conversation, &calls)
                 .await
                 .map_err(persist)?;
-            if !undecided.is_empty() {
-                return Ok(Some(waiting(chain)));
+            if !undecided.is_empty() || rounds >= MAX_ANSWERED_ROUNDS {
+                return Ok(Some(waiting_outcome(chain)));
             }
+            rounds += 1;
             chain.answer_waiting(decided).await?
-        } else if chain.has_unanswered_calls() {
+        } else if let Some(mode) = mode {
+            match chain.run(mode.clone()).await? {
+                // A decision may already be stored for these very calls.
+                RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)
+                    if !chain.waiting_calls().is_empty() =>
+                {
+                    continue;
+                }
+                other => return Ok(Some(other)),
+            }
+        } else if chain.has_unanswered_calls() && rounds < MAX_ANSWERED_ROUNDS {
+            rounds += 1;
             chain.execute_tool_calls().await?
+        } else if chain.has_unanswered_calls() {
+            return Ok(Some(waiting_outcome(chain)));
         } else {
             return Ok(None);
         };
-        if let Step::Break(outcome) = step
-            && outcome.disposition() == Disposition::WaitsForPeople
-            && chain.waiting_calls().is_empty()
-        {
-            // Waits on nothing the inbox could answer: as the chain said.
-            return Ok(Some(outcome));
-        }
-    }
-    Ok(Some(waiting(chain)))
-}
-
-/// Runs `chain` in `mode`, answering the calls it waits on from the review inbox: before
-/// running, and each time the run stops for a person, the decisions stored for the
-/// waiting calls (whichever run they were made under) are applied
-/// ([`LLMChain::answer_waiting`]) and the run goes on. Returns when the run is done,
-/// fails, or waits for a decision not made yet.
-async fn run_answering<S: Store>(
-    store: &S,
-    conversation_id: &str,
-    chain: &mut LLMChain,
-    mode: Mode,
-) -> Result<RunOutcome, ChainError> {
-    let mut rounds = 0;
-    loop {
-        let calls = chain.waiting_calls();
-        if !calls.is_empty() {
-            let (decided, undecided) = decisions_for(store, conversation_id, &calls)
-                .await
-                .map_err(persist)?;
-            if !undecided.is_empty() || rounds >= MAX_ANSWERED_ROUNDS {
-                return Ok(waiting(chain));
+        if let Step::Break(outcome) = step {
+            let waits_on_nothing = outcome.disposition() == Disposition::WaitsForPeople
+                && chain.waiting_calls().is_empty();
+            // Running, the chain's word stands; settling, only a wait on nothing the
+            // inbox could answer does (what else stopped it is met again when it runs).
+            if mode.is_some() || waits_on_nothing {
+                return Ok(Some(outcome));
             }
-            rounds += 1;
-            if let Step::Break(outcome) = chain.answer_waiting(decided).await? {
-                return Ok(outcome);
-            }
-        }
-        match chain.run(mode.clone()).await? {
-            // A decision may already be stored for these very calls.
-            RunOutcome::ReviewRequired(_) | RunOutcome::Interrupted(_)
-                if !chain.waiting_calls().is_empty() => {}
-            other => return Ok(other),
         }
     }
 }

@@ -112,7 +112,7 @@ pub mod worker;
 pub use any::AnyStore;
 pub use error::{MAX_MESSAGE_BYTES, StoreError, StoreResult};
 pub use heartbeat::{Heartbeat, HeartbeatStop};
-pub use leased_run::{Claim, Drive, Ended, LeasedRun, RunEnd, Undecided};
+pub use leased_run::{Claim, Drive, Ended, LeasedRun, NotBuilt, RunEnd, Undecided};
 pub use model::{
     Change, ConversationSummary, DEFAULT_MAX_ATTEMPTS, Lease, NewConversation, Opening, Run,
     RunFilter, RunKind, RunOptions, RunState, RunStatus, StoredConversation, Superseded, Writer,

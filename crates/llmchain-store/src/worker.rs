@@ -37,8 +37,7 @@ use llmchain::chain::{ChainState, LLMChain, Mode};
 use llmchain::tool::CancellationToken;
 use tokio::sync::Semaphore;
 
-use crate::error::StoreError;
-use crate::leased_run::{Drive, LeasedRun, RunEnd};
+use crate::leased_run::{Drive, LeasedRun, NotBuilt, RunEnd};
 use crate::model::{Run, RunStatus};
 use crate::store::Store;
 
@@ -403,57 +402,31 @@ impl<S: Store + 'static> RunJob<S> {
         let id = run.id.clone();
         // The lease is renewed from the claim on: loading the conversation and building
         // the chain (MCP servers starting) may take longer than a lease.
-        let mut held = match LeasedRun::claimed(self.store.clone(), run, self.lease_len) {
+        let held = match LeasedRun::claimed(self.store.clone(), run, self.lease_len) {
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(run = %id, error = %e, "a claimed run without a lease");
                 return;
             }
         };
-        let ended = match self.start(&mut held).await {
-            Ok((chain, mode)) => held.drive(chain, mode, Drive::new()).await,
-            Err(Some((error, retryable))) => held.fail(error, retryable).await,
-            Err(None) => {
-                let reason = "the lease was lost while the run was starting".to_owned();
-                self.ended(&id, RunEnd::Lost { reason });
-                return;
-            }
+        let factory = self.factory.clone();
+        let started = held
+            .start(|run, state| async move {
+                factory.build(&run, state).await.map_err(|e| {
+                    let error = format!("cannot build the chain: {e}");
+                    if e.downcast_ref::<Permanent>().is_some() {
+                        NotBuilt::permanent(error)
+                    } else {
+                        NotBuilt::retryable(error)
+                    }
+                })
+            })
+            .await;
+        let ended = match started {
+            Ok((held, (chain, mode))) => held.drive(chain, mode, Drive::new()).await,
+            Err(ended) => *ended,
         };
         self.ended(&id, ended.end);
-    }
-
-    /// Loads the run's conversation and builds its chain: `Err(None)` when the lease
-    /// was lost meanwhile, else why it failed and whether trying again may help.
-    async fn start(
-        &self,
-        held: &mut LeasedRun<S>,
-    ) -> Result<(LLMChain, Mode), Option<(String, bool)>> {
-        let lost = held.lost_token();
-        let loaded = tokio::select! {
-            _ = lost.cancelled() => return Err(None),
-            s = held.chain_state() => s,
-        };
-        let state = match loaded {
-            Ok(s) => s,
-            Err(StoreError::ConversationNotFound(c)) => {
-                return Err(Some((format!("conversation {c} does not exist"), false)));
-            }
-            Err(e) => {
-                return Err(Some((
-                    format!("cannot load the conversation: {e}"),
-                    e.is_transient(),
-                )));
-            }
-        };
-        let run = held.run().clone();
-        match held.unless_lost(self.factory.build(&run, state)).await {
-            None => Err(None),
-            Some(Ok(built)) => Ok(built),
-            Some(Err(e)) => Err(Some((
-                format!("cannot build the chain: {e}"),
-                e.downcast_ref::<Permanent>().is_none(),
-            ))),
-        }
     }
 
     /// Counts and announces how a run ended.

@@ -446,6 +446,103 @@ async fn the_lease_is_kept_while_the_chain_is_built<S: Store + 'static>(
     );
 }
 
+/// `LeasedRun::start`, the one start of every front end: a chain that cannot be built
+/// fails the run with the builder's words (retried later only when the failure may
+/// pass, for a queued run), and a lease lost while the chain is built (the run cancelled
+/// by another process) ends it as lost, writing nothing more: the run stays cancelled.
+async fn a_run_that_cannot_start_is_failed_or_lost<S: Store + 'static>(
+    store: Arc<S>,
+    other: Arc<S>,
+) {
+    use llmchain_store::{Claim, LeasedRun, NotBuilt, RunEnd};
+    let claim = |id: &str| Claim::Conversation {
+        id: id.to_owned(),
+        state: RunState {
+            mode: "while_needs_response".into(),
+            ..Default::default()
+        },
+    };
+    // A builder that fails for good.
+    let id = conversation(store.as_ref()).await;
+    let held = LeasedRun::claim(store.clone(), claim(&id), "cli", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let started = held
+        .start(|_, _| async { Err::<(), _>(NotBuilt::permanent("no such MCP server 'x'")) })
+        .await;
+    let ended = started.err().expect("the run did not start");
+    assert!(
+        matches!(&ended.end, RunEnd::Failed { error, status: RunStatus::Failed } if error == "no such MCP server 'x'"),
+        "{:?}",
+        ended.end
+    );
+    let stored = store.get_run(&ended.run.id).await.unwrap().unwrap();
+    assert_eq!(stored.state.status, RunStatus::Failed);
+    assert_eq!(stored.last_error.as_deref(), Some("no such MCP server 'x'"));
+
+    // A queued run whose builder fails in a way that may pass goes back to pending.
+    let id = conversation(store.as_ref()).await;
+    let run = enqueue(store.as_ref(), &id, "p").await;
+    let claimed = store
+        .claim_run("w", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("a queued run");
+    assert_eq!(claimed.id, run.id);
+    let held = LeasedRun::claimed(store.clone(), claimed, Duration::from_secs(30)).unwrap();
+    let ended = held
+        .start(|_, state| async move {
+            assert_eq!(
+                state.conversation.messages.len(),
+                1,
+                "the stored conversation"
+            );
+            Err::<(), _>(NotBuilt::retryable("the MCP server is starting"))
+        })
+        .await
+        .err()
+        .expect("the run did not start");
+    assert!(
+        matches!(
+            ended.end,
+            RunEnd::Failed {
+                status: RunStatus::Pending,
+                ..
+            }
+        ),
+        "{:?}",
+        ended.end
+    );
+
+    // The lease lost while the chain is built: nothing more is written.
+    let id = conversation(store.as_ref()).await;
+    let held = LeasedRun::claim(store.clone(), claim(&id), "cli", Duration::from_millis(300))
+        .await
+        .unwrap();
+    let run_id = held.run().id.clone();
+    let cancel = other.clone();
+    let ended = held
+        .start(|run, _| async move {
+            cancel.cancel_run(&run.id).await.unwrap();
+            // Longer than the lease: the heartbeat finds the run is no longer this
+            // process's long before.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<_, NotBuilt>(())
+        })
+        .await
+        .err()
+        .expect("the run did not start");
+    assert!(
+        matches!(&ended.end, RunEnd::Lost { reason } if reason.contains("while the run was starting")),
+        "{:?}",
+        ended.end
+    );
+    assert_eq!(
+        store.get_run(&run_id).await.unwrap().unwrap().state.status,
+        RunStatus::Cancelled
+    );
+}
+
 /// A tool that stops to ask a person (its own interrupt) in a worker: the run pauses
 /// with a review of that call; once approved in the inbox, a worker runs the call again
 /// (the tool sees the approval) and the run finishes. It ran once, approved.
@@ -770,6 +867,7 @@ both_backends!(
     workers_claim_only_their_profiles,
     concurrent_decisions_requeue_once,
     the_lease_is_kept_while_the_chain_is_built,
+    a_run_that_cannot_start_is_failed_or_lost,
     a_tools_own_interrupt_waits_in_the_inbox,
     a_decision_outlives_its_run,
     a_tool_that_asks_again_gets_a_new_review,

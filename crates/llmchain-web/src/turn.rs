@@ -32,8 +32,8 @@ use llmchain::tool::CancellationToken;
 use llmchain_store::leased_run::DecideFuture;
 use llmchain_store::review::pending_for;
 use llmchain_store::{
-    ChainFactory, Claim, Drive, LeasedRun, NewConversation, Opening, ReviewFilter, Run, RunEnd,
-    RunState, Store, StoreError, StoredConversation, Undecided, Writer,
+    ChainFactory, Claim, Drive, LeasedRun, NewConversation, NotBuilt, Opening, ReviewFilter, Run,
+    RunEnd, RunState, Store, StoreError, StoredConversation, Undecided, Writer,
 };
 use serde_json::{Map, Value, json};
 
@@ -255,24 +255,28 @@ async fn turn<S: Store + 'static>(
         }
     }
 
-    let state = match held.chain_state().await {
-        Ok(s) => s,
-        Err(e) => {
-            let text = e.to_string();
-            held.fail(text.clone(), false).await;
-            return Err(text);
+    let started = held
+        .start(|run, state| {
+            writer.know_calls(&state.conversation.messages);
+            async move {
+                env.factory
+                    .build(&run, state)
+                    .await
+                    .map_err(|e| NotBuilt::permanent(format!("cannot build the chain: {e}")))
+            }
+        })
+        .await;
+    let (held, built) = match started {
+        Ok(started) => started,
+        Err(ended) => {
+            return Err(match ended.end {
+                RunEnd::Lost { reason } => {
+                    format!("the chat's run was taken over or cancelled ({reason})")
+                }
+                RunEnd::Failed { error, .. } => error,
+                other => format!("the turn could not start: {other:?}"),
+            });
         }
-    };
-    writer.know_calls(&state.conversation.messages);
-    let run = held.run().clone();
-    let built = match held.unless_lost(env.factory.build(&run, state)).await {
-        Some(Ok(built)) => built,
-        Some(Err(e)) => {
-            let text = format!("cannot build the chain: {e}");
-            held.fail(text.clone(), false).await;
-            return Err(text);
-        }
-        None => return Err("the chat's run was taken over or cancelled".into()),
     };
     let (chain, mode) = built;
     let chain = chain.with_callbacks(writer.clone());

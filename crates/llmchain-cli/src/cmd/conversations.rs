@@ -368,7 +368,6 @@ async fn resume(
     args: &crate::cmd::run::RunArgs,
     out: &mut String,
 ) -> Result<bool, CliError> {
-    use crate::job::Reviewer;
     use llmchain::chain::Mode;
     use llmchain_store::{Drive, RunEnd};
 
@@ -392,27 +391,19 @@ async fn resume(
     // Hold the conversation's run before reading it: a second `resume` (or `run`, or a
     // worker) is refused rather than running the same calls.
     let mode = Mode::Custom(Arc::new(ToolsOnly));
-    let mut held =
+    let held =
         crate::interactive_run::claim(store.clone(), id, "resume", Default::default()).await?;
-    let state = match held.chain_state().await {
-        Ok(s) => s,
-        Err(e) => {
-            let e = CliError::store(e);
-            held.fail(e.to_string(), false).await;
-            return Err(e);
-        }
-    };
-    let before = state.conversation.messages.len();
     let run_id = held.run().id.clone();
-    let reviewer = Reviewer::Terminal {
-        run: run_id.clone(),
-    };
-    let asking = parts.reviewer(&reviewer).asking();
-    // Only tools run here; this model is never called (it has no turns).
-    let crate::job::Built {
-        chain,
-        mcp_tools: _connected,
-    } = parts.chain(Some(state), reviewer);
+    // Only tools run here; the model is never called (this mode makes no model call).
+    let crate::interactive_run::Started {
+        held,
+        built: crate::job::Built {
+            chain,
+            mcp_tools: _connected,
+        },
+        before,
+        asking,
+    } = crate::interactive_run::start(held, parts, id).await?;
     // Calls paused for review: the decisions stored in the review inbox answer them
     // (asked here, one at a time, for those still undecided when there is a terminal).
     let drive = Drive::new().undecided(crate::interactive_run::AskAtTerminal {
@@ -420,6 +411,9 @@ async fn resume(
         store: store.clone(),
     });
     let ended = held.drive(chain, mode, drive).await;
+    if let Some(e) = crate::interactive_run::ended_error(&ended, id, Some("resume failed")) {
+        return Err(e);
+    }
     let chain = match (ended.end, ended.chain) {
         (RunEnd::Done, Some(chain)) => chain,
         (RunEnd::Paused { reviews, .. }, _) => {
@@ -430,26 +424,6 @@ async fn resume(
                 ids.join(", ")
             ));
             return Ok(false);
-        }
-        (RunEnd::Lost { reason }, _) => {
-            return Err(CliError::runtime(format!(
-                "this process lost the run of conversation {id} ({reason}): another process took \
-                 it over, or it was cancelled; nothing more was written"
-            ))
-            .typed("lease_lost"));
-        }
-        (RunEnd::Failed { error, .. }, _) => {
-            let failed = ended
-                .error
-                .as_ref()
-                .map_or("run_failed", llmchain::chain::ChainError::error_type);
-            return Err(CliError::runtime(format!("resume failed: {error}")).typed(failed));
-        }
-        (RunEnd::NotRecorded { error }, _) => {
-            return Err(CliError::runtime(format!(
-                "the end of run {run_id} could not be recorded: {error}"
-            ))
-            .typed("not_recorded"));
         }
         (other, _) => return Err(CliError::runtime(format!("resume ended as {other:?}"))),
     };

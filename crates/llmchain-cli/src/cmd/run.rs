@@ -17,17 +17,14 @@ use llmchain::chain::{Callbacks, ChainError, Mode, ModelError, ReviewDecision};
 use llmchain::http::Provider;
 use llmchain::message::{Message, Role, TokenUsage, ToolCall};
 use llmchain::provider::StreamEvent;
-use llmchain_store::{
-    AnyStore, Drive, NewConversation, RunEnd, RunOptions, RunState, Store, StoreError,
-};
+use llmchain_store::{AnyStore, Drive, NewConversation, RunEnd, RunOptions, RunState, Store};
 
 use crate::cmd::mcp::ServerArgs;
 use crate::config::{Config, DEFAULT_PROFILE};
 use crate::error::{CliError, CliResult};
 use crate::interactive_run::AskAtTerminal;
 use crate::job::{
-    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, Reviewer, parse_options, parse_provider,
-    policy_name,
+    Built, JOB_KEY, JobSpec, OPTIONS_KEY, QueuedOptions, parse_options, parse_provider, policy_name,
 };
 use crate::progress::{Progress, ProgressSink};
 use crate::review::ApprovalPolicy;
@@ -717,41 +714,23 @@ async fn agent(
         Some(extract) => Mode::custom(extract.clone()),
         None => Mode::while_needs_response(),
     };
-    let mut held =
-        crate::interactive_run::claim(store.clone(), &conversation_id, mode.name(), extra)
-            .await
-            .map_err(|e| unsaved(e, Some(&conversation_id)))?;
+    let held = crate::interactive_run::claim(store.clone(), &conversation_id, mode.name(), extra)
+        .await
+        .map_err(|e| unsaved(e, Some(&conversation_id)))?;
     let run_id = held.run().id.clone();
-    let state = match held.chain_state().await {
-        Ok(s) => s,
-        Err(e) => {
-            let gone = matches!(e, StoreError::ConversationNotFound(_));
-            let e = CliError::store(e);
-            held.fail(e.to_string(), false).await;
-            return Err(if gone {
-                CliError::usage(format!("no conversation with id {conversation_id:?}"))
-            } else {
-                unsaved(e, Some(&conversation_id))
-            });
-        }
-    };
-    let before = state.conversation.messages.len();
-    // Asks, one at a time, about calls left undecided in the review inbox.
-    let asking = parts
-        .reviewer(&Reviewer::Terminal {
-            run: run_id.clone(),
-        })
-        .asking();
-    let Built {
-        chain,
-        mcp_tools: _mcp_tools,
-        ..
-    } = parts.chain(
-        Some(state),
-        Reviewer::Terminal {
-            run: run_id.clone(),
-        },
-    );
+    let crate::interactive_run::Started {
+        held,
+        built:
+            Built {
+                chain,
+                mcp_tools: _mcp_tools,
+                ..
+            },
+        before,
+        asking,
+    } = crate::interactive_run::start(held, parts, &conversation_id)
+        .await
+        .map_err(|e| unsaved(e, Some(&conversation_id)))?;
     let progress = Progress::for_stderr();
     // Text printed since the last line break on stdout.
     let mid_line = Arc::new(AtomicBool::new(false));
@@ -804,6 +783,9 @@ async fn agent(
         Some(_) => format!(" --db {location}"),
         None => String::new(),
     };
+    if let Some(e) = crate::interactive_run::ended_error(&ended, &conversation_id, None) {
+        return Err(e);
+    }
     let Some(chain) = ended.chain else {
         return Err(CliError::runtime(format!(
             "run {run_id} ended before it started"
@@ -833,13 +815,6 @@ async fn agent(
             .typed("budget_exhausted"));
         }
         RunEnd::Done => {}
-        RunEnd::Lost { reason } => {
-            return Err(CliError::runtime(format!(
-                "this process lost the run of conversation {conversation_id} ({reason}): another \
-                 process took it over, or it was cancelled; nothing more was written"
-            ))
-            .typed("lease_lost"));
-        }
         RunEnd::Cancelled => {
             return Err(CliError::interrupted(format!(
                 "interrupted; conversation {conversation_id} is saved: resume it with `{}`",
@@ -853,19 +828,6 @@ async fn agent(
                         ))
                         .unwrap_or_default()
             )));
-        }
-        RunEnd::Failed { error, .. } => {
-            let failed = ended
-                .error
-                .as_ref()
-                .map_or("run_failed", ChainError::error_type);
-            return Err(CliError::runtime(error).typed(failed));
-        }
-        RunEnd::NotRecorded { error } => {
-            return Err(CliError::runtime(format!(
-                "the end of run {run_id} could not be recorded: {error}"
-            ))
-            .typed("not_recorded"));
         }
         RunEnd::Paused { reviews, .. } => {
             let ids: Vec<&str> = reviews.iter().map(|r| r.id.as_str()).collect();

@@ -165,7 +165,8 @@ impl Steps {
     }
 
     /// Starts the mode's bookkeeping. A run that starts at a person's new message is a
-    /// new run: its run count, budget counters, journal and hook state start afresh. A
+    /// new run: its run count, budget counters and hook state start afresh (the journal
+    /// goes on: what was decided before stays on record). A
     /// run that goes on from anything else (calls to answer, a review, a crash, a message
     /// the run wrote itself: feedback to the model, a tool's inserted messages) keeps
     /// them: a resumed run does not get a fresh `max_runs` or budget. Nor does a run
@@ -180,9 +181,12 @@ impl Steps {
             // stored): the same run.
             && chain.state.spent.began_at_message != Some(n);
         if fresh {
+            // New counts, but the same record: the journal keeps every decision made
+            // before (each names its call, and call ids are unique in a conversation),
+            // so the rulings that settled the last answer's calls just before this
+            // message (a resumed run, an approval) stay on record.
             chain.state.run_count = 0;
             chain.state.spent = super::budget::Spent::default();
-            chain.state.journal = super::journal::Journal::default();
             chain.state.hooks.clear();
             chain.state.spent.began_at_message = Some(n);
         }

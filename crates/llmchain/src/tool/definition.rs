@@ -247,6 +247,12 @@ impl Tool {
         self.inner.open_world
     }
 
+    /// Its hints as one value: what it declares, MCP's defaults for the rest
+    /// ([`ToolHints::of_tool`](super::ToolHints::of_tool)).
+    pub fn hints(&self) -> super::ToolHints {
+        super::ToolHints::of_tool(self)
+    }
+
     /// The name policy rules match the tool by: `mcp:SERVER/TOOL` for a tool of an MCP
     /// server (its name on the server, whatever it is called here), otherwise its name.
     /// Policies (the `policy` module) match it.

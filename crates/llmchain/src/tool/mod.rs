@@ -79,6 +79,7 @@ mod context;
 mod definition;
 mod error;
 mod executor;
+mod hints;
 mod name;
 mod output;
 mod panic;
@@ -92,6 +93,7 @@ pub use executor::{
     DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RESULT_BYTES, ExecutionObserver, ObserverFuture,
     ToolExecutor,
 };
+pub use hints::ToolHints;
 pub use name::{MAX_NAME_LEN, humanize_tool_name, shown_name, validate_name};
 pub use output::ToolOutput;
 pub use run::{ToolRun, ToolRunFuture, WrapTool};
