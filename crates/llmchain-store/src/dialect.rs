@@ -7,13 +7,17 @@
 //! workers' clocks need not agree), and how messages and statuses are appended (one
 //! statement with `unnest` on PostgreSQL, the group committer's statements on SQLite).
 //! Its provided methods are the behaviour both stores run on top of them: recovering a
-//! conversation, replacing and superseding messages, renewing, failing and pausing a
-//! leased run, deciding a review, cancelling, resuming, deleting and pruning. The SQL is
-//! one text for both (sqlx takes `$N` placeholders on both).
+//! conversation, replacing and superseding messages, renewing, failing, pausing and
+//! completing a leased run, deciding a review, cancelling, retrying, resuming, deleting
+//! and pruning. The SQL is one text for both (sqlx takes `$N` placeholders on both, and
+//! so does SQLite itself): the statements that save a run's state with its decision
+//! journal ([`RUN_STATE`]) and end it ([`COMPLETE_RUN`]) are run by PostgreSQL's leased
+//! writes and by SQLite's group committer alike.
 //!
 //! What stays in each backend is what really differs: claiming (`SKIP LOCKED` and the
-//! database clock against SQLite's single writer), rescuing expired leases, queue counts
-//! by profile (`ANY` against `json_each`), and SQLite's group commit.
+//! database clock against SQLite's single writer, whose claim-and-read runs on the
+//! writer's own handle in one transaction), rescuing expired leases, queue counts by
+//! profile (`ANY` against `json_each`), and SQLite's group commit.
 
 use std::future::Future;
 use std::time::Duration;
@@ -37,6 +41,17 @@ use crate::read;
 use crate::recovery::{self, Recovery};
 use crate::review::{Decided, NewReview, ReviewRow};
 use crate::truncate;
+
+/// Saves a leased run's state (its chain's state, the decision journal with it), under
+/// the lease checked in the same transaction. Parameters: state JSON, time stamp, run.
+/// One text for both backends: PostgreSQL's writes and SQLite's group committer run it.
+pub(crate) const RUN_STATE: &str = "UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3";
+
+/// Ends a leased run and releases its lease: its last state and status, and the time it
+/// may be claimed again (a run that yielded). Parameters: status, state JSON, time stamp,
+/// run. One text for both backends, as [`RUN_STATE`].
+pub(crate) const COMPLETE_RUN: &str = "UPDATE runs SET status = $1, state = $2, \
+     lease_owner = NULL, lease_expires_at = NULL, updated_at = $3, run_at = $3 WHERE id = $4";
 
 /// A SQL backend: its differences (required methods) and the behaviour written once on
 /// top of them (provided methods). See the module docs.
@@ -361,9 +376,7 @@ where
         async move {
             let mut tx = Self::begin_write(pool).await?;
             let now = Self::lock_run(&mut tx, run_id).await?;
-            let run = read::run::<Self>(&mut tx, run_id)
-                .await?
-                .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+            let run = read::existing_run::<Self>(&mut tx, run_id).await?;
             if !run.state.status.is_open() {
                 return Err(StoreError::RunState {
                     run: run_id.into(),
@@ -381,11 +394,58 @@ where
             .execute(&mut *tx)
             .await?;
             inbox::cancel_of::<Self>(&mut tx, run_id, now).await?;
-            let run = read::run::<Self>(&mut tx, run_id)
-                .await?
-                .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
+            let run = read::existing_run::<Self>(&mut tx, run_id).await?;
             tx.commit().await?;
             tracing::info!(run = run_id, "cancelled run");
+            Ok(run)
+        }
+    }
+
+    /// [`Store::retry_run`](crate::Store::retry_run): a failed, discarded or cancelled
+    /// run back to `pending`, its attempts afresh, unless its conversation has another
+    /// open run (`RunAlreadyOpen`, looked up after the refused write rolled back).
+    fn retry_run(pool: &Pool<Self>, run_id: &str) -> impl Future<Output = StoreResult<Run>> + Send {
+        async move {
+            let mut tx = Self::begin_write(pool).await?;
+            let now = Self::lock_run(&mut tx, run_id).await?;
+            let run = read::existing_run::<Self>(&mut tx, run_id).await?;
+            if !matches!(
+                run.state.status,
+                RunStatus::Failed | RunStatus::Discarded | RunStatus::Cancelled
+            ) {
+                return Err(StoreError::RunState {
+                    run: run_id.into(),
+                    status: run.state.status.as_str().into(),
+                    action: "retrying it",
+                });
+            }
+            let done = sqlx::query(
+                "UPDATE runs SET status = 'pending', attempt = 0, run_at = $1, updated_at = $1, \
+                 lease_owner = NULL, lease_expires_at = NULL WHERE id = $2",
+            )
+            .bind(now)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await;
+            match done {
+                Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
+                    drop(tx);
+                    let mut conn = pool.acquire().await?;
+                    return Err(
+                        match read::open_run::<Self>(&mut conn, &run.conversation_id).await? {
+                            Some(open) => StoreError::RunAlreadyOpen {
+                                conversation: run.conversation_id.clone(),
+                                run: open.id,
+                                status: open.state.status.as_str().into(),
+                            },
+                            None => sqlx::Error::Database(d).into(),
+                        },
+                    );
+                }
+                other => other?,
+            };
+            let run = read::existing_run::<Self>(&mut tx, run_id).await?;
+            tx.commit().await?;
             Ok(run)
         }
     }
@@ -563,6 +623,21 @@ macro_rules! shared_store_methods {
 
         async fn cancel_run(&self, run_id: &str) -> $crate::StoreResult<$crate::Run> {
             <$db as $crate::dialect::Dialect>::cancel_run(&self.pool, run_id).await
+        }
+
+        async fn retry_run(&self, run_id: &str) -> $crate::StoreResult<$crate::Run> {
+            <$db as $crate::dialect::Dialect>::retry_run(&self.pool, run_id).await
+        }
+
+        async fn complete_run(
+            &self,
+            lease: &$crate::Lease,
+            state: &$crate::RunState,
+        ) -> $crate::StoreResult<()> {
+            self.write_leased(lease, &[$crate::Change::Complete(state)])
+                .await?;
+            tracing::debug!(run = %lease.run_id, status = state.status.as_str(), "completed run");
+            Ok(())
         }
 
         async fn delete_conversation(&self, id: &str) -> $crate::StoreResult<bool> {

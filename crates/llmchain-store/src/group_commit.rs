@@ -82,12 +82,7 @@ pub(crate) const SET_STATUS: &str = "INSERT INTO tool_calls (conversation_id, ca
 pub(crate) const LEASE_ROW: &str =
     "SELECT conversation_id, status, lease_owner, lease_expires_at, epoch FROM runs WHERE id = ?1";
 
-/// Saves a run's state. Parameters: state JSON, time stamp, run.
-pub(crate) const RUN_STATE: &str = "UPDATE runs SET state = ?1, updated_at = ?2 WHERE id = ?3";
-
-/// Finishes a run and releases its lease. Parameters: status, state JSON, time stamp, run.
-pub(crate) const COMPLETE_RUN: &str = "UPDATE runs SET status = ?1, state = ?2, lease_owner = NULL, \
-     lease_expires_at = NULL, updated_at = ?3 WHERE id = ?4";
+use crate::dialect::{COMPLETE_RUN, RUN_STATE};
 
 /// A write made under a run's lease, to the run's conversation or the run itself.
 #[derive(Debug)]

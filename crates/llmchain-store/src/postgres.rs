@@ -787,7 +787,7 @@ impl Store for PostgresStore {
                     set_status_in(&mut tx, &conversation, call_id, status).await?;
                 }
                 Change::RunState(state) => {
-                    sqlx::query("UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3")
+                    sqlx::query(crate::dialect::RUN_STATE)
                         .bind(ser("run state", state)?)
                         .bind(now_ms())
                         .bind(&lease.run_id)
@@ -795,54 +795,18 @@ impl Store for PostgresStore {
                         .await?;
                 }
                 Change::Complete(state) => {
-                    sqlx::query(
-                        "UPDATE runs SET status = $1, state = $2, lease_owner = NULL, \
-                         lease_expires_at = NULL, updated_at = $3, run_at = $3 WHERE id = $4",
-                    )
-                    .bind(state.status.as_str())
-                    .bind(ser("run state", state)?)
-                    .bind(now_ms())
-                    .bind(&lease.run_id)
-                    .execute(&mut *tx)
-                    .await?;
+                    sqlx::query(crate::dialect::COMPLETE_RUN)
+                        .bind(state.status.as_str())
+                        .bind(ser("run state", state)?)
+                        .bind(now_ms())
+                        .bind(&lease.run_id)
+                        .execute(&mut *tx)
+                        .await?;
                 }
             }
         }
         tx.commit().await?;
         Ok(first.unwrap_or(0))
-    }
-
-    async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        self.write_leased(lease, &[Change::Complete(state)]).await?;
-        tracing::debug!(run = %lease.run_id, status = state.status.as_str(), "completed run");
-        Ok(())
-    }
-
-    async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
-        let run = self
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        let row: Result<Option<assemble::RunRow>, sqlx::Error> = sqlx::query_as(concat!(
-            "UPDATE runs SET status = 'pending', attempt = 0, run_at = ",
-            db_now!(),
-            ", updated_at = $1, lease_owner = NULL, lease_expires_at = NULL \
-             WHERE id = $2 AND status IN ('failed', 'discarded', 'cancelled') RETURNING ",
-            run_columns!()
-        ))
-        .bind(now_ms())
-        .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await;
-        match row {
-            Ok(Some(row)) => assemble::run(row),
-            Ok(None) => Err(StoreError::RunState {
-                run: run_id.into(),
-                status: run.state.status.as_str().into(),
-                action: "retrying it",
-            }),
-            Err(e) => Err(open_conflict(&self.pool, &run.conversation_id, e).await),
-        }
     }
 }
 

@@ -158,14 +158,67 @@ where
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
 {
-    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-        "SELECT ",
-        run_columns!(),
-        " FROM runs WHERE id = $1"
-    ))
-    .bind(run_id)
-    .fetch_optional(&mut *conn)
-    .await?;
+    one_run::<DB>(
+        conn,
+        concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1"),
+        run_id,
+    )
+    .await
+}
+
+/// Run `run_id`, read on `conn`; `RunNotFound` when there is none.
+pub(crate) async fn existing_run<DB>(conn: &mut DB::Connection, run_id: &str) -> StoreResult<Run>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
+{
+    run::<DB>(conn, run_id)
+        .await?
+        .ok_or_else(|| StoreError::RunNotFound(run_id.into()))
+}
+
+/// The open run (pending, running or paused) of conversation `id`, if it has one (there
+/// is at most one: `runs_one_open`).
+pub(crate) async fn open_run<DB>(conn: &mut DB::Connection, id: &str) -> StoreResult<Option<Run>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
+{
+    one_run::<DB>(
+        conn,
+        concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE conversation_id = $1 AND status IN ('pending', 'running', 'paused')"
+        ),
+        id,
+    )
+    .await
+}
+
+/// The run `sql` selects by `key`, if any.
+async fn one_run<DB>(
+    conn: &mut DB::Connection,
+    sql: &'static str,
+    key: &str,
+) -> StoreResult<Option<Run>>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> assemble::RunRow: FromRow<'r, DB::Row>,
+{
+    let row: Option<assemble::RunRow> = sqlx::query_as(sql)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await?;
     row.map(assemble::run).transpose()
 }
 

@@ -376,18 +376,6 @@ async fn check_lease(conn: &mut SqliteConnection, lease: &Lease) -> StoreResult<
     let now = now_ms();
     Ok((lease::verdict(row, lease, now)?, now))
 }
-/// The conversation's open run, inside the caller's transaction.
-async fn open_run_in(conn: &mut SqliteConnection, conversation: &str) -> StoreResult<Option<Run>> {
-    let row: Option<assemble::RunRow> = sqlx::query_as(concat!(
-        "SELECT ",
-        run_columns!(),
-        " FROM runs WHERE conversation_id = ? AND status IN ('pending', 'running', 'paused')"
-    ))
-    .bind(conversation)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(assemble::run).transpose()
-}
 
 /// Profiles as a JSON array for `json_each`, or `None` for any.
 fn profiles_json(profiles: Option<&[String]>) -> StoreResult<Option<String>> {
@@ -635,7 +623,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::ConversationNotFound(conversation_id.into()));
             }
             Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
-                let open = open_run_in(&mut tx, conversation_id).await?;
+                let open = read::open_run::<sqlx::Sqlite>(&mut tx, conversation_id).await?;
                 return Err(match open {
                     Some(run) => already_open(conversation_id, run),
                     None => sqlx::Error::Database(d).into(),
@@ -791,52 +779,5 @@ impl Store for SqliteStore {
             at: now_ms(),
         })
         .await
-    }
-
-    async fn complete_run(&self, lease: &Lease, state: &RunState) -> StoreResult<()> {
-        self.write_leased(lease, &[Change::Complete(state)]).await?;
-        Ok(())
-    }
-
-    async fn retry_run(&self, run_id: &str) -> StoreResult<Run> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        if !matches!(
-            run.state.status,
-            RunStatus::Failed | RunStatus::Discarded | RunStatus::Cancelled
-        ) {
-            return Err(StoreError::RunState {
-                run: run_id.into(),
-                status: run.state.status.as_str().into(),
-                action: "retrying it",
-            });
-        }
-        let now = now_ms();
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'pending', attempt = 0, run_at = ?, updated_at = ?, \
-             lease_owner = NULL, lease_expires_at = NULL WHERE id = ?",
-        )
-        .bind(now)
-        .bind(now)
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await;
-        match done {
-            Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
-                let open = open_run_in(&mut tx, &run.conversation_id).await?;
-                return Err(match open {
-                    Some(o) => already_open(&run.conversation_id, o),
-                    None => sqlx::Error::Database(d).into(),
-                });
-            }
-            other => other?,
-        };
-        let run = read::run::<sqlx::Sqlite>(&mut tx, run_id)
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound(run_id.into()))?;
-        tx.commit().await?;
-        Ok(run)
     }
 }

@@ -297,9 +297,10 @@ async fn r3_one_open_run_per_conversation<S: Store + 'static>(store: Arc<S>) {
     // Finished: a new run may start; retrying the old one is then refused.
     store.cancel_run(&first.id).await.unwrap();
     let second = store.create_run(&id, &RunState::default()).await.unwrap();
+    // Refused, naming the open run (looked up after the refused write rolled back).
     assert!(matches!(
         store.retry_run(&first.id).await,
-        Err(StoreError::RunAlreadyOpen { .. })
+        Err(StoreError::RunAlreadyOpen { run, status, .. }) if run == second.id && status == "pending"
     ));
     assert_eq!(store.list_runs(&id).await.unwrap().len(), 2);
     assert_eq!(
@@ -324,6 +325,46 @@ async fn r3_one_open_run_per_conversation<S: Store + 'static>(store: Arc<S>) {
 }
 
 /// R4: a run that always fails is discarded, with its last error, not claimed forever.
+/// A run that yielded (ended `pending`, more to do) is queued again from the time it
+/// ended, on both backends (one statement ends a run for both: SQLite kept the run's old
+/// time), and its state is the one it ended with.
+async fn a_yielded_run_is_queued_from_when_it_ended<S: Store + 'static>(store: Arc<S>) {
+    let id = conversation(store.as_ref()).await;
+    let run = store
+        .enqueue_run(&id, &RunState::default(), &RunOptions::default())
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_run("w", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the queued run");
+    assert_eq!(claimed.id, run.id);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut yielded = claimed.state.clone();
+    yielded.status = RunStatus::Pending;
+    yielded.mode = "yielded".into();
+    store
+        .complete_run(&claimed.lease().unwrap(), &yielded)
+        .await
+        .unwrap();
+    let stored = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(stored.state.status, RunStatus::Pending);
+    assert_eq!(stored.state.mode, "yielded");
+    assert!(stored.lease().is_none());
+    // Within a second: PostgreSQL schedules by its own clock.
+    assert!(
+        stored.run_at >= before - 1000 && stored.run_at > run.run_at,
+        "run_at {} (enqueued at {}, ended at {before})",
+        stored.run_at,
+        run.run_at
+    );
+}
+
 async fn r4_failing_runs_are_discarded<S: Store + 'static>(store: Arc<S>) {
     // No messages: the chain cannot run it, and retrying will not help.
     let empty = store
@@ -752,6 +793,7 @@ both_backends!(
     r2_no_body_without_a_stored_start,
     r3_one_open_run_per_conversation,
     r4_failing_runs_are_discarded,
+    a_yielded_run_is_queued_from_when_it_ended,
     r5_one_interactive_process_per_conversation,
     r5_claim_and_read_opens_a_turn_once,
     write_leased_writes_all_or_nothing,
