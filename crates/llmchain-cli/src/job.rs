@@ -221,7 +221,8 @@ pub(crate) struct Parts {
     mcp_tools: Vec<McpTool>,
     trust: Vec<String>,
     policy: ApprovalPolicy,
-    rules: Option<Arc<llmchain::policy::Rules>>,
+    /// The profile's rules with the approve word as their shorthand.
+    rules: Arc<llmchain::policy::Rules>,
     budget: llmchain::chain::Budget,
     tool_choice: Option<llmchain::conversation::ToolChoice>,
 }
@@ -426,7 +427,8 @@ impl JobSpec {
     ) -> Result<Parts, CliError> {
         let spec = parse_provider(&self.provider)?;
         let policy = self.policy()?;
-        let rules = self.rules()?;
+        // A bad rule stops the job before any server starts.
+        self.rules()?;
         let builtins = if self.no_builtin_tools {
             Vec::new()
         } else {
@@ -475,6 +477,28 @@ impl JobSpec {
                 })
             }
         };
+        // The approve word is the rules' default, and under `auto` the tools believed
+        // read-only are allowed by a rule each: one set of rules decides, and every
+        // ruling is on record with its id.
+        let read_only: Vec<String> = builtins
+            .iter()
+            .map(|t| (t.policy_name().to_owned(), ToolMeta::of_tool(t).1))
+            .chain(mcp_tools.iter().map(|t| {
+                (
+                    t.tool.policy_name().to_owned(),
+                    ToolMeta::of_mcp(t, &self.trust).1,
+                )
+            }))
+            .filter(|(_, meta)| meta.believed_read_only())
+            .map(|(name, _)| name)
+            .collect();
+        let rules = crate::policy_rules::with_approve(
+            &self.policy,
+            self.policy_mode.as_deref(),
+            policy,
+            &read_only,
+        )
+        .map_err(|e| CliError::usage(format!("profile {:?}: {e}", self.profile)))?;
         Ok(Parts {
             model,
             spec,
@@ -531,9 +555,7 @@ impl Parts {
         let mut chain = chain
             .with_review_handler(review)
             .with_budget(self.budget.clone());
-        if let Some(rules) = &self.rules {
-            chain = chain.with_policy_arc(rules.clone());
-        }
+        chain = chain.with_policy_arc(self.rules.clone());
         if let Some(choice) = self.tool_choice {
             chain = chain.with_tool_choice(choice);
         }

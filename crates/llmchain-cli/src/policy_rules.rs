@@ -30,6 +30,67 @@ pub(crate) fn compile(
     )))
 }
 
+use crate::review::APPROVE;
+
+/// A profile's rules with its approve word as their shorthand: the profile's own rules
+/// (checked as [`compile`] does), then, under `auto`, an `allow` rule for each tool
+/// believed read-only (`read_only`: their policy names), and the word as the default for
+/// calls no rule matches, ruling under its own name: `always` allows, `never` denies,
+/// `ask` and `auto` ask (a person at a terminal; without one, `ask` waits in the review
+/// inbox and `auto` denies). A rule of the profile still decides the calls it matches,
+/// deny > ask > allow, whatever the word.
+pub(crate) fn with_approve(
+    policy: &[llmchain::policy::RuleSpec],
+    policy_mode: Option<&str>,
+    approve: crate::review::ApprovalPolicy,
+    read_only: &[String],
+) -> Result<Arc<Rules>, RuleError> {
+    use crate::review::ApprovalPolicy;
+    use llmchain::policy::{Effect, RuleSpec};
+    // Checked as the profile's own set (its mode and examples), then compiled with the
+    // word's rules.
+    compile(policy, policy_mode)?;
+    let shadow = policy_mode == Some("shadow");
+    let word = match approve {
+        ApprovalPolicy::Always => "always",
+        ApprovalPolicy::Never => "never",
+        ApprovalPolicy::Ask => "ask",
+        ApprovalPolicy::Auto => "auto",
+    };
+    let mut specs = policy.to_vec();
+    if approve == ApprovalPolicy::Auto {
+        // A name a glob would read as a pattern gets no rule: it is asked about.
+        let literal = |n: &&String| !n.contains(['*', '?', '[', ']', '{', '}', '\\', ',']);
+        for name in read_only.iter().filter(literal) {
+            let mut spec: RuleSpec = serde_json::from_value(serde_json::json!({
+                "id": format!("{APPROVE}{word} (read-only {name})"),
+                "tool": name,
+                "effect": "allow",
+            }))
+            .map_err(|e| RuleError {
+                index: specs.len(),
+                id: String::new(),
+                message: e.to_string(),
+            })?;
+            spec.reason = Some(format!("{name} only reads (approve = auto)"));
+            specs.push(spec);
+        }
+    }
+    let (effect, reason) = match approve {
+        ApprovalPolicy::Always => (Effect::Allow, None),
+        ApprovalPolicy::Never => (
+            Effect::Deny,
+            Some("the user does not allow tool calls in this session (--approve never)".to_owned()),
+        ),
+        ApprovalPolicy::Ask | ApprovalPolicy::Auto => (Effect::Ask, None),
+    };
+    Ok(Arc::new(
+        Rules::compile(specs)?
+            .with_default_named(Some(effect), format!("{APPROVE}{word}"), reason)
+            .shadow(shadow),
+    ))
+}
+
 /// The line (from 1) of the bad rule in the config `text`: the `id = "…"` line of that
 /// rule, after its profile's table (`None`: the top-level keys' profile).
 pub(crate) fn line_of(text: &str, profile: Option<&str>, e: &RuleError) -> Option<usize> {
@@ -65,6 +126,115 @@ pub(crate) fn line_of(text: &str, profile: Option<&str>, e: &RuleError) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::review::ApprovalPolicy;
+    use llmchain::policy::{CallFacts, Effect, Policy};
+
+    /// The enforced ruling of `rules` on a call of `tool` with `args`: effect, rule id.
+    fn ruling(rules: &Rules, tool: &str, args: serde_json::Value) -> (Effect, String) {
+        let args = args.as_object().cloned().unwrap_or_default();
+        let r = rules
+            .rule(&CallFacts::new(tool, &args))
+            .enforced
+            .expect("the approve word always rules");
+        (r.effect, r.rule)
+    }
+
+    #[test]
+    fn the_approve_word_is_shorthand_for_rules() {
+        let read_only = vec!["read_text_file".to_owned(), "mcp:files/list".to_owned()];
+        let profile: Vec<llmchain::policy::RuleSpec> = serde_json::from_value(serde_json::json!([
+            {"id": "no-etc", "tool": "*", "args": {"/path": {"glob": "/etc/**"}}, "effect": "deny"},
+            {"id": "writes-ok", "tool": "write_file", "effect": "allow"},
+        ]))
+        .unwrap();
+        let auto = with_approve(&profile, None, ApprovalPolicy::Auto, &read_only).unwrap();
+        // A tool believed read-only: allowed by its own rule, on record by name.
+        assert_eq!(
+            ruling(&auto, "read_text_file", serde_json::json!({"path": "a"})),
+            (
+                Effect::Allow,
+                "approve=auto (read-only read_text_file)".into()
+            )
+        );
+        assert_eq!(
+            ruling(&auto, "mcp:files/list", serde_json::json!({})),
+            (
+                Effect::Allow,
+                "approve=auto (read-only mcp:files/list)".into()
+            )
+        );
+        // Anything else falls to the word: asked.
+        assert_eq!(
+            ruling(&auto, "run_command", serde_json::json!({})),
+            (Effect::Ask, "approve=auto".into())
+        );
+        // The profile's rules still decide what they match: a deny beats the read-only
+        // allow, and an allow holds where the word would ask.
+        assert_eq!(
+            ruling(
+                &auto,
+                "read_text_file",
+                serde_json::json!({"path": "/etc/passwd"})
+            ),
+            (Effect::Deny, "no-etc".into())
+        );
+        assert_eq!(
+            ruling(&auto, "write_file", serde_json::json!({"path": "a"})),
+            (Effect::Allow, "writes-ok".into())
+        );
+        // The other words.
+        let always = with_approve(&[], None, ApprovalPolicy::Always, &read_only).unwrap();
+        assert_eq!(
+            ruling(&always, "run_command", serde_json::json!({})),
+            (Effect::Allow, "approve=always".into())
+        );
+        let ask = with_approve(&[], None, ApprovalPolicy::Ask, &read_only).unwrap();
+        assert_eq!(
+            ruling(&ask, "read_text_file", serde_json::json!({})),
+            (Effect::Ask, "approve=ask".into())
+        );
+        let never = with_approve(&profile, None, ApprovalPolicy::Never, &read_only).unwrap();
+        let args = serde_json::Map::new();
+        let r = never
+            .rule(&CallFacts::new("read_text_file", &args))
+            .enforced
+            .unwrap();
+        assert_eq!((r.effect, r.rule.as_str()), (Effect::Deny, "approve=never"));
+        assert!(r.reason.unwrap().contains("--approve never"));
+        // Another word, or another set of read-only tools, is another policy: a ruling
+        // stored under one is ruled on again under the other.
+        assert_ne!(
+            auto.digest(),
+            with_approve(&profile, None, ApprovalPolicy::Ask, &read_only)
+                .unwrap()
+                .digest()
+        );
+        assert_ne!(
+            auto.digest(),
+            with_approve(&profile, None, ApprovalPolicy::Auto, &[])
+                .unwrap()
+                .digest()
+        );
+        // A name a glob would read as a pattern gets no allow rule.
+        let odd = with_approve(&[], None, ApprovalPolicy::Auto, &["mcp:x/l*".to_owned()]).unwrap();
+        assert_eq!(
+            ruling(&odd, "mcp:x/l*", serde_json::json!({})).0,
+            Effect::Ask
+        );
+        assert_eq!(
+            ruling(&odd, "mcp:x/list", serde_json::json!({})).0,
+            Effect::Ask
+        );
+        // A whole profile in shadow mode enforces nothing, the word's default included.
+        let shadow = with_approve(&profile, Some("shadow"), ApprovalPolicy::Never, &[]).unwrap();
+        assert!(shadow.rule(&CallFacts::new("x", &args)).enforced.is_none());
+        // A bad rule of the profile is refused as `compile` refuses it.
+        let bad: Vec<llmchain::policy::RuleSpec> = serde_json::from_value(
+            serde_json::json!([{"id": "b", "args": {"/x": {"regex": "("}}, "effect": "deny"}]),
+        )
+        .unwrap();
+        assert!(with_approve(&bad, None, ApprovalPolicy::Auto, &[]).is_err());
+    }
 
     #[test]
     fn a_bad_rule_is_found_by_its_id_in_its_profile() {

@@ -50,6 +50,15 @@ pub(crate) enum ApprovalPolicy {
     Ask,
 }
 
+/// The prefix of the policy rules the approve word stands for (`approve=auto`, ...:
+/// `policy_rules::with_approve`).
+pub(crate) const APPROVE: &str = "approve=";
+
+/// Whether `rule` is one the approve word stands for.
+pub(crate) fn is_approve_rule(rule: &str) -> bool {
+    rule.starts_with(APPROVE)
+}
+
 /// What the reviewer knows about one tool.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolMeta {
@@ -77,7 +86,7 @@ pub(crate) enum HintSource {
 
 impl ToolMeta {
     /// Whether `auto` may run it without a question: read-only by hints we believe.
-    fn believed_read_only(&self) -> bool {
+    pub(crate) fn believed_read_only(&self) -> bool {
         self.hints.read_only
             && match &self.source {
                 HintSource::BuiltIn => true,
@@ -444,6 +453,12 @@ impl ReviewHandler for TerminalReview {
         call: &'a ToolCall,
         ruling: &'a llmchain::policy::Ruling,
     ) -> ReviewFuture<'a> {
+        // The approve word's own default (`approve=ask`, `approve=auto`): decided as
+        // the word says (asked at a terminal; without one, `ask` waits in the inbox and
+        // `auto` denies, saying why).
+        if is_approve_rule(&ruling.rule) {
+            return self.review(call);
+        }
         if !self.interactive {
             return Box::pin(async { ReviewDecision::Interrupt });
         }

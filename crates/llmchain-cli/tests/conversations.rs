@@ -306,7 +306,7 @@ async fn resume_runs_outstanding_calls_with_the_tools_of_mcp_servers() {
     let (url, id) = outstanding_call(dir.path(), "denied.db").await;
     let text = resume(&url, &id, &["--mcp", &server, "--approve", "never"]);
     assert!(
-        text.contains("denied call_9: The user does not allow tool calls"),
+        text.contains("denied call_9: Not run: the user does not allow tool calls in this session (--approve never) (policy rule approve=never)."),
         "{text}"
     );
     assert!(!text.contains("Ship on Friday"), "{text}");

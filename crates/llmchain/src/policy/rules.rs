@@ -61,6 +61,9 @@ pub struct Explanation {
 pub struct Rules {
     rules: Vec<Rule>,
     default: Option<Effect>,
+    /// The default's name and reason in its rulings (`default`, none: see
+    /// [`Rules::with_default_named`]).
+    default_rule: (String, Option<String>),
     shadow: bool,
     digest: String,
     /// The rules covering each tool seen (a chain has few tools; bounded anyway).
@@ -147,6 +150,7 @@ impl Rules {
         let mut rules = Rules {
             rules,
             default: None,
+            default_rule: ("default".to_owned(), None),
             shadow: false,
             digest: String::new(),
             covering: RwLock::new(HashMap::default()),
@@ -165,6 +169,31 @@ impl Rules {
         self.default = default;
         self.digest = self.compute_digest();
         self
+    }
+
+    /// The default for unmatched calls, ruling under the name `rule` (instead of
+    /// `default`) with `reason`: a front end's own word for what happens otherwise
+    /// (the CLI's `approve = ask` is the default `ask`, named `approve=ask`).
+    #[must_use]
+    pub fn with_default_named(
+        mut self,
+        default: Option<Effect>,
+        rule: impl Into<String>,
+        reason: Option<String>,
+    ) -> Self {
+        self.default = default;
+        self.default_rule = (rule.into(), reason);
+        self.digest = self.compute_digest();
+        self
+    }
+
+    /// The ruling of the default `effect`.
+    fn default_ruling(&self, effect: Option<Effect>) -> Option<Ruling> {
+        effect.map(|effect| Ruling {
+            effect,
+            rule: self.default_rule.0.clone(),
+            reason: self.default_rule.1.clone(),
+        })
     }
 
     /// The whole set in shadow mode: every ruling is journaled as what would have
@@ -207,6 +236,7 @@ impl Rules {
             &serde_json::json!({
                 "rules": specs,
                 "default": self.default,
+                "default_rule": [&self.default_rule.0, &self.default_rule.1],
                 "shadow": self.shadow,
             }),
             &mut text,
@@ -228,7 +258,7 @@ impl Rules {
     fn combine<'a>(
         outcomes: impl Iterator<Item = (&'a Rule, &'a Match)>,
         counted: impl Fn(&Rule) -> bool,
-        default: Option<Effect>,
+        default: Option<Ruling>,
     ) -> Option<Ruling> {
         let mut best: Option<(Effect, &Rule, Option<&str>)> = None;
         for (rule, m) in outcomes {
@@ -258,11 +288,7 @@ impl Rules {
                     None => rule.spec.reason.clone(),
                 },
             }),
-            None => default.map(|effect| Ruling {
-                effect,
-                rule: "default".into(),
-                reason: None,
-            }),
+            None => default,
         }
     }
 
@@ -271,12 +297,12 @@ impl Rules {
         let enforced = Self::combine(
             outcomes.iter().map(|(r, m)| (*r, m)),
             enforced_rules,
-            (!self.shadow).then_some(self.default).flatten(),
+            self.default_ruling((!self.shadow).then_some(self.default).flatten()),
         );
         let with_shadow = Self::combine(
             outcomes.iter().map(|(r, m)| (*r, m)),
             |_| true,
-            self.default,
+            self.default_ruling(self.default),
         );
         let shadowed = (with_shadow != enforced).then_some(with_shadow).flatten();
         Rulings { enforced, shadowed }
@@ -393,11 +419,7 @@ impl Rules {
                     None,
                 )
             }
-            None => default.map(|effect| Ruling {
-                effect,
-                rule: "default".into(),
-                reason: None,
-            }),
+            None => self.default_ruling(default),
         };
         if !self.shadow && all == enforced {
             // Nothing only observed decided differently: no shadow ruling to build.
