@@ -473,6 +473,127 @@ async fn a_resumed_run_keeps_its_max_runs_count() {
     assert!(matches!(e, ChainError::ExceededMaxRuns { .. }), "{e:?}");
 }
 
+/// The chain's own limits are journaled and saved when they end a run or refuse a
+/// batch, as a budget's stop is: `max_runs`, the repeat guard, the failure budget, and
+/// a per-turn cap (which refuses the answer's calls, once, and lets the run go on).
+#[tokio::test]
+async fn the_chains_own_limits_are_on_record() {
+    let last_saved = |sink: &Holding| sink.states.lock().unwrap().last().cloned().unwrap();
+    let budgets = |state: &ChainState| -> Vec<(String, f64, f64)> {
+        state
+            .journal
+            .entries()
+            .iter()
+            .filter_map(|e| match &e.decision {
+                Decision::Budget { limit, max, spent } => Some((limit.clone(), *max, *spent)),
+                _ => None,
+            })
+            .collect()
+    };
+    // max_runs.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(Holding::default());
+    let mut chain = LLMChain::new(model(calls(3, 1)))
+        .with_tool(charge(runs.clone()))
+        .with_sink(sink.clone());
+    asked(&mut chain, "go").await;
+    let e = chain
+        .run(Mode::WhileNeedsResponse { max_runs: 2 })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ChainError::ExceededMaxRuns { count: 2, max: 2 }),
+        "{e:?}"
+    );
+    assert_eq!(budgets(&last_saved(&sink)), [("max_runs".into(), 2.0, 2.0)]);
+
+    // The repeat guard: the same failing call, over and over.
+    let failing = Tool::builder("fail")
+        .handler(|_, _| async { Err::<String, _>("no") })
+        .build()
+        .unwrap();
+    let same = (0..5)
+        .map(|i| ResponseScript::tool_call(format!("f{i}"), "fail", "{}"))
+        .collect();
+    let sink = Arc::new(Holding::default());
+    let mut chain = LLMChain::new(model(same))
+        .with_tool(failing)
+        .with_sink(sink.clone());
+    chain.max_repeated_failures = 1;
+    asked(&mut chain, "go").await;
+    let e = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert!(
+        matches!(e, ChainError::RepeatedFailingCall { count: 2, .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        budgets(&last_saved(&sink)),
+        [("repeated_failures:fail".into(), 1.0, 2.0)]
+    );
+
+    // The failure budget: failing batches, each a different call.
+    let failing = Tool::builder("fail")
+        .handler(|_, _| async { Err::<String, _>("no") })
+        .build()
+        .unwrap();
+    let different = (0..5)
+        .map(|i| ResponseScript::tool_call(format!("g{i}"), "fail", format!(r#"{{"n": {i}}}"#)))
+        .collect();
+    let sink = Arc::new(Holding::default());
+    let mut chain = LLMChain::new(model(different))
+        .with_tool(failing)
+        .with_sink(sink.clone())
+        .with_max_retry_count(2);
+    asked(&mut chain, "go").await;
+    let e = chain.run(Mode::while_needs_response()).await.unwrap_err();
+    assert!(
+        matches!(e, ChainError::ExceededFailureCount { count: 2, max: 2 }),
+        "{e:?}"
+    );
+    assert_eq!(budgets(&last_saved(&sink)), [("failures".into(), 2.0, 2.0)]);
+
+    // A per-turn cap: an answer with two calls over a cap of one; neither runs, the
+    // refusal is on record with both calls, and the run goes on to its answer.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let two = ResponseScript::tool_call("a", "charge", r#"{"amount": 1}"#).with_call(
+        "b",
+        "charge",
+        r#"{"amount": 2}"#,
+    );
+    let mut chain =
+        LLMChain::new(model(vec![two, ResponseScript::text("ok")])).with_tool(charge(runs.clone()));
+    chain.max_calls_per_turn = 1;
+    asked(&mut chain, "go").await;
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let caps: Vec<_> = chain
+        .journal()
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.decision {
+            Decision::Cap {
+                limit,
+                max,
+                spent,
+                call_ids,
+            } => Some((limit.clone(), *max, *spent, call_ids.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        caps,
+        [(
+            "calls_per_turn".into(),
+            1.0,
+            2.0,
+            vec!["a".to_owned(), "b".to_owned()]
+        )]
+    );
+}
+
 fn wrong_answers(n: usize) -> ScriptedModel {
     model((0..n).map(|_| ResponseScript::text("not json")).collect())
 }

@@ -320,6 +320,30 @@ fn decision_line(d: &Value) -> String {
                 n("max")
             )
         }
+        Some("cap") => {
+            let n = |k: &str| {
+                d.get(k)
+                    .and_then(Value::as_f64)
+                    .map_or_else(|| "-".into(), llmchain::chain::number)
+            };
+            let calls = d
+                .get("call_ids")
+                .and_then(Value::as_array)
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(Value::as_str)
+                        .map(|id| crate::shown::inline(id, 100))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            format!(
+                "{when}  cap: {} over ({} of {}); calls {calls} not run",
+                f("limit"),
+                n("spent"),
+                n("max")
+            )
+        }
         Some("hook") => {
             let verdict = d.get("verdict");
             let word = verdict
@@ -471,4 +495,43 @@ fn show(v: &Value) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmchain::chain::Decision;
+
+    /// Each decision the chain journals reads as one line (a limit of the chain's own
+    /// among them), whatever its strings hold.
+    #[test]
+    fn every_decision_reads_as_one_line() {
+        let line = |d: Decision| {
+            let v = serde_json::to_value(llmchain::chain::Entry {
+                at_ms: 0,
+                decision: d,
+            })
+            .unwrap();
+            decision_line(&v)
+        };
+        let cap = line(Decision::Cap {
+            limit: "calls_per_turn".into(),
+            max: 32.0,
+            spent: 40.0,
+            call_ids: vec!["a".into(), "b\u{1b}[2J".into()],
+        });
+        assert!(
+            cap.ends_with("cap: calls_per_turn over (40 of 32); calls a, b\\u{1b}[2J not run"),
+            "{cap}"
+        );
+        let stop = line(Decision::Budget {
+            limit: "max_runs".into(),
+            max: 25.0,
+            spent: 25.0,
+        });
+        assert!(
+            stop.ends_with("budget: max_runs ran out (25 of 25); the run stopped"),
+            "{stop}"
+        );
+    }
 }

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::callbacks::ChainCallbacks;
 use super::error::ChainError;
+use super::journal::Decision;
 use super::llm_chain::LLMChain;
 use super::mode::RunOutcome;
 use super::review::{HumanDecision, ReviewDecision};
@@ -122,14 +123,28 @@ fn signature(call: &ToolCall) -> String {
 }
 
 impl LLMChain {
-    /// Why the calls of `message` are too many or too large to run, if they are.
-    fn turn_over_cap(&self, message: &Message) -> Option<String> {
+    /// Why the calls of `message` are too many or too large to run, if they are: the
+    /// answer they get, and the cap's decision for the journal.
+    fn turn_over_cap(&self, message: &Message) -> Option<(String, Decision)> {
+        let cap = |limit: &str, max: usize, spent: usize| Decision::Cap {
+            limit: limit.to_owned(),
+            max: max as f64,
+            spent: spent as f64,
+            call_ids: message
+                .tool_calls
+                .iter()
+                .filter_map(|c| c.call_id.clone())
+                .collect(),
+        };
         let n = message.tool_calls.len();
         if n > self.max_calls_per_turn {
-            return Some(format!(
-                "Not run: this message makes {n} tool calls, more than the {} allowed in one \
-                 turn. Make fewer calls at once.",
-                self.max_calls_per_turn
+            return Some((
+                format!(
+                    "Not run: this message makes {n} tool calls, more than the {} allowed in one \
+                     turn. Make fewer calls at once.",
+                    self.max_calls_per_turn
+                ),
+                cap("calls_per_turn", self.max_calls_per_turn, n),
             ));
         }
         let bytes: usize = message
@@ -142,10 +157,17 @@ impl LLMChain {
             })
             .sum();
         (bytes > self.max_call_argument_bytes_per_turn).then(|| {
-            format!(
-                "Not run: the tool calls of this message carry {bytes} bytes of arguments, more \
-                 than the {} allowed in one turn. Send less at once.",
-                self.max_call_argument_bytes_per_turn
+            (
+                format!(
+                    "Not run: the tool calls of this message carry {bytes} bytes of arguments, \
+                     more than the {} allowed in one turn. Send less at once.",
+                    self.max_call_argument_bytes_per_turn
+                ),
+                cap(
+                    "argument_bytes_per_turn",
+                    self.max_call_argument_bytes_per_turn,
+                    bytes,
+                ),
             )
         })
     }
@@ -409,7 +431,20 @@ impl LLMChain {
     ) -> Result<(), ChainError> {
         let message = self.messages()[position].clone();
         let targets = self.unanswered_calls(position);
-        let over_cap = self.turn_over_cap(&message);
+        let over_cap = self.turn_over_cap(&message).map(|(why, decision)| {
+            // Journaled before any call is answered (saved with the tool message), once
+            // (a batch run again after a crash refuses the same calls again).
+            if !self
+                .state
+                .journal
+                .entries()
+                .iter()
+                .any(|e| e.decision == decision)
+            {
+                self.state.journal.record(decision);
+            }
+            why
+        });
         let mut plans = Vec::with_capacity(targets.len());
         // The policy rule behind each call's decision (its `execute_tool` span's
         // `llmchain.policy.rule`).

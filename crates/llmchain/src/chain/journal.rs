@@ -51,15 +51,31 @@ pub enum Decision {
         /// The SHA-256 of the arguments it was made about.
         arguments_digest: String,
     },
-    /// A budget ran out and stopped the run.
+    /// A budget ran out and stopped the run: one of the [`Budget`](super::Budget)'s,
+    /// or one of the chain's own limits.
     Budget {
         /// What ran out: `tokens`, `model_calls`, `tool_calls`, `tool_calls:NAME`,
-        /// `wall_seconds`, `cost_usd`.
+        /// `wall_seconds`, `cost_usd`; the chain's own: `max_runs` (a mode's model calls),
+        /// `failures` (consecutive failed batches, `max_retry_count`),
+        /// `repeated_failures:NAME` (one failing call repeated, `max_repeated_failures`).
         limit: String,
         /// The limit.
         max: f64,
         /// What was spent (and reserved) when it ran out.
         spent: f64,
+    },
+    /// A per-turn cap refused an answer's calls: none of them ran (each was answered
+    /// "not run"), and the run went on.
+    Cap {
+        /// Which: `calls_per_turn` ([`LLMChain::max_calls_per_turn`](super::LLMChain::max_calls_per_turn)),
+        /// `argument_bytes_per_turn`.
+        limit: String,
+        /// The cap.
+        max: f64,
+        /// What the answer asked for.
+        spent: f64,
+        /// The answer's calls.
+        call_ids: Vec<String>,
     },
     /// A hook's verdict ([`super::Hook`]).
     Hook {

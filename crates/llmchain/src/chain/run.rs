@@ -53,11 +53,39 @@ impl LLMChain {
             );
         }
         if let Err(e) = &result {
+            // Boxed: only a run that failed pays for it (every run's future stays small).
+            Box::pin(self.journal_limit(e)).await;
             span.record("error.type", e.error_type());
             span.record("otel.status_code", "error");
             self.fire(|cb| cb.on_error(e));
         }
         result
+    }
+
+    /// Journals a stop by one of the chain's own limits (`max_runs`, the failure budget,
+    /// the repeat guard) and saves it with the run's state before the run ends with its
+    /// error, as a budget's stop is: the record says which limit ended the run.
+    async fn journal_limit(&mut self, e: &ChainError) {
+        let (limit, max, spent) = match e {
+            ChainError::ExceededMaxRuns { count, max } => ("max_runs".to_owned(), *max, *count),
+            ChainError::ExceededFailureCount { count, max } => {
+                ("failures".to_owned(), *max, *count)
+            }
+            ChainError::RepeatedFailingCall { tool, count } => (
+                format!("repeated_failures:{tool}"),
+                self.max_repeated_failures,
+                *count,
+            ),
+            _ => return,
+        };
+        self.state.journal.record(super::journal::Decision::Budget {
+            limit,
+            max: f64::from(max),
+            spent: f64::from(spent),
+        });
+        if let Err(saved) = self.save_state().await {
+            tracing::warn!(error = %saved, "the limit that stopped the run was not saved");
+        }
     }
 
     async fn run_inner(&mut self, mode: &Mode) -> Result<RunOutcome, ChainError> {
