@@ -7,7 +7,9 @@
 //! result, and the next message is answered — at once, not after the dead process's
 //! lease ran out. Every run has a budget, so its charges go through the durable
 //! reservation before each model call; after a worker is killed, the run's count is
-//! exactly the model calls made for it, whichever worker made them.
+//! exactly the model calls made for it, whichever worker made them. A profile rule rules
+//! on every call; after each kill the ruling made before it is replayed, never made
+//! again.
 
 mod common;
 
@@ -88,11 +90,17 @@ impl World {
         std::fs::create_dir_all(&root).unwrap();
         let files = files_server_cmd("crash_matrix", &root, 0)?;
         let (base, seen) = common::serve_replies(replies(kill));
+        // A rule that rules on the files server's calls as the approve word would: its
+        // ruling is journaled before the call runs, and replayed after a kill, never made
+        // again (`check_decisions`).
+        let effect = if approve == "always" { "allow" } else { "ask" };
         write_config(
             dir,
             &format!(
                 "base_url = \"{base}\"\nmodel = \"m\"\nmcp = [\"{files}\"]\nno_builtin_tools = true\n\
-                 approve = \"{approve}\"\n\n[budget]\nmodel_calls = 20\n"
+                 approve = \"{approve}\"\n\n[budget]\nmodel_calls = 20\n\n\
+                 [[policy]]\nid = \"files\"\ntool = \"mcp:*\"\neffect = \"{effect}\"\n\
+                 reason = \"The files server writes under its root only.\"\n"
             ),
         );
         if kill == Kill::Executing {
@@ -201,6 +209,55 @@ impl World {
         })
     }
 
+    /// The decisions on record, in every run of the conversation: each call was ruled on
+    /// once, by the profile's rule (replayed after the kill, not made again), and a call
+    /// that was decided before the kill (it started) has its ruling.
+    fn check_decisions(&self, front: &str) {
+        let db = self.db.clone();
+        let rulings: Vec<(String, String)> = runtime().block_on(async move {
+            let store = AnyStore::open(&db).await.unwrap();
+            let id = store.list_conversations(1).await.unwrap()[0].id.clone();
+            let runs = store.list_runs(&id).await.unwrap();
+            runs.iter()
+                .flat_map(|r| {
+                    r.state.extra["chain"]["journal"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .filter(|d| d["kind"] == "policy" && d["shadow"] != true)
+                .map(|d| {
+                    (
+                        d["call_id"].as_str().unwrap_or_default().to_owned(),
+                        d["rule"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        });
+        let mut calls: Vec<&str> = rulings.iter().map(|(c, _)| c.as_str()).collect();
+        calls.sort_unstable();
+        let before = calls.len();
+        calls.dedup();
+        assert_eq!(
+            before,
+            calls.len(),
+            "{front} {:?}: a call ruled on twice: {rulings:?}",
+            self.kill
+        );
+        assert!(
+            rulings.iter().all(|(_, rule)| rule == "files"),
+            "{front} {:?}: {rulings:?}",
+            self.kill
+        );
+        if matches!(self.kill, Kill::Executing | Kill::ResultBeforeText) {
+            assert!(
+                calls.contains(&"call_1"),
+                "{front} {:?}: the started call's ruling is not on record: {rulings:?}",
+                self.kill
+            );
+        }
+    }
+
     fn conversation_id(&self) -> String {
         let db = self.db.clone();
         runtime().block_on(async move {
@@ -249,6 +306,7 @@ fn run_front_end(dir: &Path, db: &str, kill_at: Kill) {
         "run {kill_at:?}: waited for the dead process's lease"
     );
     world.check_ran("run");
+    world.check_decisions("run");
     world.check_conversation("run");
 }
 
@@ -303,6 +361,7 @@ fn worker_front_end(dir: &Path, db: &str, kill_at: Kill) {
         text(&next)
     );
     world.check_ran("worker");
+    world.check_decisions("worker");
     let conversation = world.check_conversation("worker");
     assert_eq!(
         conversation
@@ -365,6 +424,7 @@ fn serve_front_end(dir: &Path, db: &str, kill_at: Kill) {
         "serve {kill_at:?}: waited for the dead server's lease"
     );
     world.check_ran("serve");
+    world.check_decisions("serve");
     world.check_conversation("serve");
     drop(served);
 }
