@@ -20,7 +20,9 @@ use llmchain::http::{HttpModel, HttpModelConfig};
 use llmchain::message::{Message, ToolCall};
 use llmchain::provider::Format;
 use llmchain::tool::Tool;
-use llmchain_store::{Claim, Drive, LeasedRun, NewConversation, RunState, SqliteStore, Store};
+use llmchain_store::{
+    Claim, Drive, LeasedRun, NewConversation, NotBuilt, RunState, SqliteStore, Store,
+};
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error>;
@@ -93,7 +95,7 @@ async fn main() -> Result<(), Error> {
     // conversation's run, every write is fenced by the lease (a process that lost it
     // writes nothing more), a call left `executing` by a killed process is answered
     // "outcome unknown", and how the run ended is recorded.
-    let mut held = LeasedRun::claim(
+    let held = LeasedRun::claim(
         store.clone(),
         Claim::Conversation {
             id: id.clone(),
@@ -106,15 +108,25 @@ async fn main() -> Result<(), Error> {
         Duration::from_secs(30),
     )
     .await?;
-    // The conversation as the store holds it (in any process).
-    let state = held.chain_state().await?;
-    println!(
-        "conversation {id}: {} messages",
-        state.conversation.messages.len()
-    );
-    let chain = LLMChain::from_state(model()?, state)
-        .with_tool(send_email()?)
-        .with_review(review);
+    // The chain over the conversation as the store holds it (in any process), built
+    // while the lease is kept; a chain that cannot be built fails the run, on record.
+    let started = held
+        .start(|run, state| async move {
+            println!(
+                "conversation {}: {} messages",
+                run.conversation_id,
+                state.conversation.messages.len()
+            );
+            let built = || -> Result<LLMChain, Box<dyn std::error::Error>> {
+                Ok(LLMChain::from_state(model()?, state)
+                    .with_tool(send_email()?)
+                    .with_review(review))
+            };
+            built().map_err(|e| NotBuilt::permanent(e.to_string()))
+        })
+        .await;
+    let (held, chain) =
+        started.map_err(|ended| format!("the run did not start: {:?}", ended.end))?;
     let mut drive = Drive::new();
     if let Some(prompt) = prompt {
         drive = drive.message(Message::user(prompt));
