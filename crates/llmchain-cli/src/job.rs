@@ -188,9 +188,7 @@ fn strictness(p: ApprovalPolicy) -> u8 {
 
 /// A policy's name.
 pub(crate) fn policy_name(p: ApprovalPolicy) -> String {
-    clap::ValueEnum::to_possible_value(&p)
-        .map(|v| v.get_name().to_owned())
-        .unwrap_or_else(|| "auto".into())
+    p.name().to_owned()
 }
 
 /// The policy of a name.

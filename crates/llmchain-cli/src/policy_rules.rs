@@ -51,30 +51,20 @@ pub(crate) fn with_approve(
     // word's rules.
     compile(policy, policy_mode)?;
     let shadow = policy_mode == Some("shadow");
-    let word = match approve {
-        ApprovalPolicy::Always => "always",
-        ApprovalPolicy::Never => "never",
-        ApprovalPolicy::Ask => "ask",
-        ApprovalPolicy::Auto => "auto",
-    };
+    let word = approve.name();
     let mut specs = policy.to_vec();
     if approve == ApprovalPolicy::Auto {
         // A name a glob would read as a pattern gets no rule: it is asked about.
         let literal = |n: &&String| !n.contains(['*', '?', '[', ']', '{', '}', '\\', ',']);
-        for name in read_only.iter().filter(literal) {
-            let mut spec: RuleSpec = serde_json::from_value(serde_json::json!({
-                "id": format!("{APPROVE}{word} (read-only {name})"),
-                "tool": name,
-                "effect": "allow",
-            }))
-            .map_err(|e| RuleError {
-                index: specs.len(),
-                id: String::new(),
-                message: e.to_string(),
-            })?;
-            spec.reason = Some(format!("{name} only reads (approve = auto)"));
-            specs.push(spec);
-        }
+        specs.extend(read_only.iter().filter(literal).map(|name| RuleSpec {
+            id: format!("{APPROVE}{word} (read-only {name})"),
+            tool: name.clone(),
+            args: Default::default(),
+            effect: Effect::Allow,
+            reason: Some(format!("{name} only reads (approve = auto)")),
+            mode: Default::default(),
+            examples: None,
+        }));
     }
     let (effect, reason) = match approve {
         ApprovalPolicy::Always => (Effect::Allow, None),

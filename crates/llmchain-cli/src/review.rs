@@ -50,6 +50,18 @@ pub(crate) enum ApprovalPolicy {
     Ask,
 }
 
+impl ApprovalPolicy {
+    /// Its word, as `--approve` and the config spell it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Auto => "auto",
+            ApprovalPolicy::Always => "always",
+            ApprovalPolicy::Never => "never",
+            ApprovalPolicy::Ask => "ask",
+        }
+    }
+}
+
 /// The prefix of the policy rules the approve word stands for (`approve=auto`, ...:
 /// `policy_rules::with_approve`).
 pub(crate) const APPROVE: &str = "approve=";
@@ -489,6 +501,14 @@ impl ReviewHandler for TerminalReview {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn each_approve_word_is_named_as_the_flag_takes_it() {
+        for p in <ApprovalPolicy as clap::ValueEnum>::value_variants() {
+            let flag = clap::ValueEnum::to_possible_value(p).unwrap();
+            assert_eq!(p.name(), flag.get_name());
+        }
+    }
 
     fn call(name: &str, args: Value) -> ToolCall {
         ToolCall::function("c1", name, args.to_string()).unwrap()

@@ -901,13 +901,13 @@ async fn answering<S: Store>(
                 }
                 other => return Ok(Some(other)),
             }
-        } else if chain.has_unanswered_calls() && rounds < MAX_ANSWERED_ROUNDS {
-            rounds += 1;
-            chain.execute_tool_calls().await?
-        } else if chain.has_unanswered_calls() {
+        } else if !chain.has_unanswered_calls() {
+            return Ok(None);
+        } else if rounds >= MAX_ANSWERED_ROUNDS {
             return Ok(Some(waiting_outcome(chain)));
         } else {
-            return Ok(None);
+            rounds += 1;
+            chain.execute_tool_calls().await?
         };
         if let Step::Break(outcome) = step {
             let waits_on_nothing = outcome.disposition() == Disposition::WaitsForPeople
