@@ -1,6 +1,7 @@
 //! Whether a call may run: the one place that decides, in a fixed order.
 //!
-//! For each complete call of a batch, outermost first:
+//! **When a batch comes in** ([`LLMChain::decide_call`], for each complete call;
+//! again on resume, where journaled decisions are replayed):
 //!
 //! 1. **At most once.** A non-idempotent call an earlier process may have started is
 //!    answered "outcome unknown" and never run again, whatever else says.
@@ -15,8 +16,22 @@
 //!    sends to review goes to [`ReviewHandler::review_asked`](super::ReviewHandler::review_asked)
 //!    (by default: a person decides).
 //!
-//! The budget ([`Budget`](super::Budget)) then refuses, when the batch runs, every
-//! call over its tool-call limits; the run stops after the batch.
+//! **When the batch runs** ([`LLMChain::plan_batch`], every call of the batch, each
+//! refusal journaled or saved before any body starts):
+//!
+//! 6. **The per-turn caps** ([`LLMChain::max_calls_per_turn`],
+//!    [`LLMChain::max_call_argument_bytes_per_turn`]): a message over one has none of its
+//!    calls run (a [`Decision::Cap`], journaled once).
+//! 7. **At most once**, again, and then the decision from 1–5: run, run edited, deny,
+//!    reject.
+//! 8. **Your hooks' `before_tool`** ([`super::Hook`]), outermost first, on each call
+//!    still allowed to run: run, rewrite, answer without running, or stop.
+//! 9. **The tool-call budget** ([`Budget`](super::Budget)): a call over a limit is
+//!    answered without running and the run stops after the batch; each call that runs is
+//!    charged before any body starts.
+//!
+//! What happens after a call ran (the failure budget, the repeat guard, `after_tool`)
+//! is in `execute.rs`; it decides whether the run goes on, never whether a call runs.
 
 use std::panic::AssertUnwindSafe;
 
@@ -26,8 +41,19 @@ use super::error::ChainError;
 use super::journal::Decision;
 use super::llm_chain::LLMChain;
 use super::review::ReviewDecision;
-use crate::message::ToolCall;
+use super::state::PendingCall;
+use crate::message::{Arguments, ExecutionStatus, Message, ToolCall, ToolResult};
 use crate::policy::{CallFacts, Effect, Ruling, arguments_digest};
+
+/// What happens to one call of a batch. (Short-lived, one per call: boxing would only
+/// add allocations.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Plan {
+    /// Run it (arguments possibly edited).
+    Run(ToolCall),
+    /// Answered without running, with the status that says how.
+    Answer(ToolResult, ExecutionStatus),
+}
 
 /// What the decision stack made of one call.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,5 +259,229 @@ impl LLMChain {
             arguments_digest: digest,
         });
         Ok(decided(d, rule))
+    }
+}
+
+impl LLMChain {
+    /// Why the calls of `message` are too many or too large to run, if they are: the
+    /// answer they get, and the cap's decision for the journal.
+    fn turn_over_cap(&self, message: &Message) -> Option<(String, Decision)> {
+        let cap = |limit: &str, max: usize, spent: usize| Decision::Cap {
+            limit: limit.to_owned(),
+            max: max as f64,
+            spent: spent as f64,
+            call_ids: message
+                .tool_calls
+                .iter()
+                .filter_map(|c| c.call_id.clone())
+                .collect(),
+        };
+        let n = message.tool_calls.len();
+        if n > self.max_calls_per_turn {
+            return Some((
+                format!(
+                    "Not run: this message makes {n} tool calls, more than the {} allowed in one \
+                     turn. Make fewer calls at once.",
+                    self.max_calls_per_turn
+                ),
+                cap("calls_per_turn", self.max_calls_per_turn, n),
+            ));
+        }
+        let bytes: usize = message
+            .tool_calls
+            .iter()
+            .map(|c| match &c.arguments {
+                Some(Arguments::Raw(r)) => r.len(),
+                Some(Arguments::Object(m)) => serde_json::to_vec(m).map_or(0, |v| v.len()),
+                None => 0,
+            })
+            .sum();
+        (bytes > self.max_call_argument_bytes_per_turn).then(|| {
+            (
+                format!(
+                    "Not run: the tool calls of this message carry {bytes} bytes of arguments, \
+                     more than the {} allowed in one turn. Send less at once.",
+                    self.max_call_argument_bytes_per_turn
+                ),
+                cap(
+                    "argument_bytes_per_turn",
+                    self.max_call_argument_bytes_per_turn,
+                    bytes,
+                ),
+            )
+        })
+    }
+
+    /// Whether `call` may have run already (an earlier process stored it `executing`,
+    /// or finished, without its result) and its tool is not idempotent: it is answered
+    /// "outcome unknown" and never run again, whoever resumes and whatever was decided.
+    pub(super) fn outcome_unknown(&self, call: &ToolCall) -> bool {
+        call.may_have_run()
+            && !call
+                .name
+                .as_deref()
+                .and_then(|n| self.tool(n))
+                .is_some_and(|t| t.idempotent())
+    }
+
+    /// What happens to each call of the message at `targets` (steps 6–9 of the module
+    /// docs), given the decisions made when the batch came in (those of the calls in
+    /// `human` made by a person): each call's plan and the policy rule behind it.
+    pub(super) async fn plan_batch(
+        &mut self,
+        message: &Message,
+        targets: &[usize],
+        decisions: &[PendingCall],
+        human: &std::collections::HashSet<String>,
+    ) -> Result<(Vec<Plan>, Vec<Option<String>>), ChainError> {
+        let over_cap = self.turn_over_cap(message).map(|(why, decision)| {
+            // Journaled before any call is answered (saved with the tool message), once
+            // (a batch run again after a crash refuses the same calls again).
+            if !self
+                .state
+                .journal
+                .entries()
+                .iter()
+                .any(|e| e.decision == decision)
+            {
+                self.state.journal.record(decision);
+            }
+            why
+        });
+        let mut plans = Vec::with_capacity(targets.len());
+        // The policy rule behind each call's decision (its `execute_tool` span's
+        // `llmchain.policy.rule`).
+        let mut rules: Vec<Option<String>> = Vec::with_capacity(targets.len());
+        for call in targets.iter().map(|&i| &message.tool_calls[i]) {
+            let id = call.call_id.clone().unwrap_or_default();
+            let name = call.name.clone().unwrap_or_default();
+            let decided = decisions.iter().find(|d| !id.is_empty() && d.call_id == id);
+            let decision = decided
+                .and_then(|d| d.decision.clone())
+                .unwrap_or(ReviewDecision::Approve);
+            let rule = decided.and_then(|d| d.rule.clone());
+            rules.push(rule.clone());
+            let plan = if let Some(why) = &over_cap {
+                Plan::Answer(
+                    ToolResult::refusal(&id, why.clone()).with_name(&name),
+                    ExecutionStatus::Rejected,
+                )
+            } else if !call.is_complete() {
+                // The executor answers incomplete calls with a refusal.
+                Plan::Run(call.clone())
+            } else if self.outcome_unknown(call) {
+                Plan::Answer(
+                    ToolResult::outcome_unknown(&id, &name),
+                    ExecutionStatus::Failed,
+                )
+            } else {
+                let by_person = human.contains(&id);
+                match decision {
+                    ReviewDecision::Approve | ReviewDecision::Interrupt => {
+                        let mut approved = call.clone();
+                        if by_person {
+                            approved.record_human_approval();
+                        }
+                        if let Some(rule) = &rule {
+                            approved
+                                .metadata
+                                .insert("policy_rule".into(), rule.clone().into());
+                        }
+                        Plan::Run(approved)
+                    }
+                    ReviewDecision::Edit { arguments } => {
+                        let mut edited = call.clone();
+                        edited.record_edit(arguments);
+                        if by_person {
+                            edited.record_human_approval();
+                        }
+                        if let Some(rule) = &rule {
+                            edited
+                                .metadata
+                                .insert("policy_rule".into(), rule.clone().into());
+                        }
+                        Plan::Run(edited)
+                    }
+                    ReviewDecision::Reject { reason } => Plan::Answer(
+                        ToolResult::refusal(&id, reason).with_name(&name),
+                        ExecutionStatus::Rejected,
+                    ),
+                    ReviewDecision::Deny { reason } => Plan::Answer(
+                        ToolResult::text(
+                            &id,
+                            if reason.is_empty() {
+                                format!("Tool call '{name}' was denied.")
+                            } else {
+                                reason
+                            },
+                        )
+                        .with_name(&name),
+                        ExecutionStatus::Denied,
+                    ),
+                }
+            };
+            plans.push(plan);
+        }
+
+        // Your hooks, on each call allowed to run (outermost first): run it, rewrite
+        // its arguments, answer it without running, or stop the run after the batch.
+        if !self.hooks.is_empty() {
+            for plan in plans.iter_mut() {
+                let Plan::Run(call) = plan else { continue };
+                if !call.is_complete() {
+                    continue;
+                }
+                let id = call.call_id.clone().unwrap_or_default();
+                let name = call.name.clone().unwrap_or_default();
+                let (verdict, by) = self.before_tool(call).await;
+                match verdict {
+                    super::hook::BeforeTool::Run | super::hook::BeforeTool::Rewrite { .. } => {}
+                    super::hook::BeforeTool::Answer { result } => {
+                        *plan = Plan::Answer(
+                            ToolResult::text(&id, result).with_name(&name),
+                            ExecutionStatus::Denied,
+                        );
+                    }
+                    super::hook::BeforeTool::Stop { reason } => {
+                        let stop = super::budget::RunStop::hook(by, reason);
+                        *plan = Plan::Answer(
+                            ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
+                            ExecutionStatus::Denied,
+                        );
+                        self.stop_after_batch.get_or_insert(Box::new(stop));
+                    }
+                }
+            }
+        }
+
+        // The tool-call budget: a call over it is answered without running, and the run
+        // stops after the batch. Every call that runs is charged before any body starts.
+        let mut charged = false;
+        for (plan, &i) in plans.iter_mut().zip(targets) {
+            let Plan::Run(call) = plan else { continue };
+            if !call.is_complete() {
+                continue;
+            }
+            let name = call.name.clone().unwrap_or_default();
+            if let Some(stop) =
+                super::budget::before_tool_call(&self.budget, &self.state.spent, &name)
+            {
+                let id = message.tool_calls[i].call_id.clone().unwrap_or_default();
+                *plan = Plan::Answer(
+                    ToolResult::text(&id, format!("Not run: {stop}.")).with_name(&name),
+                    ExecutionStatus::Denied,
+                );
+                self.stop_after_batch.get_or_insert(Box::new(stop));
+                continue;
+            }
+            self.state.spent.tool_calls += 1;
+            *self.state.spent.per_tool.entry(name).or_insert(0) += 1;
+            charged = true;
+        }
+        if charged && self.budget.limits_tools() {
+            self.checkpoint().await?;
+        }
+
+        Ok((plans, rules))
     }
 }
