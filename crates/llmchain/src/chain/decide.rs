@@ -377,30 +377,22 @@ impl LLMChain {
             } else {
                 let by_person = human.contains(&id);
                 match decision {
-                    ReviewDecision::Approve | ReviewDecision::Interrupt => {
-                        let mut approved = call.clone();
+                    ReviewDecision::Approve
+                    | ReviewDecision::Interrupt
+                    | ReviewDecision::Edit { .. } => {
+                        let mut allowed = call.clone();
+                        if let ReviewDecision::Edit { arguments } = decision {
+                            allowed.record_edit(arguments);
+                        }
                         if by_person {
-                            approved.record_human_approval();
+                            allowed.record_human_approval();
                         }
                         if let Some(rule) = &rule {
-                            approved
+                            allowed
                                 .metadata
                                 .insert("policy_rule".into(), rule.clone().into());
                         }
-                        Plan::Run(approved)
-                    }
-                    ReviewDecision::Edit { arguments } => {
-                        let mut edited = call.clone();
-                        edited.record_edit(arguments);
-                        if by_person {
-                            edited.record_human_approval();
-                        }
-                        if let Some(rule) = &rule {
-                            edited
-                                .metadata
-                                .insert("policy_rule".into(), rule.clone().into());
-                        }
-                        Plan::Run(edited)
+                        Plan::Run(allowed)
                     }
                     ReviewDecision::Reject { reason } => Plan::Answer(
                         ToolResult::refusal(&id, reason).with_name(&name),
