@@ -127,6 +127,10 @@ pub(crate) struct Profile {
     pub policy_mode: Option<String>,
     /// `[budget]`: how much one run may spend.
     pub budget: Option<llmchain::chain::Budget>,
+    /// `[[guard]]`: checks on calls' arguments, tools' results and a person's messages
+    /// (`llmchain::guard`), in the order written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<llmchain::guard::GuardSpec>,
 }
 
 /// The profiles a config file defines (always one named `default`).
@@ -324,11 +328,45 @@ fn parse(text: &str) -> Result<Config, String> {
             },
         )?;
     }
+    for (name, profile) in &profiles {
+        for g in &profile.guard {
+            g.build().map_err(|e| {
+                let at = if name == DEFAULT_PROFILE {
+                    String::new()
+                } else {
+                    format!("[profiles.{name}] ")
+                };
+                let line = guard_line(text, &g.id)
+                    .map(|l| format!("line {l}"))
+                    .unwrap_or_else(|| "[[guard]]".into());
+                format!("{at}{line}: {e}")
+            })?;
+        }
+    }
     Ok(Config {
         path: None,
         profiles,
         aliases,
     })
+}
+
+/// The line of the `id = "ID"` of a `[[guard]]` table, for an error about it.
+fn guard_line(text: &str, id: &str) -> Option<usize> {
+    let quoted = [format!("\"{id}\""), format!("'{id}'")];
+    let mut in_guard = false;
+    for (n, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if l.starts_with('[') {
+            in_guard = l.starts_with("[[") && l.ends_with("guard]]");
+        } else if in_guard
+            && l.starts_with("id")
+            && l[2..].trim_start().starts_with('=')
+            && quoted.iter().any(|q| l.contains(q.as_str()))
+        {
+            return Some(n + 1);
+        }
+    }
+    None
 }
 
 /// `llmchain config path | profiles`.

@@ -96,6 +96,9 @@ pub(crate) struct JobSpec {
     /// The profile's `policy_mode`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_mode: Option<String>,
+    /// The profile's `[[guard]]` checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<llmchain::guard::GuardSpec>,
     /// The profile's `[budget]`, tightened by `--budget`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<llmchain::chain::Budget>,
@@ -221,6 +224,8 @@ pub(crate) struct Parts {
     policy: ApprovalPolicy,
     /// The profile's rules with the approve word as their shorthand.
     rules: Arc<llmchain::policy::Rules>,
+    /// The profile's guards, built.
+    guards: Vec<Arc<dyn llmchain::guard::Guard>>,
     budget: llmchain::chain::Budget,
     tool_choice: Option<llmchain::conversation::ToolChoice>,
 }
@@ -266,6 +271,7 @@ impl JobSpec {
             schema: p.schema.clone(),
             policy: p.policy.clone(),
             policy_mode: p.policy_mode.clone(),
+            guard: p.guard.clone(),
             budget: p.budget.clone(),
             ..JobSpec::default()
         })
@@ -497,6 +503,12 @@ impl JobSpec {
             &read_only,
         )
         .map_err(|e| CliError::usage(format!("profile {:?}: {e}", self.profile)))?;
+        let guards = self
+            .guard
+            .iter()
+            .map(llmchain::guard::GuardSpec::build)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CliError::usage(format!("profile {:?}: {e}", self.profile)))?;
         Ok(Parts {
             model,
             spec,
@@ -505,6 +517,7 @@ impl JobSpec {
             trust: self.trust.clone(),
             policy,
             rules,
+            guards,
             budget: self.budget.clone().unwrap_or_default(),
             tool_choice,
         })
@@ -554,6 +567,9 @@ impl Parts {
             .with_review_handler(review)
             .with_budget(self.budget.clone());
         chain = chain.with_policy_arc(self.rules.clone());
+        for g in &self.guards {
+            chain = chain.with_guard_arc(g.clone());
+        }
         if let Some(choice) = self.tool_choice {
             chain = chain.with_tool_choice(choice);
         }

@@ -105,6 +105,8 @@
 #[cfg(feature = "runtime")]
 pub mod chain;
 pub mod conversation;
+#[cfg(feature = "runtime")]
+pub mod guard;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod message;

@@ -331,6 +331,7 @@ fn job_of(
         no_stream: args.no_stream,
         policy: base.policy.clone(),
         policy_mode: base.policy_mode.clone(),
+        guard: base.guard.clone(),
         budget: base.budget.clone(),
     };
     let mut job = job;

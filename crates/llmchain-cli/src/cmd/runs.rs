@@ -344,6 +344,31 @@ fn decision_line(d: &Value) -> String {
                 n("max")
             )
         }
+        Some("guard") => {
+            let at = match (d.get("call_id"), d.get("message")) {
+                (Some(_), _) => format!(" for call {}", f("call_id")),
+                (None, Some(_)) => format!(" on message {}", f("message")),
+                _ => String::new(),
+            };
+            let found = d
+                .get("found")
+                .and_then(Value::as_array)
+                .map(|k| {
+                    let k: Vec<&str> = k.iter().filter_map(Value::as_str).collect();
+                    format!(" ({})", crate::shown::inline(&k.join(", "), 100))
+                })
+                .unwrap_or_default();
+            let why = d
+                .get("reason")
+                .map(|_| format!(": {}", f("reason")))
+                .unwrap_or_default();
+            format!(
+                "{when}  guard: {} at {}{at}: {}{found}{why}",
+                f("guard"),
+                f("point"),
+                f("verdict")
+            )
+        }
         Some("hook") => {
             let verdict = d.get("verdict");
             let word = verdict

@@ -352,7 +352,7 @@ impl Spent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RunStop {
-    /// What stopped it: `budget` or `hook`.
+    /// What stopped it: `budget`, `hook` or `guard`.
     pub kind: String,
     /// Which limit: `tokens`, `cost_usd`, `model_calls`, `tool_calls`,
     /// `tool_calls.NAME`, `wall_seconds`; for a hook, its `id@version`.
@@ -377,6 +377,17 @@ impl RunStop {
         }
     }
 
+    /// A guard stopped the run (a tripwire, or a block of a person's message).
+    pub(super) fn guard(guard: &str, reason: &str) -> Self {
+        RunStop {
+            kind: "guard".into(),
+            limit: guard.to_owned(),
+            max: 0.0,
+            spent: 0.0,
+            reason: Some(reason.to_owned()),
+        }
+    }
+
     /// A hook (`id@version`) stopped the run.
     pub(super) fn hook(hook: impl Into<String>, reason: impl Into<String>) -> Self {
         RunStop {
@@ -391,10 +402,11 @@ impl RunStop {
 
 impl std::fmt::Display for RunStop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.kind == "hook" {
+        if self.kind == "hook" || self.kind == "guard" {
             return write!(
                 f,
-                "the hook {} stopped the run: {}",
+                "the {} {} stopped the run: {}",
+                self.kind,
                 self.limit,
                 self.reason.as_deref().unwrap_or("no reason given")
             );

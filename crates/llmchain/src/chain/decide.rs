@@ -42,8 +42,11 @@ use super::journal::Decision;
 use super::llm_chain::LLMChain;
 use super::review::ReviewDecision;
 use super::state::PendingCall;
+use crate::guard::Point;
 use crate::message::{Arguments, ExecutionStatus, Message, ToolCall, ToolResult};
 use crate::policy::{CallFacts, Effect, Ruling, arguments_digest};
+
+use super::guard_points::Guarded;
 
 /// What happens to one call of a batch. (Short-lived, one per call: boxing would only
 /// add allocations.)
@@ -178,22 +181,26 @@ impl LLMChain {
         call: &ToolCall,
         person: Option<ReviewDecision>,
     ) -> Result<Decided, ChainError> {
-        let decided = |decision: ReviewDecision, rule: Option<String>| Decided {
-            decision: Some(decision),
-            rule,
-        };
-        // 1. At most once: `run_batch` answers it "outcome unknown" without running it.
+        // 1. At most once: `plan_batch` answers it "outcome unknown" without running it.
         if self.outcome_unknown(call) {
-            return Ok(decided(ReviewDecision::Approve, None));
+            return Ok(Decided {
+                decision: Some(ReviewDecision::Approve),
+                rule: None,
+            });
         }
-        if self.policies.is_empty() && self.review.is_none() {
-            return Ok(decided(person.unwrap_or(ReviewDecision::Approve), None));
+        let guarding = self.guards.any_at(Point::ToolArguments);
+        if self.policies.is_empty() && self.review.is_none() && !guarding {
+            return Ok(Decided {
+                decision: Some(person.unwrap_or(ReviewDecision::Approve)),
+                rule: None,
+            });
         }
-        // 2. Policies, on the arguments the call would run with.
-        let arguments = match &person {
+        // The arguments the call would run with.
+        let mut arguments = match &person {
             Some(ReviewDecision::Edit { arguments }) => arguments.clone(),
             _ => call.arguments_as_map(),
         };
+        // 2. Policies.
         let ruling = self.rule_call(call, &arguments);
         let rule = ruling.as_ref().map(|r| r.rule.clone());
         if let Some(r) = &ruling
@@ -204,8 +211,66 @@ impl LLMChain {
                 Some(why) => format!("Not run: {why} (policy rule {}).", r.rule),
                 None => format!("Not run: policy rule {} denies {name}.", r.rule),
             };
-            return Ok(decided(ReviewDecision::Deny { reason }, rule));
+            return Ok(Decided {
+                decision: Some(ReviewDecision::Deny { reason }),
+                rule,
+            });
         }
+        // 2b. Guards on the arguments: a call a guard blocks is never offered to a
+        // person; one it rewrote is reviewed, and runs, as rewritten.
+        let mut rewritten = false;
+        if guarding {
+            match self.guard_arguments(call, &arguments) {
+                Guarded::Same => {}
+                Guarded::Rewritten(map) => {
+                    arguments = map;
+                    rewritten = true;
+                }
+                Guarded::Refused(reason) => {
+                    return Ok(Decided {
+                        decision: Some(ReviewDecision::Deny { reason }),
+                        rule,
+                    });
+                }
+            }
+        }
+        let mut d = self
+            .decide_after_guards(call, person, ruling, rule, &arguments, rewritten)
+            .await?;
+        match d.decision.take() {
+            // A rewrite runs as rewritten, whoever allowed it.
+            Some(ReviewDecision::Approve) if rewritten => {
+                d.decision = Some(ReviewDecision::Edit { arguments });
+            }
+            // The review handler's own edit passes the guards too (a person's was the
+            // arguments guarded above: guarding it again changes nothing).
+            Some(ReviewDecision::Edit { arguments: edited }) if guarding => {
+                d.decision = Some(match self.guard_arguments(call, &edited) {
+                    Guarded::Same => ReviewDecision::Edit { arguments: edited },
+                    Guarded::Rewritten(map) => ReviewDecision::Edit { arguments: map },
+                    Guarded::Refused(reason) => ReviewDecision::Deny { reason },
+                });
+            }
+            other => d.decision = other,
+        }
+        Ok(d)
+    }
+
+    /// Steps 3–5 of the module docs, on the call's `arguments` (as the guards left them:
+    /// `rewritten`).
+    async fn decide_after_guards(
+        &mut self,
+        call: &ToolCall,
+        person: Option<ReviewDecision>,
+        ruling: Option<Ruling>,
+        rule: Option<String>,
+        arguments: &Map<String, Value>,
+        rewritten: bool,
+    ) -> Result<Decided, ChainError> {
+        let decided = |decision: ReviewDecision, rule: Option<String>| Decided {
+            decision: Some(decision),
+            rule,
+        };
         // 3. A person's decision.
         if let Some(d) = person {
             return Ok(decided(d, rule));
@@ -229,12 +294,21 @@ impl LLMChain {
             });
         };
         // 4. What the review handler decided before (a crash does not ask again).
-        let digest = arguments_digest(&arguments);
+        let digest = arguments_digest(arguments);
         let id = call.call_id.clone().unwrap_or_default();
         if let Some(d) = self.state.journal.reviewed(&id, &digest) {
             return Ok(decided(d.clone(), rule));
         }
-        // 5. The review handler.
+        // 5. The review handler, shown the call as the guards left it.
+        let shown;
+        let call = if rewritten {
+            let mut c = call.clone();
+            c.arguments = Some(Arguments::Object(arguments.clone()));
+            shown = c;
+            &shown
+        } else {
+            call
+        };
         let d = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => return Err(ChainError::Cancelled),

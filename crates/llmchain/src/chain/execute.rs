@@ -446,6 +446,12 @@ impl LLMChain {
                         {
                             self.stop_after_batch.get_or_insert(Box::new(stop));
                         }
+                        if ran_call.is_complete()
+                            && !r.is_interrupt()
+                            && self.guards.any_at(crate::guard::Point::ToolResult)
+                        {
+                            self.guard_result(&ran_call, &mut r);
+                        }
                         call.arguments = ran_call.arguments;
                         call.metadata = ran_call.metadata;
                         r

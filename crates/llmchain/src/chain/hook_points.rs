@@ -63,18 +63,24 @@ impl LLMChain {
         });
     }
 
-    /// `before_model`, outermost first: the request to send (`None`: the stored
-    /// conversation as it is), or the stop.
-    pub(super) async fn before_model(&mut self) -> Result<Option<Conversation>, RunStop> {
+    /// `before_model`, outermost first, on `request` (`None`: the stored conversation):
+    /// the request to send (`None`: the stored conversation as it is), or the stop.
+    pub(super) async fn before_model(
+        &mut self,
+        request: Option<Conversation>,
+    ) -> Result<Option<Conversation>, RunStop> {
         if self.hooks.is_empty() {
-            return Ok(None);
+            return Ok(request);
         }
         // Boxed: with no hooks (the common case) every model call's future stays small.
-        Box::pin(self.before_model_hooks()).await
+        Box::pin(self.before_model_hooks(request)).await
     }
 
-    async fn before_model_hooks(&mut self) -> Result<Option<Conversation>, RunStop> {
-        let mut request = self.state.conversation.clone();
+    async fn before_model_hooks(
+        &mut self,
+        request: Option<Conversation>,
+    ) -> Result<Option<Conversation>, RunStop> {
+        let mut request = request.unwrap_or_else(|| self.state.conversation.clone());
         let hooks: Vec<_> = self.hooks.outside_in().cloned().collect();
         for hook in &hooks {
             let verdict = at_point!(self, hook, |cx| hook.before_model(&mut request, cx));

@@ -77,6 +77,28 @@ pub enum Decision {
         /// The answer's calls.
         call_ids: Vec<String>,
     },
+    /// A guard held something back or rewrote it ([`crate::guard`]). Never what it held
+    /// back: the kinds of what it found, and its own message.
+    Guard {
+        /// The guard's id.
+        guard: String,
+        /// Where: `user_message`, `tool_arguments`, `tool_result`.
+        point: String,
+        /// The call, for the tool points.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The message's position in the conversation, for `user_message`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<usize>,
+        /// `rewrite`, `block` or `tripwire`.
+        verdict: String,
+        /// For a rewrite: the kinds of what was replaced (`email`, `secret`...).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        found: Vec<String>,
+        /// For a block, what the model was told; for a tripwire, why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A hook's verdict ([`super::Hook`]).
     Hook {
         /// The hook: `id@version`.
@@ -123,6 +145,14 @@ impl Journal {
             at_ms: now_ms(),
             decision,
         });
+    }
+
+    /// Records `decision` unless the very same one is on record (a decision made again
+    /// on resume, or at every model call, is journaled once).
+    pub(super) fn record_once(&mut self, decision: Decision) {
+        if !self.entries.iter().any(|e| e.decision == decision) {
+            self.record(decision);
+        }
     }
 
     /// Every entry, oldest first.

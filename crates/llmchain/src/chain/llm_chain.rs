@@ -66,6 +66,8 @@ pub struct LLMChain {
     pub(super) policies: Vec<Arc<dyn crate::policy::Policy>>,
     /// Your hooks, in the stack's order.
     pub(super) hooks: super::hook::HookStack,
+    /// The guards ([`crate::guard`]), in the order added.
+    pub(super) guards: crate::guard::Guards,
     /// How long one hook point may take before it fails closed.
     pub(super) hook_timeout: std::time::Duration,
     /// A budget that ran out, or a hook that stopped the run, during the batch being
@@ -130,6 +132,7 @@ impl LLMChain {
             telemetry: Telemetry::default(),
             budget: Box::default(),
             policies: Vec::new(),
+            guards: crate::guard::Guards::default(),
             hooks: super::hook::HookStack::default(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             stop_after_batch: None,
@@ -290,6 +293,21 @@ impl LLMChain {
     #[must_use]
     pub fn with_policy_arc(mut self, policy: Arc<dyn crate::policy::Policy>) -> Self {
         self.policies.push(policy);
+        self
+    }
+
+    /// Adds a guard ([`crate::guard`]): after the policies and before review on a call's
+    /// arguments, on each result before the model sees it, and on the user messages of
+    /// each request. Guards run in the order added.
+    #[must_use]
+    pub fn with_guard(self, guard: impl crate::guard::Guard + 'static) -> Self {
+        self.with_guard_arc(Arc::new(guard))
+    }
+
+    /// Adds a shared guard.
+    #[must_use]
+    pub fn with_guard_arc(mut self, guard: Arc<dyn crate::guard::Guard>) -> Self {
+        self.guards.push(guard);
         self
     }
 
@@ -845,8 +863,17 @@ impl LLMChain {
         if self.state.conversation.messages.is_empty() {
             return Err(ChainError::NoMessages);
         }
-        // Your hooks may change this call's request, or stop the run.
-        let request = match self.before_model().await {
+        // The guards on the user messages, then your hooks, may change this call's
+        // request, or stop the run.
+        let guarded = if self.guards.any_at(crate::guard::Point::UserMessage) {
+            match self.guard_request(None) {
+                Ok(r) => r,
+                Err(stop) => return Ok(Some(stop)),
+            }
+        } else {
+            None
+        };
+        let request = match self.before_model(guarded).await {
             Ok(r) => r,
             Err(stop) => return Ok(Some(stop)),
         };
@@ -894,7 +921,8 @@ impl LLMChain {
             // Content only on the conventions' opt-in (secrets masked even then).
             let capture = !span.is_disabled() && crate::telemetry::capture_content();
             if capture {
-                let conversation = &self.state.conversation;
+                // What is sent (the guards' and your hooks' request), not what is stored.
+                let conversation = request.as_ref().unwrap_or(&self.state.conversation);
                 span.record(
                     "gen_ai.input.messages",
                     crate::telemetry::messages_json(&conversation.messages, None),

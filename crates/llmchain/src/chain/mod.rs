@@ -37,6 +37,7 @@ mod error;
 mod events;
 mod execute;
 mod extract;
+mod guard_points;
 mod hook;
 mod hook_points;
 mod interrupt;

@@ -1,0 +1,223 @@
+//! Guards on a call's arguments, a tool's result and a person's message, over the
+//! scripted model (real wire bytes through the real decoders): what the tool, the
+//! model and a reviewer see, what is stored, what is journaled (never what was held
+//! back), and a run stopped by a tripwire.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use llmchain::chain::{Decision, LLMChain, Mode, ReviewDecision, RunOutcome, ScriptedModel};
+use llmchain::guard::{Action, DenyList, Pii, Point, SecretsGuard};
+use llmchain::message::{ExecutionStatus, Message};
+use llmchain::provider::Format;
+use llmchain::provider::render::ResponseScript;
+use llmchain::tool::Tool;
+use serde_json::json;
+
+/// A tool that records the arguments it ran with and answers `answer`.
+fn recording_tool(seen: Arc<Mutex<Vec<String>>>, answer: &'static str) -> Tool {
+    Tool::builder("send")
+        .schema(json!({"type": "object", "properties": {"to": {"type": "string"}}}))
+        .handler(move |args, _| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(args["to"].to_string());
+                answer
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+fn model(turns: Vec<ResponseScript>) -> ScriptedModel {
+    let mut m = ScriptedModel::new(Format::OPENAI_CHAT);
+    for t in turns {
+        m = m.respond(t).unwrap();
+    }
+    m
+}
+
+fn send(to: &str) -> ResponseScript {
+    ResponseScript::tool_call("c1", "send", json!({"to": to}).to_string())
+}
+
+fn journal_json(chain: &LLMChain) -> String {
+    serde_json::to_string(chain.journal()).unwrap()
+}
+
+#[tokio::test]
+async fn a_rewritten_call_runs_redacted_and_the_model_and_journal_never_see_the_value() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let scripted = model(vec![send("bob@example.com"), ResponseScript::text("done")]);
+    let scripted = Arc::new(scripted);
+    let requests = scripted.clone();
+    let mut chain = LLMChain::new(scripted)
+        .with_tool(recording_tool(seen.clone(), "sent"))
+        .with_guard(Pii::default());
+    chain.add_message(Message::user("mail bob")).await.unwrap();
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    // The tool ran with the redacted arguments.
+    assert_eq!(*seen.lock().unwrap(), [r#""[redacted email]""#]);
+    // The stored call is what ran; the model's arguments are kept as it sent them.
+    let call = &chain.messages()[1].tool_calls[0];
+    assert_eq!(call.arguments_as_map()["to"], json!("[redacted email]"));
+    assert_eq!(
+        call.original_arguments(),
+        Some(&json!({"to": "bob@example.com"}))
+    );
+    // Journaled with the guard's id and the kind found; the value is nowhere in it.
+    assert!(chain.journal().entries().iter().any(|e| matches!(&e.decision,
+        Decision::Guard { guard, point, verdict, found, .. }
+            if guard == "pii" && point == "tool_arguments" && verdict == "rewrite" && found == &["email"])));
+    assert!(!journal_json(&chain).contains("bob@example.com"));
+    // The model's next request carries the call as it ran.
+    let last = String::from_utf8(requests.requests().last().unwrap().clone()).unwrap();
+    assert!(last.contains("[redacted email]"), "{last}");
+}
+
+#[tokio::test]
+async fn a_blocked_call_is_never_offered_to_a_person_and_never_runs() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::new(AtomicUsize::new(0));
+    let asked2 = asked.clone();
+    let mut chain = LLMChain::new(model(vec![
+        send("drop table users"),
+        ResponseScript::text("ok"),
+    ]))
+    .with_tool(recording_tool(seen.clone(), "sent"))
+    .with_guard(DenyList::new("no-sql", &[r"(?i)drop\s+table".into()], &[], None).unwrap())
+    .with_review(move |_| {
+        asked2.fetch_add(1, Ordering::SeqCst);
+        ReviewDecision::Approve
+    });
+    chain.add_message(Message::user("go")).await.unwrap();
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        0,
+        "a blocked call went to review"
+    );
+    assert!(seen.lock().unwrap().is_empty());
+    let tool_message = &chain.messages()[2];
+    let answer = tool_message.tool_results[0].content_text();
+    assert!(
+        answer.contains("no-sql") && !answer.contains("drop table"),
+        "{answer}"
+    );
+    assert_eq!(
+        chain.messages()[1].tool_calls[0].execution_status(),
+        ExecutionStatus::Denied.as_str()
+    );
+}
+
+#[tokio::test]
+async fn a_tripwire_stops_the_run_with_the_guard_named() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut chain = LLMChain::new(model(vec![
+        send("x@y.example"),
+        ResponseScript::text("never"),
+    ]))
+    .with_tool(recording_tool(seen.clone(), "sent"))
+    .with_guard(Pii::default().id("pii-trip").action(Action::Tripwire));
+    chain.add_message(Message::user("go")).await.unwrap();
+    let RunOutcome::Stopped(stop) = chain.run(Mode::while_needs_response()).await.unwrap() else {
+        panic!("not stopped")
+    };
+    assert_eq!(
+        (stop.kind.as_str(), stop.limit.as_str()),
+        ("guard", "pii-trip")
+    );
+    assert!(seen.lock().unwrap().is_empty());
+    // Every call is answered: the conversation stays sendable.
+    assert!(chain.conversation().inconsistencies().is_empty());
+}
+
+#[tokio::test]
+async fn a_result_is_guarded_before_the_model_sees_it_and_kept_as_it_ran() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let scripted = model(vec![send("ops"), ResponseScript::text("done")]);
+    let scripted = Arc::new(scripted);
+    let requests = scripted.clone();
+    let mut chain = LLMChain::new(scripted)
+        .with_tool(recording_tool(
+            seen,
+            "the key is sk-proj-abcdefghijklmnopqrstuvwx, card 4111 1111 1111 1111",
+        ))
+        .with_guard(SecretsGuard::default())
+        .with_guard(Pii::default().at(&[Point::ToolResult]));
+    chain.add_message(Message::user("go")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let result = &chain.messages()[2].tool_results[0];
+    let shown = result.content_text();
+    assert_eq!(shown, "the key is ***, card [redacted card]");
+    // What the tool returned is kept (for audit), not shown.
+    let kept = result.processed_content.as_ref().unwrap();
+    assert_eq!(kept["rewritten_by"], json!("guard:secrets,pii"));
+    assert!(kept["original"].as_str().unwrap().contains("4111 1111"));
+    let last = String::from_utf8(requests.requests().last().unwrap().clone()).unwrap();
+    assert!(
+        !last.contains("sk-proj-abc") && !last.contains("4111 1111"),
+        "{last}"
+    );
+    assert!(!journal_json(&chain).contains("4111"));
+}
+
+#[tokio::test]
+async fn a_persons_message_reaches_the_model_guarded_and_is_stored_as_it_arrived() {
+    let scripted = model(vec![
+        ResponseScript::text("noted"),
+        ResponseScript::text("again"),
+    ]);
+    let scripted = Arc::new(scripted);
+    let requests = scripted.clone();
+    let mut chain = LLMChain::new(scripted).with_guard(Pii::default());
+    chain
+        .add_message(Message::user("my IBAN is DE89 3704 0044 0532 0130 00"))
+        .await
+        .unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    chain.add_message(Message::user("thanks")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    for r in requests.requests() {
+        let body = String::from_utf8(r).unwrap();
+        assert!(body.contains("my IBAN is [redacted iban]"), "{body}");
+        assert!(!body.contains("DE89"), "{body}");
+    }
+    assert_eq!(
+        chain.messages()[0].text().unwrap(),
+        "my IBAN is DE89 3704 0044 0532 0130 00"
+    );
+    // Journaled once, though checked at both model calls.
+    let n = chain
+        .journal()
+        .entries()
+        .iter()
+        .filter(|e| matches!(&e.decision, Decision::Guard { point, .. } if point == "user_message"))
+        .count();
+    assert_eq!(n, 1);
+}
+
+#[tokio::test]
+async fn a_blocked_message_never_reaches_the_model() {
+    let scripted = model(vec![ResponseScript::text("never")]);
+    let scripted = Arc::new(scripted);
+    let requests = scripted.clone();
+    let mut chain = LLMChain::new(scripted)
+        .with_guard(DenyList::new("words", &[], &["codeword".into()], None).unwrap());
+    chain
+        .add_message(Message::user("the CODEWORD is x"))
+        .await
+        .unwrap();
+    let outcome = chain.run(Mode::while_needs_response()).await.unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::Stopped(ref s) if s.kind == "guard"),
+        "{outcome:?}"
+    );
+    assert!(requests.requests().is_empty());
+}
