@@ -509,14 +509,19 @@ const LAYERS: &[Layer] = &[
         may_use: "",
     },
     Layer {
+        module: "guard",
+        why: "guards check text only (the process's secrets included): below tools and the chain",
+        may_use: "redact secrets",
+    },
+    Layer {
         module: "chain",
         why: "the chain does not depend on the HTTP clients (`runtime` does not imply `http`)",
-        may_use: "message conversation storage_format provider model telemetry tool policy redact secrets",
+        may_use: "message conversation storage_format provider model telemetry tool policy guard redact secrets",
     },
     Layer {
         module: "prelude",
         why: "the prelude re-exports the layers",
-        may_use: "message conversation storage_format provider model telemetry http tool policy chain redact secrets",
+        may_use: "message conversation storage_format provider model telemetry http tool policy guard chain redact secrets",
     },
 ];
 
