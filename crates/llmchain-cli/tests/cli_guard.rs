@@ -88,6 +88,34 @@ fn a_profiles_guards_redact_what_the_model_and_terminal_see_and_are_on_record() 
         !said.contains("ann@corp.example") && !said.contains("4111"),
         "{said}"
     );
+
+    // The export carries the guarded versions; what arrived only with --raw.
+    let conversation = v["conversation"].as_str().unwrap_or_default().to_owned();
+    let export = llmchain(
+        &["conversations", "--db", &db, "export", &conversation],
+        dir.path(),
+    );
+    assert!(export.status.success(), "{}", text(&export));
+    let exported = String::from_utf8_lossy(&export.stdout);
+    assert!(exported.contains("[redacted card]"), "{exported}");
+    assert!(!exported.contains("ann@corp.example"), "{exported}");
+    assert!(!exported.contains("bob@home.example"), "{exported}");
+    let raw = llmchain(
+        &[
+            "conversations",
+            "--db",
+            &db,
+            "export",
+            "--raw",
+            &conversation,
+        ],
+        dir.path(),
+    );
+    let raw = String::from_utf8_lossy(&raw.stdout);
+    assert!(
+        raw.contains("ann@corp.example") && raw.contains("bob@home.example"),
+        "{raw}"
+    );
 }
 
 #[test]

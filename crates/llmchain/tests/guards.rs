@@ -169,7 +169,7 @@ async fn a_result_is_guarded_before_the_model_sees_it_and_kept_as_it_ran() {
 }
 
 #[tokio::test]
-async fn a_persons_message_reaches_the_model_guarded_and_is_stored_as_it_arrived() {
+async fn a_persons_message_reaches_the_model_guarded_and_what_arrived_is_kept() {
     let scripted = model(vec![
         ResponseScript::text("noted"),
         ResponseScript::text("again"),
@@ -189,9 +189,12 @@ async fn a_persons_message_reaches_the_model_guarded_and_is_stored_as_it_arrived
         assert!(body.contains("my IBAN is [redacted iban]"), "{body}");
         assert!(!body.contains("DE89"), "{body}");
     }
+    // Stored guarded; what arrived kept aside (for `--raw`), so nothing is lost.
+    let stored = &chain.messages()[0];
+    assert_eq!(stored.text().unwrap(), "my IBAN is [redacted iban]");
     assert_eq!(
-        chain.messages()[0].text().unwrap(),
-        "my IBAN is DE89 3704 0044 0532 0130 00"
+        stored.metadata["guarded"]["original"],
+        json!("my IBAN is DE89 3704 0044 0532 0130 00")
     );
     // Journaled once, though checked at both model calls.
     let n = chain
@@ -220,4 +223,89 @@ async fn a_blocked_message_never_reaches_the_model() {
         "{outcome:?}"
     );
     assert!(requests.requests().is_empty());
+}
+
+/// The text of every `TextDelta` a callback saw.
+fn deltas(seen: &Arc<Mutex<String>>) -> llmchain::chain::Callbacks {
+    let seen = seen.clone();
+    llmchain::chain::Callbacks::new().on_llm_new_delta(move |ev| {
+        if let llmchain::provider::StreamEvent::TextDelta { text, .. } = ev {
+            seen.lock().unwrap().push_str(text);
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_held_back_until_the_guards_pass_it() {
+    let text =
+        "Write to bob@example.com, or call +44 20 7946 0958.\nCard 4111 1111 1111 1111 is on file.";
+    let scripted =
+        Arc::new(model(vec![ResponseScript::text(text), ResponseScript::text("ok")]).chunk_size(3));
+    let requests = scripted.clone();
+    let shown = Arc::new(Mutex::new(String::new()));
+    let mut chain = LLMChain::new(scripted)
+        .with_guard(Pii::default().at(&[Point::ModelOutput]))
+        .with_callbacks(deltas(&shown));
+    chain.add_message(Message::user("contacts?")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let want =
+        "Write to [redacted email], or call [redacted phone].\nCard [redacted card] is on file.";
+    // What streamed to the callbacks (a terminal, a served page) never held the data.
+    assert_eq!(*shown.lock().unwrap(), want);
+    // Stored guarded, with the text as it arrived kept aside.
+    let answer = &chain.messages()[1];
+    assert_eq!(answer.text().unwrap(), want);
+    assert_eq!(answer.metadata["guarded"]["original"], json!(text));
+    assert!(chain.journal().entries().iter().any(|e| matches!(&e.decision,
+        Decision::Guard { point, verdict, found, .. }
+            if point == "model_output" && verdict == "rewrite" && found == &["card", "email", "phone"])));
+    // The next request carries the guarded answer.
+    chain.add_message(Message::user("thanks")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let last = String::from_utf8(requests.requests().last().unwrap().clone()).unwrap();
+    assert!(
+        !last.contains("bob@example.com") && last.contains("[redacted email]"),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn a_tripped_answer_is_withheld_mid_stream_and_its_calls_are_not_run() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let answer = ResponseScript::tool_call("c1", "send", json!({"to": "x"}).to_string())
+        .with_text("Sure. Here is the launch codeword: swordfish, and more text after it.");
+    let scripted = Arc::new(model(vec![answer]).chunk_size(4));
+    let shown = Arc::new(Mutex::new(String::new()));
+    let mut chain = LLMChain::new(scripted)
+        .with_tool(recording_tool(seen.clone(), "sent"))
+        .with_guard(
+            DenyList::new("codewords", &[], &["swordfish".into()], None)
+                .unwrap()
+                .tripwire()
+                .at(&[Point::ModelOutput]),
+        )
+        .with_callbacks(deltas(&shown));
+    chain.add_message(Message::user("go")).await.unwrap();
+    let outcome = chain.run(Mode::while_needs_response()).await.unwrap();
+    let RunOutcome::Stopped(stop) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        (stop.kind.as_str(), stop.limit.as_str()),
+        ("guard", "codewords")
+    );
+    assert!(
+        !shown.lock().unwrap().contains("swordfish"),
+        "{}",
+        shown.lock().unwrap()
+    );
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a call of a withheld answer ran"
+    );
+    let answer = &chain.messages()[1];
+    assert_eq!(answer.text().unwrap(), "[withheld by guard codewords]");
+    assert!(chain.conversation().inconsistencies().is_empty());
+    assert!(chain.journal().entries().iter().any(|e| matches!(&e.decision,
+        Decision::Guard { point, verdict, .. } if point == "model_output" && verdict == "tripwire")));
 }

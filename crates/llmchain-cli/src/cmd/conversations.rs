@@ -99,6 +99,11 @@ pub(crate) enum Action {
         /// Write to this file instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Keep what a guard held back as it arrived (an answer's `guarded.original`, a
+        /// result's `processed_content.original`); without it the export carries only
+        /// the guarded versions.
+        #[arg(long)]
+        raw: bool,
     },
 }
 
@@ -299,10 +304,13 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
                 ask = Some(run_args);
             }
         }
-        Action::Export { id, output } => {
+        Action::Export { id, output, raw } => {
             let id = resolve_id(&store, &id).await?;
             let stored = load(&store, &id).await?;
             let mut value = serde_json::to_value(&stored.conversation).map_err(runtime)?;
+            if !raw {
+                without_guarded_originals(&mut value);
+            }
             // What ran stays on record: the answers a regeneration replaced.
             let superseded = store
                 .superseded_messages(&id)
@@ -355,6 +363,44 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
         print(&crate::shown::block(&out))?;
     }
     Ok(ask)
+}
+
+/// A conversation's JSON without what guards held back: an answer's
+/// `metadata.guarded.original`, and the `original` of a result a guard rewrote.
+fn without_guarded_originals(conversation: &mut serde_json::Value) {
+    let Some(messages) = conversation
+        .get_mut("messages")
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return;
+    };
+    for m in messages {
+        if let Some(g) = m
+            .pointer_mut("/metadata/guarded")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            g.remove("original");
+        }
+        let Some(results) = m
+            .get_mut("tool_results")
+            .and_then(serde_json::Value::as_array_mut)
+        else {
+            continue;
+        };
+        for r in results {
+            if let Some(p) = r
+                .get_mut("processed_content")
+                .and_then(serde_json::Value::as_object_mut)
+                .filter(|p| {
+                    p.get("rewritten_by")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|b| b.starts_with("guard:"))
+                })
+            {
+                p.remove("original");
+            }
+        }
+    }
 }
 
 /// Resumes a stored conversation: outstanding tool calls run with the built-in tools and

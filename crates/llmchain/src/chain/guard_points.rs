@@ -5,11 +5,12 @@
 use serde_json::{Map, Value};
 
 use super::budget::RunStop;
+use super::error::ChainError;
 use super::journal::Decision;
 use super::llm_chain::LLMChain;
-use crate::conversation::Conversation;
 use crate::guard::{Checked, Point, Verdict};
-use crate::message::{ContentPart, Role, ToolCall, ToolResult};
+use crate::message::{ContentPart, ContentType, Message, Role, ToolCall, ToolResult};
+use crate::provider::StreamEvent;
 
 /// What the guards made of a call's arguments.
 pub(super) enum Guarded {
@@ -21,7 +22,94 @@ pub(super) enum Guarded {
     Refused(String),
 }
 
+/// `m`'s text withheld by `guard`: the text as it arrived kept in its metadata
+/// (`guarded.original`), the content a note that names the guard.
+pub(super) fn withhold(m: &mut Message, guard: &str) {
+    let original = m.text().unwrap_or_default();
+    m.metadata.insert(
+        "guarded".into(),
+        serde_json::json!({"by": [guard], "withheld": true, "original": original}),
+    );
+    m.content.retain(|p| p.r#type != ContentType::Text);
+    m.content
+        .insert(0, ContentPart::text(format!("[withheld by guard {guard}]")));
+}
+
+/// `m`'s text parts replaced by `text` (other parts, images, stay).
+fn set_text(m: &mut Message, text: String) {
+    m.content.retain(|p| p.r#type != ContentType::Text);
+    m.content.insert(0, ContentPart::text(text));
+}
+
 impl LLMChain {
+    /// Fires what the hold-back buffer released (a guarded text delta at `index`);
+    /// `Err` with the guard and its verdict when it held the answer back.
+    pub(super) fn release(
+        &self,
+        released: Option<crate::guard::Released>,
+        index: usize,
+    ) -> Result<(), (String, Verdict)> {
+        match released {
+            Some(crate::guard::Released::Text(text)) if !text.is_empty() => {
+                let ev = StreamEvent::TextDelta {
+                    index,
+                    text: text.into(),
+                };
+                self.fire(|cb| cb.on_llm_new_delta(&ev));
+                Ok(())
+            }
+            Some(crate::guard::Released::Stopped(guard, verdict)) => Err((guard, verdict)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Journals a guard's hold on the answer being streamed (a block or tripwire); the
+    /// run's stop.
+    pub(super) fn journal_answer_stop(&mut self, guard: &str, verdict: &Verdict) -> RunStop {
+        let (word, reason) = match verdict {
+            Verdict::Block { message } => ("block", message.clone()),
+            Verdict::Tripwire { reason } => ("tripwire", reason.clone()),
+            _ => ("block", String::new()),
+        };
+        self.state.journal.record_once(Decision::Guard {
+            guard: guard.to_owned(),
+            point: Point::ModelOutput.as_str().to_owned(),
+            call_id: None,
+            message: Some(self.state.conversation.messages.len()),
+            verdict: word.to_owned(),
+            found: Vec::new(),
+            reason: Some(reason.clone()),
+        });
+        RunStop::guard(guard, &reason)
+    }
+
+    /// The guards on a whole answer, before it is stored: rewritten in place (the text
+    /// as it arrived kept in its metadata), or withheld and `Some` with the run's stop.
+    pub(super) fn guard_answer(&mut self, m: &mut Message) -> Option<RunStop> {
+        let text = m.text()?;
+        let position = self.state.conversation.messages.len();
+        let checked = self.guard_text(Point::ModelOutput, None, Some(position), &text);
+        if let Some((guard, verdict)) = checked.stop {
+            let reason = match verdict {
+                Verdict::Block { message } => message,
+                Verdict::Tripwire { reason } => reason,
+                _ => String::new(),
+            };
+            withhold(m, &guard);
+            return Some(RunStop::guard(&guard, &reason));
+        }
+        if checked.rewrites.is_empty() {
+            return None;
+        }
+        let by: Vec<&str> = checked.rewrites.iter().map(|(g, _)| g.as_str()).collect();
+        m.metadata.insert(
+            "guarded".into(),
+            serde_json::json!({"by": by, "original": text}),
+        );
+        set_text(m, checked.text.into_owned());
+        None
+    }
+
     /// The guards at `point` on `text`, each rewrite and the stop (if any) journaled once.
     fn guard_text<'a>(
         &mut self,
@@ -138,47 +226,40 @@ impl LLMChain {
         result.display_text = None;
     }
 
-    /// The guards on every user message of a model call's request (`request`, or the
-    /// stored conversation): the request to send (`None`: unchanged), or the stop. The
-    /// stored messages stay as they arrived.
-    pub(super) fn guard_request(
-        &mut self,
-        request: Option<Conversation>,
-    ) -> Result<Option<Conversation>, RunStop> {
-        let mut out = request;
-        let n = out
-            .as_ref()
-            .unwrap_or(&self.state.conversation)
-            .messages
-            .len();
-        for i in 0..n {
-            let conv = out.as_ref().unwrap_or(&self.state.conversation);
-            let m = &conv.messages[i];
-            if m.role != Role::User || m.is_from_run() {
+    /// The guards on every person's message, before a model call: a message a guard
+    /// rewrites is stored guarded (as an answer is: the text as it arrived kept in its
+    /// metadata, `guarded.original`), so the model, the UIs and exports get the guarded
+    /// version and a later call finds nothing more to do; `Some` with the run's stop
+    /// when a guard blocks or trips (the model is not called).
+    pub(super) async fn guard_user_messages(&mut self) -> Result<Option<RunStop>, ChainError> {
+        for i in 0..self.state.conversation.messages.len() {
+            let m = &self.state.conversation.messages[i];
+            if m.role != Role::User || m.is_from_run() || m.metadata.contains_key("guarded") {
                 continue;
             }
             let Some(text) = m.text() else { continue };
             let checked = self.guard_text(Point::UserMessage, None, Some(i), &text);
             match checked.stop {
                 Some((guard, Verdict::Block { message })) => {
-                    return Err(RunStop::guard(&guard, &message));
+                    return Ok(Some(RunStop::guard(&guard, &message)));
                 }
                 Some((guard, Verdict::Tripwire { reason })) => {
-                    return Err(RunStop::guard(&guard, &reason));
+                    return Ok(Some(RunStop::guard(&guard, &reason)));
                 }
                 _ => {}
             }
             if checked.rewrites.is_empty() {
                 continue;
             }
-            let text = checked.text.into_owned();
-            let conv = out.get_or_insert_with(|| self.state.conversation.clone());
-            let m = &mut conv.messages[i];
-            // The text parts become the guarded text; other parts (images) stay.
-            m.content
-                .retain(|p| p.r#type != crate::message::ContentType::Text);
-            m.content.insert(0, ContentPart::text(text));
+            let by: Vec<&str> = checked.rewrites.iter().map(|(g, _)| g.as_str()).collect();
+            let mut guarded = self.state.conversation.messages[i].clone();
+            guarded.metadata.insert(
+                "guarded".into(),
+                serde_json::json!({"by": by, "original": text}),
+            );
+            set_text(&mut guarded, checked.text.into_owned());
+            self.replace_message(i, guarded).await?;
         }
-        Ok(out)
+        Ok(None)
     }
 }

@@ -863,17 +863,14 @@ impl LLMChain {
         if self.state.conversation.messages.is_empty() {
             return Err(ChainError::NoMessages);
         }
-        // The guards on the user messages, then your hooks, may change this call's
-        // request, or stop the run.
-        let guarded = if self.guards.any_at(crate::guard::Point::UserMessage) {
-            match self.guard_request(None) {
-                Ok(r) => r,
-                Err(stop) => return Ok(Some(stop)),
-            }
-        } else {
-            None
-        };
-        let request = match self.before_model(guarded).await {
+        // The guards on a person's messages (which store them guarded), then your hooks,
+        // may change this call's request, or stop the run.
+        if self.guards.any_at(crate::guard::Point::UserMessage)
+            && let Some(stop) = Box::pin(self.guard_user_messages()).await?
+        {
+            return Ok(Some(stop));
+        }
+        let request = match self.before_model(None).await {
             Ok(r) => r,
             Err(stop) => return Ok(Some(stop)),
         };
@@ -961,11 +958,18 @@ impl LLMChain {
                     Err(Attempt::Cancelled(_)) => Err("cancelled"),
                     Err(Attempt::Stopped(stop, _)) if stop.kind == "hook" => Err("hook_stopped"),
                     Err(Attempt::Stopped(..)) => Err("budget_exhausted"),
+                    Err(Attempt::Guarded(..)) => Err("guard_stopped"),
                     Err(Attempt::Failed(e, _)) => Err(e.error_type()),
                 },
             );
             match streamed {
-                Ok(outcome) => {
+                Ok(mut outcome) => {
+                    // The guards on the whole answer, before a span or a callback sees it.
+                    let withheld = if self.guards.any_at(crate::guard::Point::ModelOutput) {
+                        self.guard_answer(&mut outcome.message)
+                    } else {
+                        None
+                    };
                     if let Some(u) = outcome.usage {
                         // Integers as the conventions type them (an OpenTelemetry
                         // layer exports a u64 as a string).
@@ -1009,6 +1013,11 @@ impl LLMChain {
                         );
                     }
                     self.process_outcome(outcome, price).await?;
+                    if let Some(stop) = withheld {
+                        span.record("error.type", "guard_stopped");
+                        span.record("otel.status_code", "error");
+                        return Ok(Some(stop));
+                    }
                     return self.after_model().await;
                 }
                 Err(Attempt::Stopped(stop, partial)) => {
@@ -1026,6 +1035,17 @@ impl LLMChain {
                     span.record("otel.status_code", "error");
                     self.state.spent.settle(None, price);
                     if let Some(p) = partial {
+                        self.keep_partial(p).await?;
+                    }
+                    return Ok(Some(stop));
+                }
+                Err(Attempt::Guarded(guard, verdict, partial)) => {
+                    span.record("error.type", "guard_stopped");
+                    span.record("otel.status_code", "error");
+                    self.state.spent.settle(None, price);
+                    let stop = self.journal_answer_stop(&guard, &verdict);
+                    if let Some(mut p) = partial {
+                        super::guard_points::withhold(&mut p, &guard);
                         self.keep_partial(p).await?;
                     }
                     return Ok(Some(stop));
@@ -1099,8 +1119,14 @@ impl LLMChain {
         // A token of its own only when something may abort this stream (a budget, a
         // hook, a timeout): otherwise the chain's, as a plain stream needs no more.
         let check_chunks = !self.hooks.is_empty();
-        let cancel =
-            (watch_budget || check_chunks || clock.is_some()).then(|| self.cancel.child_token());
+        // Guards on the answer: its text is held back until they pass it.
+        let mut hold = self
+            .guards
+            .any_at(crate::guard::Point::ModelOutput)
+            .then(crate::guard::HoldBack::default);
+        let mut text_index = 0;
+        let cancel = (watch_budget || check_chunks || clock.is_some() || hold.is_some())
+            .then(|| self.cancel.child_token());
         let abort = || {
             if let Some(c) = &cancel {
                 c.cancel();
@@ -1154,7 +1180,28 @@ impl LLMChain {
                         let why = format!("aborted: {stop}");
                         return Err(Attempt::Stopped(stop, cut_off(m, &why)));
                     }
-                    self.fire(|cb| cb.on_llm_new_delta(&ev));
+                    match (&mut hold, &ev) {
+                        (None, _) => self.fire(|cb| cb.on_llm_new_delta(&ev)),
+                        (Some(h), crate::provider::StreamEvent::TextDelta { index, text }) => {
+                            text_index = *index;
+                            let released = h.push(&self.guards, text);
+                            if let Err((guard, verdict)) = self.release(released, text_index) {
+                                abort();
+                                let m = drain_partial(&mut stream, partial).await;
+                                return Err(Attempt::Guarded(guard, verdict, m));
+                            }
+                        }
+                        (Some(h), _) => {
+                            // The text waiting goes out first, in order.
+                            let released = h.finish(&self.guards);
+                            if let Err((guard, verdict)) = self.release(released, text_index) {
+                                abort();
+                                let m = drain_partial(&mut stream, partial).await;
+                                return Err(Attempt::Guarded(guard, verdict, m));
+                            }
+                            self.fire(|cb| cb.on_llm_new_delta(&ev));
+                        }
+                    }
                     if watch_budget {
                         streamed += match &ev {
                             crate::provider::StreamEvent::TextDelta { text, .. }
@@ -1198,6 +1245,12 @@ impl LLMChain {
                         m.metadata
                             .insert("streaming_error".into(), e.to_string().into());
                         return Err(Attempt::Failed(e, Some(m)));
+                    }
+                    if let Some(h) = &mut hold {
+                        let released = h.finish(&self.guards);
+                        if let Err((guard, verdict)) = self.release(released, text_index) {
+                            return Err(Attempt::Guarded(guard, verdict, Some(outcome.message)));
+                        }
                     }
                     return Ok(*outcome);
                 }
@@ -1351,6 +1404,8 @@ enum Attempt {
     Failed(ModelError, Option<Message>),
     /// A budget stopped the stream; what arrived, cut off.
     Stopped(super::budget::RunStop, Option<Message>),
+    /// A guard held the answer back (its id, its verdict); what arrived, cut off.
+    Guarded(String, crate::guard::Verdict, Option<Message>),
 }
 
 /// After a stream was cancelled by the chain: the decoder's partial message, which a

@@ -7,13 +7,18 @@
 //!
 //! | point | when | block | tripwire |
 //! |---|---|---|---|
-//! | [`Point::UserMessage`] | before each model call, on every user message of the request (the stored message stays as it arrived; the model gets the guarded text) | the model is not called; the run stops | the run stops |
+//! | [`Point::UserMessage`] | before each model call, on every person's message not checked yet | the model is not called; the run stops | the run stops |
 //! | [`Point::ToolArguments`] | on each call's arguments, after the policies and before review, so a call a guard blocks is never offered to a person | the call is answered with the message, not run | the call is not run; the run stops after the batch |
 //! | [`Point::ToolResult`] | on each result, before the model or a UI sees it | the model sees the message instead | the model sees the message; the run stops after the batch |
+//! | [`Point::ModelOutput`] | on the answer's text as it streams, held back ([`HoldBack`]) until passed, so a terminal, a served page or a span never sees what a guard holds back; and on the whole answer before it is stored | the answer is withheld, its calls answered "not run"; the run stops | the same |
 //!
 //! A rewrite of a call's arguments runs the call with the rewritten arguments (the
 //! model's kept in the call's metadata, as a person's edit is); a rewrite of a result
-//! keeps the result as it ran in the tool message's `processed_content`. Every verdict
+//! keeps the result as it ran in the tool message's `processed_content`; a rewrite of an
+//! answer or a person's message stores the guarded text, the text as it arrived kept in
+//! the message's metadata (`guarded.original`), so nothing received is lost while the
+//! model, the UIs and exports get the guarded version (`conversations export` leaves the
+//! originals out unless `--raw`). Every verdict
 //! but allow is journaled ([`Decision::Guard`](crate::chain::Decision::Guard)) with its
 //! guard's id and the kinds of what it found, never what it held back. A guard that
 //! panics blocks (the stack fails closed).
@@ -24,6 +29,7 @@
 //! shapes), [`SizeLimit`] and [`DenyList`] (regular expressions and keywords).
 
 mod builtin;
+mod hold_back;
 mod pii;
 mod spec;
 
@@ -33,6 +39,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use builtin::{Action, DenyList, SecretsGuard, SizeLimit};
+pub use hold_back::{HARD, HoldBack, Released, SOFT, TAIL};
 pub use pii::{Pii, PiiKind};
 pub use spec::{GuardKind, GuardSpec};
 
@@ -46,11 +53,18 @@ pub enum Point {
     ToolArguments,
     /// A tool's result, before the model or a UI sees it.
     ToolResult,
+    /// The model's answer text, as it streams (held back until passed) and whole.
+    ModelOutput,
 }
 
 impl Point {
     /// Every point.
-    pub const ALL: [Point; 3] = [Point::UserMessage, Point::ToolArguments, Point::ToolResult];
+    pub const ALL: [Point; 4] = [
+        Point::UserMessage,
+        Point::ToolArguments,
+        Point::ToolResult,
+        Point::ModelOutput,
+    ];
 
     /// Its name in the journal and the config (`user_message`, ...).
     pub fn as_str(self) -> &'static str {
@@ -58,6 +72,7 @@ impl Point {
             Point::UserMessage => "user_message",
             Point::ToolArguments => "tool_arguments",
             Point::ToolResult => "tool_result",
+            Point::ModelOutput => "model_output",
         }
     }
 }
