@@ -263,6 +263,20 @@ fn to_json(run: &Run, prompt: Option<&str>) -> Value {
     v
 }
 
+/// A decision's `call_ids`, as `runs show` prints them.
+fn call_ids(d: &Value) -> String {
+    d.get("call_ids")
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(|id| crate::shown::inline(id, 100))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
 /// One journaled decision, as `runs show` prints it.
 fn decision_line(d: &Value) -> String {
     let f = |k: &str| {
@@ -326,22 +340,18 @@ fn decision_line(d: &Value) -> String {
                     .and_then(Value::as_f64)
                     .map_or_else(|| "-".into(), llmchain::chain::number)
             };
-            let calls = d
-                .get("call_ids")
-                .and_then(Value::as_array)
-                .map(|ids| {
-                    ids.iter()
-                        .filter_map(Value::as_str)
-                        .map(|id| crate::shown::inline(id, 100))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .unwrap_or_default();
+            let calls = call_ids(d);
             format!(
                 "{when}  cap: {} over ({} of {}); calls {calls} not run",
                 f("limit"),
                 n("spent"),
                 n("max")
+            )
+        }
+        Some("interrupted") => {
+            let calls = call_ids(d);
+            format!(
+                "{when}  interrupted: calls {calls} had no result; each was answered \"interrupted\", not run"
             )
         }
         Some("guard") => {

@@ -99,6 +99,13 @@ pub enum Decision {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// Calls of finished answers found without a result before a model call (a crash
+    /// between an answer and its batch): each was sent an "interrupted" answer and
+    /// never run.
+    Interrupted {
+        /// The calls.
+        call_ids: Vec<String>,
+    },
     /// A hook's verdict ([`super::Hook`]).
     Hook {
         /// The hook: `id@version`.

@@ -870,7 +870,18 @@ impl LLMChain {
         {
             return Ok(Some(stop));
         }
-        let request = match self.before_model(None).await {
+        // Every finished answer's calls have their results (a call left without one
+        // is sent an "interrupted" answer), as every provider requires.
+        let orphans = super::history::orphaned(&self.state.conversation);
+        let repaired = (!orphans.is_empty()).then(|| {
+            self.state
+                .journal
+                .record_once(super::journal::Decision::Interrupted {
+                    call_ids: orphans.iter().map(|(_, id, _)| id.clone()).collect(),
+                });
+            super::history::answered(&self.state.conversation, &orphans)
+        });
+        let request = match self.before_model(repaired).await {
             Ok(r) => r,
             Err(stop) => return Ok(Some(stop)),
         };

@@ -38,6 +38,7 @@ mod events;
 mod execute;
 mod extract;
 mod guard_points;
+mod history;
 mod hook;
 mod hook_points;
 mod interrupt;
