@@ -51,6 +51,24 @@
 //! output = 1.60
 //! cached_input = 0.10
 //!
+//! # Guards, in the order written (`llmchain::guard`): on a person's messages, the
+//! # model's answer (held back while it streams), calls' arguments (before review)
+//! # and tools' results. Verdicts are on record in `runs show`, never the values.
+//! [[profiles.notes.guard]]
+//! id = "no-personal-data"
+//! kind = "pii"               # pii | secrets | size | deny
+//! on = ["user_message", "model_output", "tool_result"]   # default: every point
+//! action = "rewrite"         # rewrite | block | tripwire
+//! pii = ["email", "phone", "card", "iban"]               # default: every kind
+//!
+//! [[profiles.notes.guard]]
+//! id = "no-drops"
+//! kind = "deny"
+//! patterns = ['(?i)drop\s+table']
+//! words = ["internal-only"]
+//! on = ["tool_arguments"]
+//! action = "tripwire"        # the run stops
+//!
 //! # Short names for models (`--model fast`); a provider's name before the first `:`.
 //! [aliases]
 //! fast = "gpt-4.1-mini"
@@ -438,6 +456,32 @@ pub(crate) fn run(args: ConfigArgs) -> crate::error::CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The example at the top of this file is a config the CLI loads as it is (its
+    /// policies, budget and guards included), so the docs cannot rot.
+    #[test]
+    fn the_documented_example_loads() {
+        let docs: String = include_str!("config.rs")
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| {
+                l.strip_prefix("//! ")
+                    .or_else(|| l.strip_prefix("//!"))
+                    .unwrap_or(l)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let toml = docs
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|t| t.split("\n```").next())
+            .expect("the docs hold a toml example");
+        let config = parse(toml).unwrap();
+        let notes = &config.profiles["notes"];
+        assert_eq!(notes.guard.len(), 2);
+        assert_eq!(notes.policy.len(), 1);
+        assert!(notes.budget.is_some());
+    }
 
     #[test]
     fn a_config_parses_and_a_misspelt_key_is_named() {
