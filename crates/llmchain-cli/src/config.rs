@@ -20,6 +20,10 @@
 //! approve = "ask"
 //! tools = ["write_file", "read_text_file"]
 //! root = "/srv/notes"
+//! # Requests are compacted to fit the model's context window (by default its size in
+//! # the built-in table; 0: never): old tool results cleared, then the oldest turns left
+//! # out of the request. The stored conversation keeps everything.
+//! context_window = 128000
 //!
 //! # Rules every call of a profile passes: deny > ask > allow; a call no rule matches
 //! # is decided by `approve`. `llmchain policy check` runs the examples,
@@ -149,6 +153,10 @@ pub(crate) struct Profile {
     /// (`llmchain::guard`), in the order written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guard: Vec<llmchain::guard::GuardSpec>,
+    /// `context_window`: the tokens a request is compacted to fit (old results cleared,
+    /// then the oldest turn groups left out of the request; the store keeps all);
+    /// default the built-in table's for the model, `0` never.
+    pub context_window: Option<u32>,
 }
 
 /// The profiles a config file defines (always one named `default`).
@@ -481,6 +489,7 @@ mod tests {
         assert_eq!(notes.guard.len(), 2);
         assert_eq!(notes.policy.len(), 1);
         assert!(notes.budget.is_some());
+        assert_eq!(notes.context_window, Some(128_000));
     }
 
     #[test]

@@ -99,6 +99,9 @@ pub(crate) struct JobSpec {
     /// The profile's `[[guard]]` checks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guard: Vec<llmchain::guard::GuardSpec>,
+    /// The profile's `context_window`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
     /// The profile's `[budget]`, tightened by `--budget`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<llmchain::chain::Budget>,
@@ -226,6 +229,7 @@ pub(crate) struct Parts {
     rules: Arc<llmchain::policy::Rules>,
     /// The profile's guards, built.
     guards: Vec<Arc<dyn llmchain::guard::Guard>>,
+    context_window: Option<u32>,
     budget: llmchain::chain::Budget,
     tool_choice: Option<llmchain::conversation::ToolChoice>,
 }
@@ -272,6 +276,7 @@ impl JobSpec {
             policy: p.policy.clone(),
             policy_mode: p.policy_mode.clone(),
             guard: p.guard.clone(),
+            context_window: p.context_window,
             budget: p.budget.clone(),
             ..JobSpec::default()
         })
@@ -518,6 +523,7 @@ impl JobSpec {
             policy,
             rules,
             guards,
+            context_window: self.context_window,
             budget: self.budget.clone().unwrap_or_default(),
             tool_choice,
         })
@@ -569,6 +575,9 @@ impl Parts {
         chain = chain.with_policy_arc(self.rules.clone());
         for g in &self.guards {
             chain = chain.with_guard_arc(g.clone());
+        }
+        if let Some(w) = self.context_window {
+            chain = chain.with_context_window(w);
         }
         if let Some(choice) = self.tool_choice {
             chain = chain.with_tool_choice(choice);

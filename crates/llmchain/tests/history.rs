@@ -64,3 +64,83 @@ async fn a_call_left_without_a_result_is_answered_interrupted_in_every_format() 
         assert_eq!(chain.messages().len(), 4);
     }
 }
+
+#[tokio::test]
+async fn a_request_over_the_window_is_compacted_and_the_store_keeps_everything() {
+    let scripted = Arc::new(
+        ScriptedModel::new(Format::OPENAI_CHAT)
+            .respond(ResponseScript::text("Here is the summary."))
+            .unwrap(),
+    );
+    let mut chain = LLMChain::new(scripted.clone()).with_context_window(20_000);
+    for i in 0..4 {
+        chain
+            .add_message(Message::user(format!("read part {i}")))
+            .await
+            .unwrap();
+        let mut answer = Message::assistant("");
+        answer.tool_calls =
+            vec![ToolCall::function(format!("c{i}"), "read_file", json!({"path": i})).unwrap()];
+        chain.add_message(answer).await.unwrap();
+        chain
+            .add_message(Message::tool(vec![
+                llmchain::message::ToolResult::text(
+                    format!("c{i}"),
+                    format!("part {i} ").repeat(4_000),
+                )
+                .with_name("read_file"),
+            ]))
+            .await
+            .unwrap();
+        chain
+            .add_message(Message::assistant("Read."))
+            .await
+            .unwrap();
+    }
+    chain.add_message(Message::user("summarise")).await.unwrap();
+    let stored = chain.conversation().clone();
+    assert_eq!(
+        chain.run(Mode::while_needs_response()).await.unwrap(),
+        RunOutcome::Done
+    );
+
+    let body = String::from_utf8(scripted.requests()[0].clone()).unwrap();
+    // The oldest results were cleared (their calls kept), the newest kept whole.
+    assert!(
+        body.contains("[cleared to fit the context window: the result of read_file"),
+        "{}",
+        &body[..400]
+    );
+    assert!(body.contains("part 3 part 3"));
+    for i in 0..4 {
+        assert!(
+            body.contains(&format!("\"c{i}\"")),
+            "call c{i} left the request"
+        );
+    }
+    assert!(body.len() < 4 * 20_000 * 9 / 8, "{} bytes", body.len());
+    // The store keeps every result as it was.
+    assert_eq!(
+        chain.conversation().messages[..stored.messages.len()],
+        stored.messages[..]
+    );
+    let compacted = chain
+        .journal()
+        .entries()
+        .iter()
+        .find_map(|e| match &e.decision {
+            Decision::Compacted {
+                cleared,
+                estimated_before,
+                estimated_after,
+                ..
+            } => Some((cleared.clone(), *estimated_before, *estimated_after)),
+            _ => None,
+        });
+    let (cleared, before, after) = compacted.expect("journaled");
+    assert!(
+        !cleared.is_empty() && !cleared.contains(&"c3".to_owned()),
+        "{cleared:?}"
+    );
+    assert!(after < before && after <= 20_000, "{before} -> {after}");
+}

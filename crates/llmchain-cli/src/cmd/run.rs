@@ -332,6 +332,7 @@ fn job_of(
         policy: base.policy.clone(),
         policy_mode: base.policy_mode.clone(),
         guard: base.guard.clone(),
+        context_window: base.context_window,
         budget: base.budget.clone(),
     };
     let mut job = job;

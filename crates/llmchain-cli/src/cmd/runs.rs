@@ -348,6 +348,22 @@ fn decision_line(d: &Value) -> String {
                 n("max")
             )
         }
+        Some("compacted") => {
+            let n = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let cleared = call_ids(&serde_json::json!({"call_ids": d.get("cleared")}));
+            format!(
+                "{when}  compacted: a request of ~{} tokens (estimated) sent as ~{} for a window of {}; results cleared: {}; oldest messages left out: {}",
+                n("estimated_before"),
+                n("estimated_after"),
+                n("window"),
+                if cleared.is_empty() {
+                    "none".into()
+                } else {
+                    cleared
+                },
+                n("dropped_messages")
+            )
+        }
         Some("interrupted") => {
             let calls = call_ids(d);
             format!(

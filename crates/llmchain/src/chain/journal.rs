@@ -106,6 +106,24 @@ pub enum Decision {
         /// The calls.
         call_ids: Vec<String>,
     },
+    /// A request was compacted to fit the model's context window (the stored
+    /// conversation is unchanged): old results cleared, then the oldest turn groups
+    /// left out. Sizes are estimated (4 bytes a token).
+    Compacted {
+        /// The window, in tokens.
+        window: u32,
+        /// The request's estimated tokens before.
+        estimated_before: u64,
+        /// And after.
+        estimated_after: u64,
+        /// The calls whose results were cleared (each call kept, its result a
+        /// placeholder).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cleared: Vec<String>,
+        /// How many of the oldest messages were left out (whole turn groups).
+        #[serde(default)]
+        dropped_messages: usize,
+    },
     /// A hook's verdict ([`super::Hook`]).
     Hook {
         /// The hook: `id@version`.

@@ -68,6 +68,9 @@ pub struct LLMChain {
     pub(super) hooks: super::hook::HookStack,
     /// The guards ([`crate::guard`]), in the order added.
     pub(super) guards: crate::guard::Guards,
+    /// The context window requests are compacted to: `Some(0)` never, `None` the
+    /// built-in table's for the model (see [`super::context_window`]).
+    pub(super) context_window: Option<u32>,
     /// How long one hook point may take before it fails closed.
     pub(super) hook_timeout: std::time::Duration,
     /// A budget that ran out, or a hook that stopped the run, during the batch being
@@ -133,6 +136,7 @@ impl LLMChain {
             budget: Box::default(),
             policies: Vec::new(),
             guards: crate::guard::Guards::default(),
+            context_window: None,
             hooks: super::hook::HookStack::default(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             stop_after_batch: None,
@@ -302,6 +306,17 @@ impl LLMChain {
     #[must_use]
     pub fn with_guard(self, guard: impl crate::guard::Guard + 'static) -> Self {
         self.with_guard_arc(Arc::new(guard))
+    }
+
+    /// Compacts each request to fit a context window of `tokens` (see the compaction
+    /// docs in ARCHITECTURE.md: old results cleared, then the oldest turn groups left out
+    /// of the request, never a call without its result; the stored conversation keeps
+    /// everything). By default the built-in table's window for the model
+    /// ([`super::context_window`]); `0` turns compaction off.
+    #[must_use]
+    pub fn with_context_window(mut self, tokens: u32) -> Self {
+        self.context_window = Some(tokens);
+        self
     }
 
     /// Adds a shared guard.
@@ -881,6 +896,36 @@ impl LLMChain {
                 });
             super::history::answered(&self.state.conversation, &orphans)
         });
+        // Within the model's context window (estimated; the stored conversation keeps
+        // everything).
+        let window = match self.context_window {
+            Some(0) => None,
+            Some(w) => Some(w),
+            None => super::compaction::context_window(self.model.model_name()),
+        };
+        let repaired = match window {
+            Some(w) => {
+                match super::compaction::compact(
+                    repaired.as_ref().unwrap_or(&self.state.conversation),
+                    w,
+                ) {
+                    Some((compacted, done)) => {
+                        self.state
+                            .journal
+                            .record_once(super::journal::Decision::Compacted {
+                                window: done.window,
+                                estimated_before: done.before,
+                                estimated_after: done.after,
+                                cleared: done.cleared,
+                                dropped_messages: done.dropped_messages,
+                            });
+                        Some(compacted)
+                    }
+                    None => repaired,
+                }
+            }
+            None => repaired,
+        };
         let request = match self.before_model(repaired).await {
             Ok(r) => r,
             Err(stop) => return Ok(Some(stop)),

@@ -32,6 +32,7 @@
 
 mod budget;
 mod callbacks;
+mod compaction;
 mod decide;
 mod error;
 mod events;
@@ -61,6 +62,7 @@ pub use budget::{
     Spent, number,
 };
 pub use callbacks::{Callbacks, ChainCallbacks};
+pub use compaction::{CONTEXT_WINDOWS_READ, context_window, estimate_tokens};
 pub use error::ChainError;
 pub use events::{ChainEvent, ChainStream};
 pub use extract::Extract;
