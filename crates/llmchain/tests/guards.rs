@@ -61,12 +61,13 @@ async fn a_rewritten_call_runs_redacted_and_the_model_and_journal_never_see_the_
     );
     // The tool ran with the redacted arguments.
     assert_eq!(*seen.lock().unwrap(), [r#""[redacted email]""#]);
-    // The stored call is what ran; the model's arguments are kept as it sent them.
+    // The call was stored guarded (no callback, page or span saw the value); what the
+    // model sent is kept aside, for --raw.
     let call = &chain.messages()[1].tool_calls[0];
     assert_eq!(call.arguments_as_map()["to"], json!("[redacted email]"));
     assert_eq!(
-        call.original_arguments(),
-        Some(&json!({"to": "bob@example.com"}))
+        call.metadata["guarded"]["original_arguments"],
+        json!({"to": "bob@example.com"})
     );
     // Journaled with the guard's id and the kind found; the value is nowhere in it.
     assert!(chain.journal().entries().iter().any(|e| matches!(&e.decision,
@@ -308,4 +309,36 @@ async fn a_tripped_answer_is_withheld_mid_stream_and_its_calls_are_not_run() {
     assert!(chain.conversation().inconsistencies().is_empty());
     assert!(chain.journal().entries().iter().any(|e| matches!(&e.decision,
         Decision::Guard { point, verdict, .. } if point == "model_output" && verdict == "tripwire")));
+}
+
+#[tokio::test]
+async fn no_callback_sees_arguments_a_guard_held_back() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let shown = Arc::new(Mutex::new(String::new()));
+    let (s1, s2) = (shown.clone(), shown.clone());
+    let callbacks = llmchain::chain::Callbacks::new()
+        .on_llm_new_delta(move |ev| {
+            if let llmchain::provider::StreamEvent::ToolCallArguments { fragment, .. } = ev {
+                s1.lock().unwrap().push_str(fragment);
+            }
+        })
+        .on_llm_new_message(move |m| {
+            for c in &m.tool_calls {
+                s2.lock()
+                    .unwrap()
+                    .push_str(&serde_json::to_string(&c.arguments).unwrap());
+            }
+        });
+    let scripted =
+        Arc::new(model(vec![send("bob@example.com"), ResponseScript::text("ok")]).chunk_size(5));
+    let mut chain = LLMChain::new(scripted)
+        .with_tool(recording_tool(seen.clone(), "sent"))
+        .with_guard(Pii::default().at(&[Point::ToolArguments]))
+        .with_callbacks(callbacks);
+    chain.add_message(Message::user("mail bob")).await.unwrap();
+    chain.run(Mode::while_needs_response()).await.unwrap();
+    let shown = shown.lock().unwrap().clone();
+    assert!(!shown.contains("bob@example.com"), "{shown}");
+    assert!(shown.contains("[redacted email]"), "{shown}");
+    assert_eq!(*seen.lock().unwrap(), [r#""[redacted email]""#]);
 }

@@ -365,8 +365,9 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
     Ok(ask)
 }
 
-/// A conversation's JSON without what guards held back: an answer's
-/// `metadata.guarded.original`, and the `original` of a result a guard rewrote.
+/// A conversation's JSON without what guards held back: a message's
+/// `metadata.guarded.original`, a call's `metadata.guarded.original_arguments`, and the
+/// `original` of a result a guard rewrote.
 fn without_guarded_originals(conversation: &mut serde_json::Value) {
     let Some(messages) = conversation
         .get_mut("messages")
@@ -380,6 +381,19 @@ fn without_guarded_originals(conversation: &mut serde_json::Value) {
             .and_then(serde_json::Value::as_object_mut)
         {
             g.remove("original");
+        }
+        if let Some(calls) = m
+            .get_mut("tool_calls")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            for c in calls {
+                if let Some(g) = c
+                    .pointer_mut("/metadata/guarded")
+                    .and_then(serde_json::Value::as_object_mut)
+                {
+                    g.remove("original_arguments");
+                }
+            }
         }
         let Some(results) = m
             .get_mut("tool_results")

@@ -189,6 +189,7 @@ impl LLMChain {
             });
         }
         let guarding = self.guards.any_at(Point::ToolArguments);
+
         if self.policies.is_empty() && self.review.is_none() && !guarding {
             return Ok(Decided {
                 decision: Some(person.unwrap_or(ReviewDecision::Approve)),
@@ -219,6 +220,13 @@ impl LLMChain {
         // 2b. Guards on the arguments: a call a guard blocks is never offered to a
         // person; one it rewrote is reviewed, and runs, as rewritten.
         let mut rewritten = false;
+        // Refused by the guards as the answer was stored (its arguments withheld).
+        if guarding && let Some(reason) = self.refused_at_answer(call) {
+            return Ok(Decided {
+                decision: Some(ReviewDecision::Deny { reason }),
+                rule,
+            });
+        }
         if guarding {
             match self.guard_arguments(call, &arguments) {
                 Guarded::Same => {}

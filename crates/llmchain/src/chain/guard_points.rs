@@ -191,6 +191,53 @@ impl LLMChain {
         }
     }
 
+    /// The guards on the arguments of an answer's complete calls, as it is stored: a
+    /// rewritten call is stored rewritten, a refused one with no arguments, each with
+    /// what the model sent and the verdict in its metadata (`guarded`), so no callback,
+    /// page or span sees what a guard held back; `decide` denies a refused call.
+    pub(super) fn guard_calls(&mut self, message: &mut Message) {
+        for call in message.tool_calls.iter_mut().filter(|c| c.is_complete()) {
+            let arguments = call.arguments_as_map();
+            let (arguments_now, verdict) = match self.guard_arguments(call, &arguments) {
+                Guarded::Same => continue,
+                Guarded::Rewritten(map) => (map, serde_json::json!({"verdict": "rewrite"})),
+                Guarded::Refused(answer) => (
+                    Map::new(),
+                    serde_json::json!({
+                        "verdict": "refused",
+                        "answer": answer,
+                        "stop": self.stop_after_batch.as_deref().map(|s| serde_json::to_value(s).unwrap_or_default()),
+                    }),
+                ),
+            };
+            let mut guarded = verdict;
+            guarded["original_arguments"] = Value::Object(arguments);
+            call.metadata.insert("guarded".into(), guarded);
+            call.arguments = Some(crate::message::Arguments::Object(arguments_now));
+        }
+    }
+
+    /// A call the guards refused as its answer was stored: its answer, and the run's
+    /// stop again when a tripwire refused it (for a run resumed in another process).
+    pub(super) fn refused_at_answer(&mut self, call: &ToolCall) -> Option<String> {
+        let g = call.metadata.get("guarded")?;
+        if g.get("verdict").and_then(Value::as_str) != Some("refused") {
+            return None;
+        }
+        if let Some(stop) = g
+            .get("stop")
+            .and_then(|s| serde_json::from_value::<RunStop>(s.clone()).ok())
+        {
+            self.stop_after_batch.get_or_insert(Box::new(stop));
+        }
+        Some(
+            g.get("answer")
+                .and_then(Value::as_str)
+                .unwrap_or("Not run: a guard refused it.")
+                .to_owned(),
+        )
+    }
+
     /// The guards on a call's result, before the model or a UI sees it: rewritten in
     /// place (the result as it ran kept in `processed_content`); `Some` when a tripwire
     /// stops the run after the batch.

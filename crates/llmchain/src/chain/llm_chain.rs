@@ -458,6 +458,11 @@ impl LLMChain {
         if message.role == Role::Assistant {
             self.make_call_ids_unique(&mut message);
             identified = self.identify_calls(&mut message);
+            // The guards on the calls' arguments, before anyone sees them (the served
+            // page, the terminal, a span): stored as they leave them.
+            if self.guards.any_at(crate::guard::Point::ToolArguments) {
+                self.guard_calls(&mut message);
+            }
         }
         let position = self.state.conversation.messages.len();
         if let Some(sink) = &self.sink {
@@ -1181,6 +1186,7 @@ impl LLMChain {
             .any_at(crate::guard::Point::ModelOutput)
             .then(crate::guard::HoldBack::default);
         let mut text_index = 0;
+        let hide_arguments = self.guards.any_at(crate::guard::Point::ToolArguments);
         let cancel = (watch_budget || check_chunks || clock.is_some() || hold.is_some())
             .then(|| self.cancel.child_token());
         let abort = || {
@@ -1237,6 +1243,10 @@ impl LLMChain {
                         return Err(Attempt::Stopped(stop, cut_off(m, &why)));
                     }
                     match (&mut hold, &ev) {
+                        // Guarded arguments are shown once the guards had them (the
+                        // stored call), not as they stream.
+                        (_, crate::provider::StreamEvent::ToolCallArguments { .. })
+                            if hide_arguments => {}
                         (None, _) => self.fire(|cb| cb.on_llm_new_delta(&ev)),
                         (Some(h), crate::provider::StreamEvent::TextDelta { index, text }) => {
                             text_index = *index;

@@ -8,12 +8,13 @@
 //! | point | when | block | tripwire |
 //! |---|---|---|---|
 //! | [`Point::UserMessage`] | before each model call, on every person's message not checked yet | the model is not called; the run stops | the run stops |
-//! | [`Point::ToolArguments`] | on each call's arguments, after the policies and before review, so a call a guard blocks is never offered to a person | the call is answered with the message, not run | the call is not run; the run stops after the batch |
+//! | [`Point::ToolArguments`] | on each call's arguments as the answer is stored (its argument deltas are not streamed to callbacks, so no page or terminal sees them unguarded), and again after the policies and before review (a person's edit included), so a call a guard blocks is never offered to a person | the call is stored without arguments and answered with the message, not run | the same; the run stops after the batch |
 //! | [`Point::ToolResult`] | on each result, before the model or a UI sees it | the model sees the message instead | the model sees the message; the run stops after the batch |
 //! | [`Point::ModelOutput`] | on the answer's text as it streams, held back ([`HoldBack`]) until passed, so a terminal, a served page or a span never sees what a guard holds back; and on the whole answer before it is stored | the answer is withheld, its calls answered "not run"; the run stops | the same |
 //!
-//! A rewrite of a call's arguments runs the call with the rewritten arguments (the
-//! model's kept in the call's metadata, as a person's edit is); a rewrite of a result
+//! A rewrite of a call's arguments stores and runs the call with the rewritten arguments
+//! (the model's kept in the call's metadata, `guarded.original_arguments`); a rewrite of
+//! a result
 //! keeps the result as it ran in the tool message's `processed_content`; a rewrite of an
 //! answer or a person's message stores the guarded text, the text as it arrived kept in
 //! the message's metadata (`guarded.original`), so nothing received is lost while the
