@@ -56,7 +56,7 @@ pub fn context_window(model: &str) -> Option<u32> {
 const BYTES_PER_TOKEN: u64 = 4;
 
 /// The estimated tokens of a request: its text, call arguments, results, system
-/// prompt and tool definitions, at [`BYTES_PER_TOKEN`].
+/// prompt and tool definitions, at 4 bytes a token.
 pub fn estimate_tokens(conversation: &Conversation) -> u64 {
     let parts = |p: &[ContentPart]| p.iter().map(|c| c.content.len() as u64).sum::<u64>();
     let mut bytes = conversation.system.as_ref().map_or(0, |s| s.len() as u64);
