@@ -156,3 +156,45 @@ fn a_bad_guard_is_refused_with_its_id_and_line() {
         );
     }
 }
+
+#[test]
+fn a_served_chat_streams_only_what_the_guards_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("contacts.txt"), "Ann: ann@corp.example\n").unwrap();
+    let (base, seen) = serve(vec![
+        render_stream(
+            Format::OPENAI_CHAT,
+            &ResponseScript::tool_call("c1", "read_file", r#"{"path":"contacts.txt"}"#),
+        )
+        .unwrap(),
+        render_stream(
+            Format::OPENAI_CHAT,
+            &ResponseScript::text("Ann is at ann@corp.example.\nAnything else?"),
+        )
+        .unwrap(),
+    ]);
+    write_config(
+        dir,
+        &format!(
+            "base_url = \"{base}\"\nmodel = \"m\"\napprove = \"always\"\nroot = \"{}\"\n\n\
+             [[guard]]\nid = \"pii\"\nkind = \"pii\"\n",
+            dir.display()
+        ),
+    );
+    let db = format!("sqlite://{}", dir.join("chats.db").display());
+    let served = common::Served::start(dir, &["--db", &db]);
+    let page = common::post_chat(
+        &served.base,
+        &common::user_message("chat", "u1", "Who is in contacts.txt?"),
+    );
+    assert!(
+        page.contains("[redacted email]"),
+        "{page}\n{}",
+        served.log()
+    );
+    assert!(!page.contains("ann@corp.example"), "{page}");
+    // Nor did the model get the result unguarded.
+    let seen = seen.lock().unwrap();
+    assert!(!seen[1].1.to_string().contains("ann@corp.example"));
+}

@@ -157,8 +157,9 @@ async fn a_result_is_guarded_before_the_model_sees_it_and_kept_as_it_ran() {
     let result = &chain.messages()[2].tool_results[0];
     let shown = result.content_text();
     assert_eq!(shown, "the key is ***, card [redacted card]");
-    // What the tool returned is kept (for audit), not shown.
-    let kept = result.processed_content.as_ref().unwrap();
+    // What the tool returned is kept (for audit) in the tool message, not in the result.
+    assert!(result.processed_content.is_none());
+    let kept = &chain.messages()[2].metadata["rewritten"]["c1"];
     assert_eq!(kept["rewritten_by"], json!("guard:secrets,pii"));
     assert!(kept["original"].as_str().unwrap().contains("4111 1111"));
     let last = String::from_utf8(requests.requests().last().unwrap().clone()).unwrap();

@@ -389,8 +389,11 @@ async fn before_tool_rewrites_answers_or_stops_and_after_tool_rewrites() {
     );
     let results = &chain.messages()[2].tool_results;
     assert_eq!(results[0].content_text(), "[redacted]");
+    // What ran is kept in the tool message, not in the result a UI shows.
+    assert!(results[0].processed_content.is_none());
+    let call_id = results[0].tool_call_id.clone();
     assert_eq!(
-        results[0].processed_content.as_ref().unwrap()["original"],
+        chain.messages()[2].metadata["rewritten"][&call_id]["original"],
         json!("ran with 10")
     );
     assert_eq!(results[1].content_text(), "cached: 2");

@@ -366,8 +366,8 @@ async fn run_async(args: ConversationsArgs) -> Result<AskTheModel, CliError> {
 }
 
 /// A conversation's JSON without what guards held back: a message's
-/// `metadata.guarded.original`, a call's `metadata.guarded.original_arguments`, and the
-/// `original` of a result a guard rewrote.
+/// `metadata.guarded.original`, a call's `metadata.guarded.original_arguments`, and what
+/// ran of a result a guard rewrote (the tool message's `metadata.rewritten`).
 fn without_guarded_originals(conversation: &mut serde_json::Value) {
     let Some(messages) = conversation
         .get_mut("messages")
@@ -395,23 +395,20 @@ fn without_guarded_originals(conversation: &mut serde_json::Value) {
                 }
             }
         }
-        let Some(results) = m
-            .get_mut("tool_results")
-            .and_then(serde_json::Value::as_array_mut)
-        else {
-            continue;
-        };
-        for r in results {
-            if let Some(p) = r
-                .get_mut("processed_content")
-                .and_then(serde_json::Value::as_object_mut)
-                .filter(|p| {
-                    p.get("rewritten_by")
-                        .and_then(serde_json::Value::as_str)
-                        .is_some_and(|b| b.starts_with("guard:"))
-                })
-            {
-                p.remove("original");
+        // What ran, for a result a guard rewrote (kept in the tool message's metadata).
+        if let Some(rewritten) = m
+            .pointer_mut("/metadata/rewritten")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for record in rewritten.values_mut() {
+                let by_guard = record
+                    .get("rewritten_by")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|b| b.contains("guard:"));
+                if let (true, Some(r)) = (by_guard, record.as_object_mut()) {
+                    r.remove("original");
+                    r.remove("processed_content");
+                }
             }
         }
     }

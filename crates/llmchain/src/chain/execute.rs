@@ -103,6 +103,25 @@ fn answered_span(call: &ToolCall, status: ExecutionStatus, rule: Option<&str>) {
     drop(span.enter());
 }
 
+/// Keeps what ran of a rewritten result, by call id: the first record (what the tool
+/// returned) stays, later rewriters are added to its `rewritten_by`.
+fn keep_aside(rewritten: &mut serde_json::Map<String, Value>, id: &str, aside: Option<Value>) {
+    let Some(aside) = aside else { return };
+    match rewritten.get_mut(id) {
+        Some(first) => {
+            let by = format!(
+                "{},{}",
+                first["rewritten_by"].as_str().unwrap_or_default(),
+                aside["rewritten_by"].as_str().unwrap_or_default()
+            );
+            first["rewritten_by"] = by.into();
+        }
+        None => {
+            rewritten.insert(id.to_owned(), aside);
+        }
+    }
+}
+
 /// The canonical signature of a call, for the repetition guard.
 fn signature(call: &ToolCall) -> String {
     format!(
@@ -423,6 +442,9 @@ impl LLMChain {
         // Results in call order; statuses copied back onto the message's calls.
         let mut ran = to_run.into_iter().zip(run_results);
         let mut results = Vec::with_capacity(plans.len());
+        // What ran, for each result a hook or guard rewrote (kept in the tool message's
+        // metadata, never in the result a UI shows).
+        let mut rewritten = serde_json::Map::new();
         let mut updated = message.clone();
         for ((plan, &i), rule) in plans.into_iter().zip(&targets).zip(&rules) {
             let call = &mut updated.tool_calls[i];
@@ -439,18 +461,20 @@ impl LLMChain {
                 }
                 Plan::Run(_) => match ran.next() {
                     Some((ran_call, mut r)) => {
-                        if !self.hooks.is_empty()
-                            && ran_call.is_complete()
-                            && !r.is_interrupt()
-                            && let Some(stop) = self.after_tool(&ran_call, &mut r).await
-                        {
-                            self.stop_after_batch.get_or_insert(Box::new(stop));
+                        let id = ran_call.call_id.clone().unwrap_or_default();
+                        if !self.hooks.is_empty() && ran_call.is_complete() && !r.is_interrupt() {
+                            let (stop, aside) = self.after_tool(&ran_call, &mut r).await;
+                            if let Some(stop) = stop {
+                                self.stop_after_batch.get_or_insert(Box::new(stop));
+                            }
+                            keep_aside(&mut rewritten, &id, aside);
                         }
                         if ran_call.is_complete()
                             && !r.is_interrupt()
                             && self.guards.any_at(crate::guard::Point::ToolResult)
                         {
-                            self.guard_result(&ran_call, &mut r);
+                            let aside = self.guard_result(&ran_call, &mut r);
+                            keep_aside(&mut rewritten, &id, aside);
                         }
                         call.arguments = ran_call.arguments;
                         call.metadata = ran_call.metadata;
@@ -512,7 +536,12 @@ impl LLMChain {
             self.state.current_failure_count = 0;
         }
 
-        let tool_message = Message::tool(results);
+        let mut tool_message = Message::tool(results);
+        if !rewritten.is_empty() {
+            tool_message
+                .metadata
+                .insert("rewritten".into(), Value::Object(rewritten));
+        }
         self.push_message(tool_message).await?;
         if let Some(m) = self.last_message() {
             self.fire(|cb| cb.on_message_processed(m));

@@ -35,6 +35,21 @@ pub(super) fn withhold(m: &mut Message, guard: &str) {
         .insert(0, ContentPart::text(format!("[withheld by guard {guard}]")));
 }
 
+/// A result rewritten by `by` to show `shown`: what ran (its text and the tool's native
+/// data, which a UI would show in its place) leaves the result, which every UI, export
+/// and the model see, and is returned to be kept in the tool message's metadata
+/// (`rewritten`, by call id).
+pub(super) fn rewrite_result(result: &mut ToolResult, by: String, shown: String) -> Value {
+    let aside = serde_json::json!({
+        "rewritten_by": by,
+        "original": result.content_text(),
+        "processed_content": result.processed_content.take(),
+    });
+    result.content = vec![ContentPart::text(shown)];
+    result.display_text = None;
+    aside
+}
+
 /// `m`'s text parts replaced by `text` (other parts, images, stay).
 fn set_text(m: &mut Message, text: String) {
     m.content.retain(|p| p.r#type != ContentType::Text);
@@ -239,9 +254,13 @@ impl LLMChain {
     }
 
     /// The guards on a call's result, before the model or a UI sees it: rewritten in
-    /// place (the result as it ran kept in `processed_content`); `Some` when a tripwire
+    /// place; what ran is returned to be kept aside (see [`rewrite_result`]). A tripwire
     /// stops the run after the batch.
-    pub(super) fn guard_result(&mut self, call: &ToolCall, result: &mut ToolResult) {
+    pub(super) fn guard_result(
+        &mut self,
+        call: &ToolCall,
+        result: &mut ToolResult,
+    ) -> Option<Value> {
         let text = result.content_text();
         let id = call.call_id.clone().unwrap_or_default();
         let checked = self.guard_text(Point::ToolResult, Some(&id), None, &text);
@@ -262,15 +281,9 @@ impl LLMChain {
                     .join(",");
                 (checked.text.into_owned(), by)
             }
-            _ => return,
+            _ => return None,
         };
-        result.processed_content = Some(serde_json::json!({
-            "rewritten_by": format!("guard:{by}"),
-            "original": text,
-            "processed_content": result.processed_content.take(),
-        }));
-        result.content = vec![ContentPart::text(shown)];
-        result.display_text = None;
+        Some(rewrite_result(result, format!("guard:{by}"), shown))
     }
 
     /// The guards on every person's message, before a model call: a message a guard

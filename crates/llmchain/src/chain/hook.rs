@@ -160,8 +160,8 @@ pub enum BeforeTool {
 pub enum AfterTool {
     /// Keep the result.
     Keep,
-    /// The model sees this instead (the result as it ran is kept in the tool
-    /// message's metadata, `original_result`).
+    /// The model and every UI see this instead (what ran, its text and the tool's
+    /// native data, is kept in the tool message's metadata, `rewritten`, by call id).
     Rewrite {
         /// The text the model sees.
         content: String,

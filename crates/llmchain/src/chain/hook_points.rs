@@ -15,7 +15,7 @@ use super::hook::{
 use super::journal::Decision;
 use super::llm_chain::LLMChain;
 use crate::conversation::Conversation;
-use crate::message::{ContentPart, Message, ToolCall, ToolResult};
+use crate::message::{Message, ToolCall, ToolResult};
 use crate::provider::StreamEvent;
 
 /// Runs one point of `$hook` with a [`HookCx`] named `$cx` over the hook's state,
@@ -211,12 +211,13 @@ impl LLMChain {
     }
 
     /// `after_tool` on a call's result, innermost first, combined by severity. The
-    /// result is rewritten in place; `Some` when the run must stop after the batch.
+    /// result is rewritten in place (what ran returned, to be kept aside); the stop when
+    /// the run must stop after the batch.
     pub(super) async fn after_tool(
         &mut self,
         call: &ToolCall,
         result: &mut ToolResult,
-    ) -> Option<RunStop> {
+    ) -> (Option<RunStop>, Option<Value>) {
         let id = call.call_id.clone().unwrap_or_default();
         let hooks: Vec<_> = self.hooks.inside_out().cloned().collect();
         let mut combined = AfterTool::Keep;
@@ -242,20 +243,13 @@ impl LLMChain {
                 by = Some(key(hook.as_ref()));
             }
         }
-        if let Some((hook, content)) = rewrite {
-            let original = result.content_text();
-            result.processed_content = Some(serde_json::json!({
-                "rewritten_by": hook,
-                "original": original,
-                "processed_content": result.processed_content.take(),
-            }));
-            result.content = vec![ContentPart::text(content)];
-            result.display_text = None;
-        }
-        match combined {
+        let aside = rewrite
+            .map(|(hook, content)| super::guard_points::rewrite_result(result, hook, content));
+        let stop = match combined {
             AfterTool::Stop { reason } => Some(RunStop::hook(by.unwrap_or_default(), reason)),
             _ => None,
-        }
+        };
+        (stop, aside)
     }
 }
 

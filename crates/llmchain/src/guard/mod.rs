@@ -15,7 +15,8 @@
 //! A rewrite of a call's arguments stores and runs the call with the rewritten arguments
 //! (the model's kept in the call's metadata, `guarded.original_arguments`); a rewrite of
 //! a result
-//! keeps the result as it ran in the tool message's `processed_content`; a rewrite of an
+//! keeps what ran (its text and the tool's native data) in the tool message's metadata
+//! (`rewritten`, by call id), out of the result every UI shows; a rewrite of an
 //! answer or a person's message stores the guarded text, the text as it arrived kept in
 //! the message's metadata (`guarded.original`), so nothing received is lost while the
 //! model, the UIs and exports get the guarded version (`conversations export` leaves the
