@@ -703,3 +703,67 @@ fn a_wrong_answer_reaches_a_span_only_with_the_content_opt_in() {
         assert_eq!(everything.contains(MARK), opt_in, "opt-in {opt_in}");
     }
 }
+
+/// Issue 49: with the content opt-in, what a guard holds back never reaches a span: the
+/// `execute_tool` span records the result as the model sees it, the `chat` spans the
+/// person's message and the answer as guarded.
+#[test]
+fn what_a_guard_holds_back_reaches_no_span() {
+    let (otlp, received, _) = receiver();
+    let (base, _) = serve(vec![
+        render_stream(
+            Format::OPENAI_CHAT,
+            &ResponseScript::tool_call("call_1", "read_file", r#"{"path":"contacts.txt"}"#),
+        )
+        .unwrap(),
+        render_stream(
+            Format::OPENAI_CHAT,
+            &ResponseScript::text("Ann is at ann@corp.example."),
+        )
+        .unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("contacts.txt"), "Ann: ann@corp.example\n").unwrap();
+    common::write_config(
+        dir.path(),
+        "approve = \"always\"\n\n[[guard]]\nid = \"pii\"\nkind = \"pii\"\n",
+    );
+    let out = llmchain_with_env(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "mail me at me@home.example: who is in contacts.txt?",
+        ],
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp),
+            ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let spans = received.lock().unwrap().clone();
+    let tool = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| s.name == "execute_tool read_file")
+        .expect("the tool's span");
+    let result = attribute(tool, "gen_ai.tool.call.result").unwrap();
+    assert!(result.contains("[redacted email]"), "{result}");
+    let mut redacted = 0;
+    for (_, span) in &spans {
+        for kv in &span.attributes {
+            let v = shown(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+            assert!(
+                !v.contains("ann@corp.example") && !v.contains("me@home.example"),
+                "{} {}: {v}",
+                span.name,
+                kv.key
+            );
+            redacted += usize::from(v.contains("[redacted email]"));
+        }
+    }
+    assert!(redacted >= 3, "the chat spans carry the guarded texts");
+}

@@ -324,6 +324,17 @@ impl LLMChain {
             .with_context_arc(self.custom_context.clone())
             .with_observer(observer.clone())
             .with_human_approved(approved.iter().cloned());
+        // The guards on results: a span records a result as the model will see it.
+        if self.guards.any_at(crate::guard::Point::ToolResult) {
+            let guards = self.guards.clone();
+            executor = executor.with_span_result(Arc::new(move |text: &str| {
+                let checked = guards.check(crate::guard::Point::ToolResult, text);
+                match checked.stop {
+                    Some((guard, _)) => format!("[withheld by guard {guard}]"),
+                    None => checked.text.into_owned(),
+                }
+            }));
+        }
         // Your hooks' wrap_tool: the onion around each call's run.
         if let Some(wrap) = self.hooks.wrap_tool() {
             executor = executor.with_wrap_tool(wrap);

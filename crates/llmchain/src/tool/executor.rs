@@ -118,7 +118,12 @@ pub struct ToolExecutor {
     on_exception: Option<Arc<ExceptionHook>>,
     approved: std::collections::HashSet<String>,
     wrap_tool: Option<super::WrapTool>,
+    span_result: Option<SpanText>,
 }
+
+/// What an `execute_tool` span records of a result (with the content opt-in): the text
+/// as it will be shown, for a chain whose guards rewrite results after the run.
+pub type SpanText = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 /// Runs `call` inside the layers of `wrap`. A layer that panics (while wrapping, or
 /// while its run goes on) fails the call with an error: the stack fails closed.
@@ -191,6 +196,7 @@ impl ToolExecutor {
             on_exception: None,
             approved: Default::default(),
             wrap_tool: None,
+            span_result: None,
         })
     }
 
@@ -258,6 +264,14 @@ impl ToolExecutor {
     #[must_use]
     pub fn with_wrap_tool(mut self, wrap: super::WrapTool) -> Self {
         self.wrap_tool = Some(wrap);
+        self
+    }
+
+    /// What the `execute_tool` span records of a result, with the content opt-in: the
+    /// text `f` makes of it (a chain's guards: what they hold back never reaches a span).
+    #[must_use]
+    pub fn with_span_result(mut self, f: SpanText) -> Self {
+        self.span_result = Some(f);
         self
     }
 
@@ -436,10 +450,12 @@ impl ToolExecutor {
         };
         let result = self.bounded(result, &name);
         if capture {
-            span.record(
-                "gen_ai.tool.call.result",
-                crate::secrets::masked(result.content_text()),
-            );
+            let text = result.content_text();
+            let text = match &self.span_result {
+                Some(f) => f(&text),
+                None => text,
+            };
+            span.record("gen_ai.tool.call.result", crate::secrets::masked(text));
         }
         if result.is_exception() {
             span.record("error.type", "exception");

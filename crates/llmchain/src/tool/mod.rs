@@ -90,7 +90,7 @@ pub use context::{CustomContext, ToolContext};
 pub use definition::{BoxToolFuture, Tool, ToolBuilder, ToolHandler, schema_for};
 pub use error::ToolError;
 pub use executor::{
-    DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RESULT_BYTES, ExecutionObserver, ObserverFuture,
+    DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RESULT_BYTES, ExecutionObserver, ObserverFuture, SpanText,
     ToolExecutor,
 };
 pub use hints::ToolHints;
