@@ -12,8 +12,6 @@
 //! A call waiting for review is never answered here: a run paused for review never
 //! calls the model.
 
-use std::collections::HashSet;
-
 use crate::conversation::Conversation;
 use crate::message::{Message, MessageStatus, Role, ToolResult};
 
@@ -37,16 +35,20 @@ pub(super) fn orphaned(conversation: &Conversation) -> Vec<(usize, String, Strin
         if !has_later_turn(messages, p) {
             continue;
         }
-        let answered: HashSet<&str> = messages[p + 1..]
-            .iter()
-            .take_while(|n| n.role == Role::Tool)
-            .flat_map(|n| n.tool_results.iter().map(|r| r.tool_call_id.as_str()))
-            .collect();
+        // Checked on every model call, over the whole history: no allocation, a scan of
+        // the (few, capped per turn) results right after the answer.
+        let answered = |id: &str| {
+            messages[p + 1..]
+                .iter()
+                .take_while(|n| n.role == Role::Tool)
+                .flat_map(|n| n.tool_results.iter())
+                .any(|r| r.tool_call_id == id)
+        };
         for c in &m.tool_calls {
             let Some(id) = c.call_id.as_deref().filter(|id| !id.is_empty()) else {
                 continue;
             };
-            if c.is_complete() && !answered.contains(id) {
+            if c.is_complete() && !answered(id) {
                 out.push((p, id.to_owned(), c.name.clone().unwrap_or_default()));
             }
         }
